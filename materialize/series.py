@@ -1,0 +1,252 @@
+"""The series: upstream pins per target plus one ordered list of patches (``series/*.yaml``).
+
+The YAML is validated with pydantic so that every error says which field is wrong and what was
+expected; ``yamlpos`` turns the field path into the file and line the user has to edit.
+All relative paths in a series file are relative to the directory that holds the series file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from materialize.errors import SeriesError
+from materialize.yamlpos import load_located
+
+TARGETS = ("tt-metal", "plugin")
+SERIES_FORMAT_VERSION = 1
+_SHA256 = r"^[0-9a-f]{64}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitPin(_Strict):
+    """A git repository (local path or URL) at a revision; ``sha`` records the resolved full SHA."""
+
+    kind: Literal["git"]
+    url: str
+    rev: str
+    sha: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
+    root: str = ""
+
+
+class PypiPin(_Strict):
+    """One exact file of a release on the configured package index, verified by sha256."""
+
+    kind: Literal["pypi"]
+    requirement: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+$")]
+    file: str
+    sha256: Annotated[str, Field(pattern=_SHA256)]
+    index_url: str | None = None
+    root: str | None = None
+
+
+class PathPin(_Strict):
+    """A local directory, taken as it is (no hash: it is the user's own checkout)."""
+
+    kind: Literal["path"]
+    path: str
+    root: str = ""
+
+
+class TarballPin(_Strict):
+    """A local .tar.gz / .tar.xz / .zip archive, optionally verified by sha256."""
+
+    kind: Literal["tarball"]
+    path: str
+    sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
+    root: str | None = None
+
+
+Pin = Annotated[GitPin | PypiPin | PathPin | TarballPin, Field(discriminator="kind")]
+
+
+class TargetSpec(_Strict):
+    pin: Pin
+    install_path: str | None = Field(
+        default=None, description="where this target's root sits inside the serving image (overlay mounts)"
+    )
+
+
+class PatchSpec(_Strict):
+    patch: str = Field(description="patch file, relative to patches_dir")
+    target: Literal["tt-metal", "plugin"]
+    strip: Annotated[int, Field(ge=0, le=16)] | None = None
+    max_fuzz: Annotated[int, Field(ge=0, le=3)] | None = None
+    flag: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
+    banner: str | None = None
+    tests: list[str] = Field(default_factory=list)
+    status: Literal["cleared", "held", "experimental"] = "experimental"
+    evidence: list[str] = Field(default_factory=list)
+    why: str = ""
+
+    @field_validator("banner")
+    @classmethod
+    def _banner_needs_text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("banner must be a non-empty log line")
+        return value
+
+
+class Defaults(_Strict):
+    strip: Annotated[int, Field(ge=0, le=16)] = 1
+    max_fuzz: Annotated[int, Field(ge=0, le=3)] = 0
+
+
+class SeriesSpec(_Strict):
+    version: Literal[1]
+    patches_dir: str = "../patches"
+    tests_dir: str = "../ast_tests"
+    defaults: Defaults = Defaults()
+    targets: dict[Literal["tt-metal", "plugin"], TargetSpec]
+    patches: list[PatchSpec] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PatchEntry:
+    """One resolved series entry: position is 1-based, as quilt counts."""
+
+    position: int
+    name: str
+    target: str
+    path: Path
+    strip: int
+    max_fuzz: int
+    spec: PatchSpec
+    line: int
+
+    @property
+    def flag(self) -> str | None:
+        return self.spec.flag
+
+    @property
+    def banner(self) -> str | None:
+        return self.spec.banner
+
+    def read(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            raise SeriesError(f"patch {self.name}: file {self.path} does not exist") from None
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.read()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Series:
+    """A validated series file."""
+
+    path: Path
+    spec: SeriesSpec
+    patches: tuple[PatchEntry, ...]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def targets(self) -> dict[str, TargetSpec]:
+        return dict(self.spec.targets)
+
+    def resolve(self, relative: str) -> Path:
+        return (self.base_dir / relative).resolve()
+
+    def find(self, ref: str | int) -> PatchEntry:
+        """Look a patch up by 1-based position, name, file name, or unique name prefix (like quilt)."""
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit() and len(ref) < 4):
+            pos = int(ref)
+            if not 1 <= pos <= len(self.patches):
+                raise SeriesError(f"{self.path}: no patch at position {pos} (series has {len(self.patches)})")
+            return self.patches[pos - 1]
+        ref = str(ref)
+        exact = [p for p in self.patches if ref in (p.name, p.spec.patch, Path(p.spec.patch).name)]
+        if len(exact) == 1:
+            return exact[0]
+        prefixed = [p for p in self.patches if p.name.startswith(ref)]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        if not prefixed:
+            raise SeriesError(f"{self.path}: no patch named {ref!r}")
+        names = ", ".join(p.name for p in prefixed)
+        raise SeriesError(f"{self.path}: {ref!r} is ambiguous ({names})")
+
+    def position(self, ref: str | int | None) -> int:
+        """Position of ``ref``; 0 means "the pinned upstreams alone"; None means the whole series."""
+        if ref is None:
+            return len(self.patches)
+        if ref in (0, "0", "base"):
+            return 0
+        return self.find(ref).position
+
+
+def _patch_name(patch: str) -> str:
+    name = Path(patch).name
+    return re.sub(r"\.(patch|diff)$", "", name)
+
+
+def _format_error(err: dict, located, source: str) -> str:
+    path = tuple(err["loc"])
+    # Pydantic puts the union member's tag into loc for discriminated unions; drop non-data parts.
+    data_path = tuple(p for p in path if isinstance(p, int) or p in _known_keys(located, path))
+    line = located.line_of(data_path)
+    field = ".".join(str(p) for p in path) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (typo?)"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    return f"{source}:{line}: {field}: {msg}"
+
+
+def _known_keys(located, path: tuple) -> set:
+    keys: set = set()
+    for known in located.lines:
+        keys.update(p for p in known if isinstance(p, str))
+    return keys
+
+
+def load_series(path: str | Path) -> Series:
+    """Load and validate a series file; every error names file, line and field."""
+    path = Path(path).resolve()
+    located = load_located(path)
+    source = str(path)
+    if not isinstance(located.data, dict):
+        raise SeriesError(f"{source}:1: a series file is a mapping with 'version', 'targets' and 'patches'")
+    try:
+        spec = SeriesSpec.model_validate(located.data)
+    except ValidationError as exc:
+        problems = [_format_error(e, located, source) for e in exc.errors()]
+        raise SeriesError("invalid series:\n  " + "\n  ".join(problems)) from None
+
+    patches_dir = (path.parent / spec.patches_dir).resolve()
+    entries: list[PatchEntry] = []
+    seen: dict[str, int] = {}
+    for index, p in enumerate(spec.patches):
+        line = located.line_of(("patches", index))
+        name = _patch_name(p.patch)
+        if name in seen:
+            raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}")
+        if p.target not in spec.targets:
+            raise SeriesError(f"{source}:{line}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")
+        seen[name] = index + 1
+        entries.append(
+            PatchEntry(
+                position=index + 1,
+                name=name,
+                target=p.target,
+                path=patches_dir / p.patch,
+                strip=spec.defaults.strip if p.strip is None else p.strip,
+                max_fuzz=spec.defaults.max_fuzz if p.max_fuzz is None else p.max_fuzz,
+                spec=p,
+                line=line,
+            )
+        )
+    return Series(path=path, spec=spec, patches=tuple(entries))

@@ -1,0 +1,74 @@
+"""Safe YAML loading that remembers where each value came from.
+
+Pydantic tells us *which* field is wrong (a path such as ``patches.3.strip``); users need to know
+*where* it is. We compose the YAML node graph once (safe loader only: no tags, no Python objects),
+build plain data from it, and keep a map from each path to its line so errors can say file:line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from materialize.errors import SeriesError
+
+PathKey = tuple[str | int, ...]
+
+
+@dataclass
+class LocatedYaml:
+    """Plain data plus the 1-based line of every mapping key / sequence item."""
+
+    data: Any
+    source: str
+    lines: dict[PathKey, int] = field(default_factory=dict)
+
+    def line_of(self, path: PathKey) -> int:
+        """Line of the deepest known ancestor of ``path`` (a missing field points at its parent)."""
+        for cut in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:cut]))
+            if line is not None:
+                return line
+        return 1
+
+
+def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise SeriesError(f"{source}:{key_node.start_mark.line + 1}: mapping keys must be plain strings")
+            key = str(key_node.value)
+            if key in out:
+                raise SeriesError(f"{source}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            out[key] = _build(value_node, path + (key,), lines, source)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, path + (i,), lines, source) for i, item in enumerate(node.value)]
+    # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says.
+    return yaml.SafeLoader("").construct_object(node)
+
+
+def load_located(path: Path) -> LocatedYaml:
+    """Parse ``path`` with the safe loader; syntax errors name the file and line."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SeriesError(f"{source}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise SeriesError(f"{where}: invalid YAML: {exc.problem or exc}") from None
+    lines: dict[PathKey, int] = {}
+    data = _build(node, (), lines, source) if node is not None else None
+    return LocatedYaml(data=data, source=source, lines=lines)
