@@ -1,0 +1,1 @@
+"""One module per CLI command, each a plain function returning an exit code (pre-commit's habit)."""

@@ -1,0 +1,239 @@
+"""Apply the series to the pinned trees, one store commit per patch, cached per prefix.
+
+A prefix's cache key is a hash chain over the pin's identity and every applied patch's bytes and
+options, so re-materializing after editing patch k reuses prefixes 1..k-1 and costs only k..n. A
+patch is applied by reading the blobs it touches, running the GNU-patch-exact applier in memory and
+writing a new tree through a temporary index: the cost follows the files a patch touches, not the
+size of tt-metal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from rich.progress import Progress
+
+from materialize.errors import PatchApplyError, UnsafePathError
+from materialize.patching.apply import apply_file
+from materialize.patching.model import FilePatch
+from materialize.patching.parse import parse_patch
+from materialize.paths import safe_relpath
+from materialize.report import HunkReport, PatchReport
+from materialize.series import PatchEntry, Series
+from materialize.store import REGULAR, SYMLINK, Entry, Store
+from materialize.upstream import resolve
+
+PREFIX_REF = "refs/materialize/prefix/"
+ID_LENGTH = 16
+
+
+class StoreTree:
+    """A target's tree read straight from the store (implements ``materialize.tree.Tree``)."""
+
+    def __init__(self, store: Store, tree: str, target: str, display_root: str | None = None) -> None:
+        self.store = store
+        self.tree = tree
+        self.target = target
+        self.display_root = display_root
+
+    def read_bytes(self, path: str) -> bytes:
+        return self.store.read_blob(self.tree, path)
+
+    def exists(self, path: str) -> bool:
+        return self.store.lookup(self.tree, path) is not None
+
+    def display_path(self, path: str) -> str:
+        if self.display_root:
+            return f"{self.display_root}/{path}"
+        return f"<materialized {self.target}@{self.tree[:12]}>/{path}"
+
+
+@dataclass
+class Materialization:
+    """The result of applying a selection of the series; ``id`` names the code, nothing else."""
+
+    id: str
+    series: Series
+    position: int
+    applied: tuple[PatchEntry, ...]
+    store: Store
+    trees: dict[str, str]
+    base_trees: dict[str, str]
+    pins: dict[str, dict]
+    commits: dict[str, str]
+    reports: list[PatchReport] = field(default_factory=list)
+    display_root: str | None = None
+
+    def tree(self, target: str) -> StoreTree:
+        root = f"{self.display_root}/{target}" if self.display_root else None
+        return StoreTree(self.store, self.trees[target], target, root)
+
+    def changed_files(self, target: str) -> list[str]:
+        return self.store.changed_paths(self.base_trees[target], self.trees[target])[0]
+
+    def deleted_files(self, target: str) -> list[str]:
+        return self.store.changed_paths(self.base_trees[target], self.trees[target])[1]
+
+
+def materialization_id(trees: dict[str, str]) -> str:
+    """Same trees, same id: the id hashes only the resulting tree ids, never how they were made."""
+    text = "".join(f"{target}\0{tree}\n" for target, tree in sorted(trees.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+
+
+def _chain(previous: str, entry: PatchEntry, data: bytes) -> str:
+    material = json.dumps(
+        [previous, entry.name, hashlib.sha256(data).hexdigest(), entry.strip, entry.max_fuzz]
+    )
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+class _Overlay:
+    """The files a patch has changed so far, over the prefix tree it started from."""
+
+    def __init__(self, store: Store, tree: str) -> None:
+        self.store = store
+        self.tree = tree
+        self.changes: dict[str, tuple[str, bytes] | None] = {}
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        if path in self.changes:
+            return self.changes[path]
+        entry = self.store.lookup(self.tree, path)
+        if entry is None:
+            return None
+        return entry.mode, self.store.read_blob_by_id(entry.sha)
+
+    def check_no_link_on_the_way(self, path: str, where: str) -> None:
+        """Refuse writing through a symlinked (or file) ancestor: it could point outside the tree."""
+        parents = PurePosixPath(path).parents
+        for parent in list(parents)[:-1]:
+            entry = self.changes.get(str(parent)) if str(parent) in self.changes else None
+            found = Entry(entry[0], "") if entry else self.store.lookup(self.tree, str(parent))
+            if found is not None and found.mode == SYMLINK:
+                raise UnsafePathError(f"{where}: {path} goes through symlink {parent} in the tree; refused")
+            if found is not None:
+                raise PatchApplyError(f"{where}: {path} needs {parent} to be a directory, but it is a file")
+
+
+def _describe_failure(entry: PatchEntry, fp: FilePatch, result, source: str) -> str:
+    failed = [h for h in result.hunks if h.status == "failed"]
+    lines = [f"patch {entry.name} (#{entry.position}, {source}) does not apply to {entry.target}:"]
+    path = fp.path or "?"
+    if result.error:
+        lines.append(f"  {path}: {result.error}")
+    for hunk in failed:
+        lines.append(f"  {path}: hunk {hunk.hunk.header} (patch line {hunk.hunk.patch_line}) FAILED")
+    if result.reject:
+        lines.append("reject:")
+        lines.extend("  " + line for line in result.reject.rstrip("\n").split("\n"))
+    return "\n".join(lines)
+
+
+def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tuple[str, PatchReport]:
+    """Apply one series entry to ``tree``; returns the new tree and the per-hunk report."""
+    source = str(entry.path)
+    patchset = parse_patch(data, source=source, strip=entry.strip)
+    overlay = _Overlay(store, tree)
+    hunk_reports: list[HunkReport] = []
+    files: list[str] = []
+    deleted: list[str] = []
+    added = removed = 0
+    for fp in patchset.files:
+        where = f"{source}:{fp.patch_line}"
+        old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
+        new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
+        if fp.is_binary:
+            raise PatchApplyError(f"{where}: binary patch for {new or old} is unsupported; ship it as a new file")
+        dest = new or old
+        assert dest is not None
+        overlay.check_no_link_on_the_way(dest, where)
+        read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old))) else new
+        current = overlay.get(read_from) if read_from else None
+        if current is not None and current[0] == SYMLINK and fp.old_mode != SYMLINK:
+            raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
+        result = apply_file(current[1] if current else None, fp, max_fuzz=entry.max_fuzz)
+        for h in result.hunks:
+            hunk_reports.append(HunkReport(dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
+        if not result.ok:
+            raise PatchApplyError(_describe_failure(entry, fp, result, source))
+        for hunk in fp.hunks:
+            added += sum(1 for line in hunk.lines if line.kind == "+")
+            removed += sum(1 for line in hunk.lines if line.kind == "-")
+        if fp.is_rename and old is not None and old != dest:
+            overlay.changes[old] = None
+            deleted.append(old)
+        if result.content is None:
+            overlay.changes[dest] = None
+            deleted.append(dest)
+        else:
+            mode = fp.new_mode or (current[0] if current else None) or REGULAR
+            overlay.changes[dest] = (mode, result.content)
+            files.append(dest)
+    new_tree = store.write_tree(tree, overlay.changes) if overlay.changes else tree
+    report = PatchReport(entry.position, entry.name, entry.target, hashlib.sha256(data).hexdigest(),
+                         files, hunk_reports, added, removed, deleted=deleted)
+    return new_tree, report
+
+
+def _select(series: Series, upto: str | int | None, without: Iterable[str | int]) -> tuple[int, list[PatchEntry]]:
+    position = series.position(upto)
+    skipped = {series.find(ref).name for ref in without}
+    return position, [p for p in series.patches[:position] if p.name not in skipped]
+
+
+def materialize(series: Series, *, upto: str | int | None = None, without: Sequence[str | int] = (),
+                store: Store | None = None, progress: bool = False) -> Materialization:
+    """Apply the selected prefix of ``series``; raises PatchApplyError naming patch, file and hunk."""
+    store = store or Store.open()
+    position, selected = _select(series, upto, without)
+    base_trees: dict[str, str] = {}
+    pins: dict[str, dict] = {}
+    keys: dict[str, str] = {}
+    for target, spec in sorted(series.targets.items()):
+        resolved = resolve(spec.pin, store, base_dir=series.base_dir, progress=progress)
+        base_trees[target] = resolved.tree
+        pins[target] = {"pin": spec.pin.model_dump(), "resolved": resolved.identity}
+        keys[target] = hashlib.sha256(f"base\0{resolved.tree}".encode()).hexdigest()
+    trees = dict(base_trees)
+    commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
+    reports: list[PatchReport] = []
+    new_refs: dict[str, str] = {}
+    try:
+        with Progress(disable=not progress, transient=True) as bar:
+            task = bar.add_task("apply", total=len(selected))
+            for entry in selected:
+                bar.update(task, description=f"apply {entry.name}")
+                data = entry.read()
+                key = _chain(keys[entry.target], entry, data)
+                cached = store.get_ref(PREFIX_REF + key)
+                if cached is not None:
+                    report = PatchReport.from_json(json.loads(store.commit_message(cached).split("\n\n", 1)[1]),
+                                                   reused=True)
+                    commit = cached
+                    trees[entry.target] = store.tree_of(cached)
+                else:
+                    try:
+                        tree, report = apply_patch(store, trees[entry.target], entry, data)
+                    except PatchApplyError as exc:
+                        exc.entry = entry  # type: ignore[attr-defined]  # status shows where it stopped
+                        exc.reports = reports  # type: ignore[attr-defined]
+                        raise
+                    message = f"{entry.name}\n\n{json.dumps(report.to_json(), sort_keys=True)}\n"
+                    commit = store.commit(tree, [commits[entry.target]], message)
+                    new_refs[PREFIX_REF + key] = commit
+                    trees[entry.target] = tree
+                keys[entry.target] = key
+                commits[entry.target] = commit
+                reports.append(report)
+                bar.advance(task)
+    finally:
+        store.set_refs(new_refs)  # keep every prefix that did apply, even when a later one failed
+    return Materialization(
+        id=materialization_id(trees), series=series, position=position, applied=tuple(selected), store=store,
+        trees=trees, base_trees=base_trees, pins=pins, commits=commits, reports=reports,
+    )

@@ -1,0 +1,156 @@
+"""Publish a materialization to disk: full trees or an overlay of touched files, plus manifest.json.
+
+The output is built in a temporary sibling directory and published with one atomic rename, so a
+killed run leaves the previous output intact and a reader never sees half a tree. Python is never
+run here, so no ``__pycache__`` can appear; a stale one would be refused by ``verify_clean``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from materialize.engine import Materialization
+from materialize.errors import MaterializeError
+from materialize.store import SYMLINK
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+DEFAULT_ROOT = Path("build/materialized")
+
+
+def manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
+    """Everything a reader needs to know which code this is and how it was made."""
+    targets: dict[str, Any] = {}
+    for target in sorted(m.trees):
+        changed, deleted = m.store.changed_paths(m.base_trees[target], m.trees[target])
+        targets[target] = {
+            **m.pins[target],
+            "base_tree": m.base_trees[target],
+            "tree": m.trees[target],
+            "install_path": m.series.targets[target].install_path,
+            "changed": changed,
+            "deleted": deleted,
+        }
+    patches = []
+    for report, entry in zip(m.reports, m.applied, strict=True):
+        patches.append({
+            "position": entry.position,
+            "name": entry.name,
+            "target": entry.target,
+            "sha256": report.sha256,
+            "flag": entry.flag,
+            "banner": entry.banner,
+            "status": entry.spec.status,
+            "files": report.files,
+            "deleted": report.deleted,
+            "hunks": [{"file": h.file, "header": h.header, "status": h.status, "offset": h.offset, "fuzz": h.fuzz}
+                      for h in report.hunks],
+        })
+    return {
+        "format": MANIFEST_FORMAT,
+        "id": m.id,
+        "series": str(m.series.path),
+        "position": m.position,
+        "overlay": overlay,
+        "targets": targets,
+        "patches": patches,
+    }
+
+
+def _checkout_full(m: Materialization, target: str, dest: Path) -> None:
+    """Write a whole tree with git's own checkout-index, through a throwaway index."""
+    with tempfile.TemporaryDirectory(prefix="materialize-out-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        m.store.git("read-tree", m.trees[target], env=env)
+        dest.mkdir(parents=True)
+        m.store.git("--work-tree", str(dest), "checkout-index", "-a", "-f", env=env)
+
+
+def _write_overlay(m: Materialization, target: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    for path in m.changed_files(target):
+        entry = m.store.lookup(m.trees[target], path)
+        assert entry is not None
+        out = dest / path
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = m.store.read_blob_by_id(entry.sha)
+        if entry.mode == SYMLINK:
+            os.symlink(data.decode("utf-8", "surrogateescape"), out)
+        else:
+            out.write_bytes(data)
+            if entry.mode == "100755":
+                out.chmod(0o755)
+
+
+def _read_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _replaceable(directory: Path) -> bool:
+    """Only an empty directory or one of our own outputs may be replaced: never a user's folder."""
+    if not directory.exists():
+        return True
+    if directory.is_dir() and not any(directory.iterdir()):
+        return True
+    return _read_manifest(directory) is not None
+
+
+def write_output(m: Materialization, out: Path | None = None, *, overlay: bool = False) -> Path:
+    """Publish ``m`` atomically and return its directory (default build/materialized/<id>[-overlay])."""
+    default = out is None
+    final = (DEFAULT_ROOT / (m.id + ("-overlay" if overlay else ""))) if default else out
+    final = final.absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(final.parent / ".materialize-output.lock")):
+        existing = _read_manifest(final)
+        wanted = manifest(m, overlay=overlay)
+        if existing == wanted:
+            _point_latest(final, default)
+            m.display_root = str(final)
+            return final
+        if not _replaceable(final):
+            raise MaterializeError(f"{final} exists and is not a materialize output; refusing to replace it")
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+        tmp.chmod(0o755)  # mkdtemp makes it private; an output is meant to be read and mounted
+        try:
+            for target in sorted(m.trees):
+                (_write_overlay if overlay else _checkout_full)(m, target, tmp / target)
+            (tmp / MANIFEST).write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+            if final.exists():
+                trash = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
+                os.replace(final, trash / "old")
+                os.replace(tmp, final)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _point_latest(final, default)
+    m.display_root = str(final)
+    return final
+
+
+def _point_latest(final: Path, default: bool) -> None:
+    if not default:
+        return
+    link = final.parent / "latest"
+    tmp_link = final.parent / f".latest-{os.getpid()}"
+    tmp_link.unlink(missing_ok=True)
+    os.symlink(final.name, tmp_link)
+    os.replace(tmp_link, link)
+
+
+def verify_clean(directory: Path) -> list[str]:
+    """Paths of bytecode caches inside an output: must be empty (seed 000: a __pycache__ broke prod)."""
+    return sorted(str(p) for p in directory.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc")
