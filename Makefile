@@ -1,0 +1,49 @@
+# The four jobs of this repository. Every target bootstraps .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MAT := $(VENV)/bin/materialize
+SERIES ?= series/default.yaml
+PROFILE ?= prod
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: materialize test test-unit test-offline lint serve serve-check bench bisect clean venv
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+## Apply the shipped series to the pinned trees; prints the per-patch report and the materialization id.
+materialize: venv
+	$(MAT) apply --series $(SERIES)
+
+## Everything CI runs: lint, the tool's own tests, the offline per-patch suite, serve profile checks.
+test: venv lint test-unit test-offline serve-check
+
+lint: venv
+	$(VENV)/bin/ruff check materialize ast_tests tests bench
+
+test-unit: venv
+	$(PY) -m pytest -q tests
+
+## Each patch's offline tests at its position: patched must pass, control (without the patch) must fail.
+test-offline: venv
+	$(PY) -m pytest -q ast_tests --series $(SERIES)
+
+serve-check: venv
+	$(MAT) serve check
+
+## Launch a serving profile from the materialized source (needs Tenstorrent devices; fails closed without).
+serve: venv
+	$(MAT) serve up $(PROFILE)
+
+bench: venv
+	$(PY) bench/run_all.py
+
+bisect: venv
+	$(MAT) bisect status
+
+clean:
+	rm -rf build work
