@@ -1,0 +1,244 @@
+"""The serve plan: argv, environment, mounts and expected banners, derived and deterministic.
+
+plan = profile + manifest + the flags and banners of the enabled patches. Nothing in here is typed by
+hand: the environment is the enabled patches' flags (seed 001: a hand-kept ``-e`` list missed one and
+the patch never switched on), mounts are the manifest's changed files, banners are the series'. The
+same inputs give byte-identical JSON, so two plans can be diffed and a unit can be checked for
+staleness by hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from materialize.errors import MaterializeError
+from materialize.series import Series
+from materialize.serve.constraints import check_profile, resolve_enabled, server_env
+from materialize.serve.profile import Profile, ProfileError
+from materialize.tree import Tree
+
+PLAN_FORMAT = 1
+
+
+class PlanError(MaterializeError):
+    """The materialization cannot serve this profile (a patch not applied, a deletion an overlay cannot
+    express, a target with no install path)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Banner:
+    patch: str
+    flag: str
+    banner: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``serve up`` will do, as data. ``argv`` is what gets exec'd on this host;
+    ``server_argv`` is the server's own command line (the process's argv, or the container's Cmd)."""
+
+    profile: str
+    profile_hash: str
+    materialization_id: str | None
+    series: str
+    launcher: str
+    container_name: str | None
+    image: str | None
+    argv: list[str]
+    server_argv: list[str]
+    env: dict[str, str]
+    mounts: list[Mount]
+    devices: list[str]
+    banners: list[Banner]
+    served_model: str
+    url: str
+    readiness: dict[str, float]
+    gates: list[dict[str, Any]]
+    stop_timeout_s: int
+    format: int = PLAN_FORMAT
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """Canonical JSON: sorted keys, two-space indent, trailing newline. Diffable and hashable."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
+
+    def hash(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+def vllm_args(profile: Profile) -> list[str]:
+    """vLLM options in one fixed order; booleans always explicit, so vLLM's defaults never decide."""
+    spec = profile.spec
+    v = spec.vllm
+    args = [
+        "--model", spec.model.path,
+        "--served-model-name", spec.model.served_name,
+        "--host", spec.server.host,
+        "--port", str(spec.server.port),
+        "--max-model-len", str(v.max_model_len),
+        "--tensor-parallel-size", str(v.tensor_parallel_size),
+    ]
+    if v.block_size is not None:
+        args += ["--block-size", str(v.block_size)]
+    if v.max_num_seqs is not None:
+        args += ["--max-num-seqs", str(v.max_num_seqs)]
+    if v.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+        if spec.model.hybrid:
+            args += ["--mamba-cache-mode", "align"]
+        if v.mamba_block_size is not None:
+            args += ["--mamba-block-size", str(v.mamba_block_size)]
+    else:
+        args.append("--no-enable-prefix-caching")
+    args.append("--async-scheduling" if v.async_scheduling else "--no-async-scheduling")
+    if v.tool_call_parser:
+        if v.enable_auto_tool_choice:
+            args.append("--enable-auto-tool-choice")
+        args += ["--tool-call-parser", v.tool_call_parser]
+    tt = spec.tt.model_dump(exclude_defaults=True)
+    if tt:
+        overrides: dict[str, Any] = {}
+        if tt.get("device_argmax"):
+            overrides["sample_on_device_mode"] = "all"
+        if "trace_mode" in tt:
+            overrides["trace_mode"] = tt["trace_mode"]
+        args += ["--override-tt-config", json.dumps(overrides, sort_keys=True, separators=(",", ":"))]
+    return args + list(v.extra_args)
+
+
+def mounts_for(series: Series, manifest: dict[str, Any], out_dir: Path) -> list[Mount]:
+    """Each changed file of each target, bind-mounted read-only at ``install_path/<file>``."""
+    mounts: list[Mount] = []
+    for target, info in sorted(manifest.get("targets", {}).items()):
+        changed = list(info.get("changed", []))
+        deleted = list(info.get("deleted", []))
+        if deleted:
+            raise PlanError(f"target {target}: the series deletes {', '.join(deleted)}; a bind mount cannot "
+                            f"delete a file from the image, so an overlay cannot serve this series")
+        if not changed:
+            continue
+        install = info.get("install_path") or (series.targets[target].install_path if target in series.targets else None)
+        if not install:
+            raise PlanError(f"{series.path}: target {target} has no install_path; cannot mount its "
+                            f"{len(changed)} changed file(s) into the image")
+        root = out_dir / target
+        for rel in sorted(changed):
+            mounts.append(Mount(source=str(root / rel), target=f"{install.rstrip('/')}/{rel}"))
+    return mounts
+
+
+def build_plan(
+    profile: Profile,
+    series: Series,
+    manifest: dict[str, Any] | None,
+    out_dir: Path | None,
+    plugin_tree: Tree | None = None,
+) -> Plan:
+    """Derive the plan; refuses (fail closed) on any rule violation or manifest mismatch."""
+    violations = check_profile(profile, series, plugin_tree)
+    if violations:
+        raise ProfileError("profile breaks serving rules:\n  " + "\n  ".join(str(v) for v in violations))
+    enabled, _ = resolve_enabled(profile, series)
+    spec = profile.spec
+    env = server_env(profile, enabled)
+    notes: list[str] = []
+
+    if manifest is not None:
+        applied = {p["name"]: p for p in manifest.get("patches", [])}
+        for patch in enabled:
+            got = applied.get(patch.name)
+            if got is None:
+                raise PlanError(f"{profile.where('enable')}: patch {patch.name} is enabled but the "
+                                f"materialization {manifest.get('id')} does not contain it")
+            if got.get("sha256") and got["sha256"] != patch.sha256():
+                raise PlanError(f"patch {patch.name}: {patch.path} changed since materialization "
+                                f"{manifest.get('id')}; materialize again")
+
+    mounts: list[Mount] = []
+    launcher = spec.launcher
+    if launcher.sources == "mounts":
+        if manifest is None or out_dir is None:
+            notes.append("no materialization given: mounts not derived")
+        else:
+            mounts = mounts_for(series, manifest, out_dir)
+    elif launcher.sources == "pythonpath":
+        if manifest is None or out_dir is None:
+            notes.append("no materialization given: PYTHONPATH not derived")
+        else:
+            if manifest.get("overlay"):
+                raise PlanError(f"{profile.where('launcher', 'sources')}: sources: pythonpath needs a full "
+                                f"output; an overlay holds only the changed files")
+            env["PYTHONPATH"] = ":".join(str(out_dir / t) for t in sorted(manifest.get("targets", {})))
+            env = dict(sorted(env.items()))
+
+    server_argv = list(launcher.command) + vllm_args(profile)
+    container = None
+    if launcher.kind == "docker":
+        container = launcher.container_name or f"materialize-serve-{profile.name}"
+        argv = docker_run_argv(container, launcher.image or "", env, mounts, spec.devices,
+                               launcher.docker_args, server_argv)
+    else:
+        argv = list(server_argv)
+
+    return Plan(
+        profile=profile.name,
+        profile_hash=profile.hash(),
+        materialization_id=None if manifest is None else manifest.get("id"),
+        series=str(series.path),
+        launcher=launcher.kind,
+        container_name=container,
+        image=launcher.image,
+        argv=argv,
+        server_argv=server_argv,
+        env=env,
+        mounts=mounts,
+        devices=list(spec.devices),
+        banners=[Banner(patch=p.name, flag=p.flag or "", banner=p.banner) for p in enabled if p.banner],
+        served_model=spec.model.served_name,
+        url=f"http://{_connect_host(spec.server.host)}:{spec.server.port}",
+        readiness=spec.readiness.model_dump(),
+        gates=[g.model_dump() for g in spec.gates],
+        stop_timeout_s=launcher.stop_timeout_s,
+        notes=notes + [f"{p.name}: flag {p.flag} has no banner; engagement cannot be observed"
+                       for p in enabled if not p.banner],
+    )
+
+
+def docker_run_argv(
+    name: str,
+    image: str,
+    env: dict[str, str],
+    mounts: list[Mount],
+    devices: list[str],
+    docker_args: list[str],
+    server_argv: list[str],
+) -> list[str]:
+    """``docker run`` in the foreground (the supervisor owns the lifetime), every value explicit."""
+    argv = ["docker", "run", "--rm", "--name", name, "--init"]
+    for device in devices:
+        argv += ["--device", device]
+    for key, value in env.items():
+        argv += ["-e", f"{key}={value}"]
+    for m in mounts:
+        argv += ["-v", f"{m.source}:{m.target}{':ro' if m.read_only else ''}"]
+    return argv + list(docker_args) + [image] + list(server_argv)
+
+
+def _connect_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
