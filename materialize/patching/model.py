@@ -1,0 +1,133 @@
+"""Immutable data model shared by the patch parser, the hunk applier and their callers.
+
+Everything is bytes-exact: hunk line contents are the raw bytes of the patch line (minus the leading
+kind character and the final ``\\n``), so that applying a patch reproduces GNU patch byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+HunkLineKind = Literal[" ", "-", "+"]
+HunkStatus = Literal["clean", "offset", "fuzz", "failed"]
+
+
+@dataclass(frozen=True)
+class HunkLine:
+    """One body line of a hunk.
+
+    ``content`` excludes the kind character and the ``\\n`` terminator but keeps a ``\\r`` when the
+    patch line ended in CRLF; ``no_newline`` is set when a ``\\ No newline at end of file`` marker
+    follows the line, i.e. the line has no terminator at all.
+    """
+
+    kind: HunkLineKind
+    content: bytes
+    no_newline: bool = False
+
+    def text(self, strip_trailing_cr: bool = False) -> bytes:
+        """The line as it appears in the old/new file, with its terminator (if any)."""
+        body = self.content
+        if strip_trailing_cr and body.endswith(b"\r"):
+            body = body[:-1]
+        return body if self.no_newline else body + b"\n"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` hunk; line numbers are as written in the header (1-based, 0 for empty ranges)."""
+
+    source_start: int
+    source_length: int
+    target_start: int
+    target_length: int
+    section_header: str
+    lines: tuple[HunkLine, ...]
+    patch_line: int
+
+    @property
+    def header(self) -> str:
+        """The hunk header in canonical form, used in messages and reject files."""
+        text = f"@@ -{self.source_start},{self.source_length} +{self.target_start},{self.target_length} @@"
+        return f"{text} {self.section_header}" if self.section_header else text
+
+    @property
+    def old_lines(self) -> tuple[HunkLine, ...]:
+        """Lines the hunk expects in the original file (context and removed)."""
+        return tuple(line for line in self.lines if line.kind != "+")
+
+    @property
+    def new_lines(self) -> tuple[HunkLine, ...]:
+        """Lines the hunk leaves in the patched file (context and added)."""
+        return tuple(line for line in self.lines if line.kind != "-")
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """All changes a patch makes to one file.
+
+    ``strip_trailing_cr`` mirrors GNU patch: when the ``+++`` header line itself ends in CRLF the whole
+    file section is taken to be CRLF-mangled, and one trailing CR is dropped from every hunk line.
+    ``old_timestamp``/``new_timestamp`` are the raw header timestamps (used only in reject headers).
+    """
+
+    old_path: str | None
+    new_path: str | None
+    is_new: bool
+    is_delete: bool
+    is_rename: bool
+    is_copy: bool
+    old_mode: str | None
+    new_mode: str | None
+    is_binary: bool
+    hunks: tuple[Hunk, ...]
+    patch_line: int
+    strip_trailing_cr: bool = False
+    old_timestamp: str | None = None
+    new_timestamp: str | None = None
+
+    @property
+    def path(self) -> str | None:
+        """The path the result lives at (new path unless the file is deleted)."""
+        return self.new_path if self.new_path is not None else self.old_path
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    """A parsed patch file: its free-text header and the per-file patches, in order."""
+
+    source: str
+    header: str
+    files: tuple[FilePatch, ...]
+
+
+@dataclass(frozen=True)
+class HunkResult:
+    """How one hunk applied. ``offset`` is GNU patch's cumulative offset, as GNU reports it."""
+
+    hunk: Hunk
+    status: HunkStatus
+    offset: int
+    fuzz: int
+    applied_at: int | None
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """Outcome of applying one FilePatch.
+
+    ``content`` is None when the file does not exist afterwards. ``error`` carries a file-level
+    failure that is not a hunk failure (e.g. a deletion whose content does not match, or a missing
+    file), as GNU patch reports those separately from rejected hunks.
+    """
+
+    content: bytes | None
+    hunks: tuple[HunkResult, ...]
+    reject: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every hunk applied and the file-level operation succeeded."""
+        return self.reject is None and self.error is None and all(h.status != "failed" for h in self.hunks)

@@ -1,0 +1,87 @@
+"""Run the real GNU patch on (file, patch) pairs so tests can compare against it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+GNU_PATCH = shutil.which("patch") or "/usr/bin/patch"
+
+_SUCCEEDED = re.compile(
+    r"^Hunk #(\d+) succeeded at (-?\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?\.$"
+)
+_FAILED = re.compile(r"^Hunk #(\d+) FAILED at (-?\d+)")
+
+
+@dataclass(frozen=True)
+class GnuHunk:
+    """What GNU printed about a hunk; hunks GNU is silent about applied cleanly."""
+
+    failed: bool
+    line: int
+    fuzz: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class GnuResult:
+    returncode: int
+    content: bytes | None
+    hunks: dict[int, GnuHunk]
+    output: str
+
+
+def gnu_available() -> bool:
+    """True when a GNU patch binary can be run."""
+    try:
+        out = subprocess.run([GNU_PATCH, "--version"], capture_output=True, text=True, check=False)
+    except OSError:
+        return False
+    return "GNU patch" in out.stdout
+
+
+def parse_report(output: str) -> dict[int, GnuHunk]:
+    """Per-hunk reports from GNU patch's (LC_ALL=C) messages."""
+    hunks: dict[int, GnuHunk] = {}
+    for line in output.splitlines():
+        if m := _SUCCEEDED.match(line):
+            hunks[int(m.group(1))] = GnuHunk(
+                False, int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0)
+            )
+        elif m := _FAILED.match(line):
+            hunks[int(m.group(1))] = GnuHunk(True, int(m.group(2)), 0, 0)
+    return hunks
+
+
+def run_gnu(original: bytes | None, patch: bytes, *, fuzz: int, strip: int = 1, name: str = "f") -> GnuResult:
+    """Apply ``patch`` to a file ``name`` holding ``original`` (None: absent) in a scratch dir."""
+    with tempfile.TemporaryDirectory(prefix="gnu-patch-") as tmp:
+        root = Path(tmp)
+        work = root / "work"
+        work.mkdir()
+        target = work / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if original is not None:
+            target.write_bytes(original)
+        patch_file = root / "p.diff"
+        patch_file.write_bytes(patch)
+        cmd = [
+            GNU_PATCH,
+            f"-p{strip}",
+            f"-F{fuzz}",
+            "-f",
+            "--no-backup-if-mismatch",
+            "--reject-file=-",
+            "-i",
+            str(patch_file),
+        ]
+        env = dict(os.environ, LC_ALL="C", QUOTING_STYLE="literal")
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, env=env, check=False, timeout=30)
+        output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+        content = target.read_bytes() if target.exists() else None
+        return GnuResult(proc.returncode, content, parse_report(output), output)

@@ -1,0 +1,133 @@
+"""Differential test: ``apply_file`` must behave exactly like GNU patch on random inputs.
+
+Random small files over a tiny line alphabet (so context repeats and the offset/fuzz search has to
+choose), random edits turned into a unified diff by GNU diff with 0..3 lines of context, then a
+randomly drifted target file. For fuzz 0..3 we compare success, resulting bytes and GNU's per-hunk
+report (line, offset, fuzz). ``MATERIALIZE_SOAK=N`` raises the example count for a local soak.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from materialize.patching import apply_file, parse_patch
+from materialize.patching.model import FileResult
+
+from .gnu import gnu_available, run_gnu
+
+pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
+
+SOAK = int(os.environ.get("MATERIALIZE_SOAK", "0"))
+EXAMPLES = SOAK or 300
+
+LINES = [b"a\n", b"b\n", b"c\n", b"d\n", b"\n", b"a\r\n", b"b\r\n"]
+
+
+def _render(lines: list[bytes], final_newline: bool) -> bytes:
+    data = b"".join(lines)
+    if not final_newline and data.endswith(b"\n"):
+        data = data[:-1]
+    return data
+
+
+@st.composite
+def _text(draw: st.DrawFn, max_lines: int = 14) -> tuple[list[bytes], bool]:
+    crlf = draw(st.booleans())
+    alphabet = LINES if crlf else LINES[:5]
+    lines = draw(st.lists(st.sampled_from(alphabet), max_size=max_lines))
+    return lines, draw(st.booleans())
+
+
+@st.composite
+def _edit(draw: st.DrawFn, lines: list[bytes], alphabet: list[bytes]) -> list[bytes]:
+    """Random inserts/deletes/replacements of short line runs."""
+    out = list(lines)
+    for _ in range(draw(st.integers(0, 4))):
+        pos = draw(st.integers(0, len(out)))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        run = draw(st.lists(st.sampled_from(alphabet), min_size=1, max_size=3))
+        if op == "insert":
+            out[pos:pos] = run
+        elif op == "delete":
+            del out[pos : pos + len(run)]
+        else:
+            out[pos : pos + len(run)] = run
+    return out
+
+
+def _diff(old: bytes, new: bytes, context: int) -> bytes:
+    """A unified diff from GNU diff (it gets '\\ No newline' markers exactly right)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp, "a"), Path(tmp, "b")
+        a.write_bytes(old)
+        b.write_bytes(new)
+        proc = subprocess.run(
+            ["diff", f"-U{context}", "--label", "a/f", "--label", "b/f", str(a), str(b)],
+            capture_output=True,
+            check=False,
+        )
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
+    """(patch, target file) pair where the target drifted from the file the patch was made on."""
+    lines, final_nl = draw(_text())
+    alphabet = sorted(set(lines) | {b"a\n", b"b\n", b"c\n"})
+    new_lines = draw(_edit(lines, alphabet))
+    new_final_nl = draw(st.booleans()) if draw(st.booleans()) else final_nl
+    old = _render(lines, final_nl)
+    new = _render(new_lines, new_final_nl)
+    patch = _diff(old, new, draw(st.integers(0, 3)))
+    drift = draw(_edit(lines, alphabet)) if draw(st.booleans()) else lines
+    target_nl = final_nl if draw(st.integers(0, 4)) else not final_nl
+    return patch, old, _render(drift, target_nl)
+
+
+def _compare(ours: FileResult, patch: bytes, target: bytes, fuzz: int) -> None:
+    gnu = run_gnu(target, patch, fuzz=fuzz)
+    context = f"fuzz={fuzz}\nGNU said:\n{gnu.output}\nours: {ours.hunks}"
+    assert (gnu.returncode == 0) == ours.ok, context
+    expected_content = gnu.content
+    assert ours.content == expected_content, context
+    out_offset = 0
+    for number, result in enumerate(ours.hunks, 1):
+        report = gnu.hunks.get(number)
+        if report is None:
+            assert result.status == "clean", context
+        elif report.failed:
+            assert result.status == "failed", context
+        else:
+            assert result.status != "failed", context
+            assert (result.fuzz, result.offset) == (report.fuzz, report.offset), context
+            assert result.applied_at is not None
+            assert result.applied_at + out_offset == report.line, context
+        if result.status != "failed":
+            hunk = result.hunk
+            out_offset += sum(ln.kind != "-" for ln in hunk.lines) - sum(ln.kind != "+" for ln in hunk.lines)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not SOAK,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenario())
+def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
+    patch, _old, target = case
+    if not patch:
+        return
+    parsed = parse_patch(patch, source="random.diff", strip=1)
+    assert len(parsed.files) == 1
+    for fuzz in range(4):
+        ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
+        _compare(ours, patch, target, fuzz)
