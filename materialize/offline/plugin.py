@@ -1,0 +1,311 @@
+"""pytest plugin: run each patch's offline tests on the patched tree AND on a control tree without it.
+
+A test bound to a patch (listed in the series entry's ``tests``, or marked
+``@pytest.mark.patch("0003-name")``) and using the ``tree`` fixture is run in arms:
+
+- ``patched``: the tree at the prefix that ends with its patch; must pass.
+- ``control``: the same prefix without that patch; must FAIL BY ASSERTION. A control that passes
+  means the test cannot see its patch, and is an error. A control that fails only because the
+  extractor cannot find the definition (``MissingDefinition``) is *weak*, allowed only for tests
+  marked ``@pytest.mark.weak_control("why")``. Any other exception is an error too.
+- ``tip`` (with ``--at tip``): the full series; must pass, so a later patch that breaks an earlier
+  patch's behaviour is caught.
+
+At the end it prints one row per patch and fails the session if ttnn, torch or vllm was imported.
+Load with ``-p materialize.offline.plugin`` or ``pytest_plugins`` in a conftest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.dont_write_bytecode = True  # a __pycache__ in a source tree once broke a deployment
+
+from materialize.offline.errors import MissingDefinition  # noqa: E402
+from materialize.offline.extract import DEFAULT_HEAVY  # noqa: E402
+from materialize.offline.report import ArmResult, Ledger  # noqa: E402
+from materialize.offline.trees import EngineSource, PatchDirSource, TreeSource  # noqa: E402
+from materialize.series import PatchEntry, Series, load_series  # noqa: E402
+
+_STATE_KEY = pytest.StashKey["_OfflineState"]()
+
+
+class _OfflineState:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.ledger = Ledger()
+        self.problems: list[str] = []
+        self.series: Series | None = None
+        self.by_file: dict[Path, PatchEntry] = {}
+        self.by_test: dict[str, PatchEntry] = {}
+        self.source: TreeSource | None = None
+        self.heavy = tuple(DEFAULT_HEAVY) + tuple(config.getoption("offline_heavy") or ())
+        self.preloaded = sorted(_heavy_modules(self.heavy))
+
+    def load_series(self) -> Series:
+        if self.series is None:
+            option = self.config.getoption("offline_series")
+            path = Path(option) if option else self.config.rootpath / "series" / "default.yaml"
+            self.series = load_series(path)
+            tests_dir = self.series.resolve(self.series.spec.tests_dir)
+            for entry in self.series.patches:
+                for ref in entry.spec.tests:
+                    file_part, _, test_part = ref.partition("::")
+                    full = (tests_dir / file_part).resolve()
+                    if not full.exists():
+                        self.problems.append(
+                            f"{self.series.path}:{entry.line}: {entry.name}: test {ref!r} does not exist ({full})"
+                        )
+                    if test_part:
+                        self.by_test[f"{full}::{test_part}"] = entry
+                    else:
+                        self.by_file[full] = entry
+        return self.series
+
+    def tree_source(self) -> TreeSource:
+        if self.source is None:
+            series = self.load_series()
+            kind = self.config.getoption("offline_tree_source")
+            bases = dict(_parse_base(b) for b in self.config.getoption("offline_base_tree") or ())
+            env = os.environ.get("MATERIALIZE_OFFLINE_BASES")
+            if env and not bases:
+                bases = dict(_parse_base(b) for b in env.split(os.pathsep) if b)
+            if kind == "dirs" or (kind == "auto" and bases):
+                self.source = PatchDirSource(series, bases)
+            else:
+                try:
+                    self.source = EngineSource(series)
+                except ImportError as exc:
+                    raise pytest.UsageError(
+                        "materialize.engine is not available and no --base-tree TARGET=DIR was given "
+                        f"({exc}); pass unpacked upstream trees with --base-tree"
+                    ) from None
+        return self.source
+
+    def binding(self, definition) -> PatchEntry | None:
+        series = self.load_series()
+        marker = definition.get_closest_marker("patch")
+        path = Path(str(definition.path)).resolve()
+        entry = self.by_test.get(f"{path}::{definition.originalname}") or self.by_file.get(path)
+        if marker is not None:
+            marked = series.find(marker.args[0])
+            if entry is not None and entry is not marked:
+                raise pytest.UsageError(
+                    f"{definition.nodeid}: marked patch({marker.args[0]!r}) but the series lists it under {entry.name}"
+                )
+            return marked
+        return entry
+
+
+def _parse_base(text: str) -> tuple[str, Path]:
+    target, sep, directory = text.partition("=")
+    if not sep:
+        raise pytest.UsageError(f"--base-tree expects TARGET=DIR, got {text!r}")
+    return target, Path(directory)
+
+
+def _heavy_modules(heavy: tuple[str, ...]) -> set[str]:
+    return {m for m in sys.modules if m.split(".")[0] in heavy}
+
+
+def _state(config: pytest.Config) -> _OfflineState:
+    return config.stash[_STATE_KEY]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("materialize-offline", "offline patch tests (patched vs control)")
+    group.addoption("--series", dest="offline_series", default=None, help="series YAML (default series/default.yaml)")
+    group.addoption(
+        "--at",
+        dest="offline_at",
+        choices=("patch", "tip"),
+        default="patch",
+        help="'tip' also re-runs every patch's tests on the full series",
+    )
+    group.addoption(
+        "--tree-source",
+        dest="offline_tree_source",
+        choices=("auto", "engine", "dirs"),
+        default="auto",
+        help="engine store (default) or unpacked directories + GNU patch (with --base-tree)",
+    )
+    group.addoption(
+        "--base-tree", dest="offline_base_tree", action="append", default=[], help="TARGET=DIR of an unpacked upstream"
+    )
+    group.addoption("--heavy", dest="offline_heavy", action="append", default=[], help="another package never to import")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "patch(name): bind this test to a series entry (patched + control runs)")
+    config.addinivalue_line(
+        "markers", "weak_control(reason): the control may fail only because the patched definition is missing"
+    )
+    config.stash[_STATE_KEY] = _OfflineState(config)
+    try:
+        from hypothesis import settings
+
+        settings.register_profile("materialize-offline", database=None, deadline=None, derandomize=True)
+        settings.load_profile("materialize-offline")
+    except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+        pass
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "tree" not in metafunc.fixturenames:
+        return
+    state = _state(metafunc.config)
+    entry = state.binding(metafunc.definition)
+    if entry is None:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: uses the 'tree' fixture but is bound to no patch; list its file under "
+            "the patch's `tests:` in the series or mark it @pytest.mark.patch('NNNN-name')"
+        )
+    arms = ["patched", "control"]
+    if metafunc.config.getoption("offline_at") == "tip":
+        arms.append("tip")
+    metafunc.parametrize("offline_arm", arms, indirect=True)
+
+
+@pytest.fixture
+def offline_arm(request: pytest.FixtureRequest) -> str:
+    """Which arm this run is: patched, control or tip."""
+    return request.param
+
+
+@pytest.fixture
+def patch_entry(request: pytest.FixtureRequest) -> PatchEntry:
+    """The series entry the test is bound to."""
+    entry = _state(request.config).binding(request.node)
+    assert entry is not None
+    return entry
+
+
+@pytest.fixture
+def tree(request: pytest.FixtureRequest, offline_arm: str, patch_entry: PatchEntry):
+    """The bound patch's target tree for this arm (read from the store; never a hard-coded path)."""
+    state = _state(request.config)
+    series = state.load_series()
+    position = {
+        "patched": patch_entry.position,
+        "control": patch_entry.position - 1,
+        "tip": len(series.patches),
+    }[offline_arm]
+    return state.tree_source().tree(position, patch_entry.target)
+
+
+def _is_assertion(exc: BaseException) -> bool:
+    if isinstance(exc, AssertionError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_assertion(e) for e in exc.exceptions)
+    return False
+
+
+def _missing(exc: BaseException) -> MissingDefinition | None:
+    if isinstance(exc, MissingDefinition):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_missing(e) for e in exc.exceptions]
+        if found and all(found):
+            return found[0]
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    arm = getattr(item, "callspec", None) and item.callspec.params.get("offline_arm")
+    if not arm:
+        return
+    state = _state(item.config)
+    state.ledger.add_duration(item.nodeid, report.duration)
+    if report.when == "setup" and report.failed:
+        _record(item, arm, ok=False, detail=f"setup failed: {_short(call)}")
+        return
+    if report.when != "call":
+        return
+    if arm != "control":
+        _record(item, arm, ok=report.passed, detail="" if report.passed else f"failed: {_short(call)}")
+        return
+    exc = call.excinfo.value if call.excinfo is not None else None
+    weak_marker = item.get_closest_marker("weak_control")
+    if exc is None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CONTROL PASSED: {item.nodeid} passed on the tree WITHOUT its patch, so it cannot see the patch. "
+            "Assert on the behaviour the patch changes."
+        )
+        _record(item, arm, ok=False, detail="control passed: the test cannot see its patch")
+    elif _is_assertion(exc):
+        report.outcome, report.longrepr = "passed", None
+        _record(item, arm, ok=True, detail="control failed by assertion")
+    elif (missing := _missing(exc)) is not None:
+        if weak_marker is not None:
+            report.outcome, report.longrepr = "passed", None
+            reason = weak_marker.args[0] if weak_marker.args else "new code"
+            _record(item, arm, ok=True, weak=True, detail=f"weak: {missing} ({reason})")
+        else:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"WEAK CONTROL: {item.nodeid} failed on the control tree only because a definition is missing:\n"
+                f"  {missing}\nThat proves nothing about the behaviour. Test behaviour that exists before the patch, "
+                "or mark the test @pytest.mark.weak_control('why') if the patch only adds new code."
+            )
+            _record(item, arm, ok=False, detail=f"weak control not declared: {missing}")
+    else:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CONTROL ERRORED: {item.nodeid} must fail by assertion on the control tree, "
+            f"but raised {type(exc).__name__}: {exc}\n\n{report.longrepr}"
+        )
+        _record(item, arm, ok=False, detail=f"control raised {type(exc).__name__}, not an assertion: {exc}")
+
+
+def _short(call: pytest.CallInfo) -> str:
+    if call.excinfo is None:
+        return ""
+    text = str(call.excinfo.value).strip().splitlines()
+    return f"{call.excinfo.typename}: {text[0] if text else ''}"[:200]
+
+
+def _record(item: pytest.Item, arm: str, *, ok: bool, weak: bool = False, detail: str = "") -> None:
+    state = _state(item.config)
+    entry = state.binding(item)
+    if entry is None:
+        return
+    row = state.ledger.row(entry.position, entry.name, entry.target)
+    name = item.nodeid.split("::", 1)[-1]
+    row.results.append(
+        ArmResult(name, arm, ok=ok, weak=weak, detail=detail, duration=state.ledger.durations.get(item.nodeid, 0.0))
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = _state(session.config)
+    leaked = sorted(_heavy_modules(state.heavy))
+    if leaked:
+        origin = "already imported before the session started" if state.preloaded else "imported during the session"
+        state.problems.append(f"heavy modules in sys.modules ({origin}): {', '.join(leaked[:8])}")
+    if state.problems and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.source is not None:
+        state.source.close()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    state = _state(config)
+    if state.series is None:
+        return
+    lines = state.ledger.render(state.series.patches, state.problems)
+    terminalreporter.section("offline patch tests (patched must pass, control must fail by assertion)")
+    source = state.source.name if state.source is not None else "-"
+    heavy = ", ".join(state.heavy)
+    terminalreporter.write_line(f"series {state.series.path}  tree source: {source}  never imported: {heavy}")
+    for line in lines:
+        terminalreporter.write_line(line)

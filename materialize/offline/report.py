@@ -1,0 +1,105 @@
+"""The per-patch table ``make test-offline`` prints: did each patch's tests see their patch?"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+ARMS = ("patched", "control", "tip")
+
+
+@dataclass
+class ArmResult:
+    """One run of one test in one arm; ``ok`` means the arm's requirement was met."""
+
+    test: str
+    arm: str
+    ok: bool
+    weak: bool = False
+    detail: str = ""
+    duration: float = 0.0
+
+
+@dataclass
+class PatchRow:
+    position: int
+    name: str
+    target: str
+    results: list[ArmResult] = field(default_factory=list)
+
+    def count(self, arm: str) -> tuple[int, int]:
+        runs = [r for r in self.results if r.arm == arm]
+        return sum(r.ok for r in runs), len(runs)
+
+    @property
+    def weak(self) -> int:
+        return sum(r.weak for r in self.results if r.arm == "control")
+
+    @property
+    def duration(self) -> float:
+        return sum(r.duration for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and all(r.ok for r in self.results)
+
+
+class Ledger:
+    """Collects arm results during the session, keyed by series position."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, PatchRow] = {}
+        self.durations: dict[str, float] = defaultdict(float)
+
+    def row(self, position: int, name: str, target: str) -> PatchRow:
+        return self.rows.setdefault(position, PatchRow(position, name, target))
+
+    def add_duration(self, nodeid: str, seconds: float) -> None:
+        self.durations[nodeid] += seconds
+
+    def render(self, series_patches, problems: list[str]) -> list[str]:
+        """Lines of the table; patches without tests are listed so missing coverage is visible."""
+        header = ("#", "patch", "target", "patched pass", "control fails", "weak", "tip pass", "time", "result")
+        rows = []
+        for entry in series_patches:
+            row = self.rows.get(entry.position)
+            if row is None:
+                rows.append((str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", "NO TESTS"))
+                continue
+            tip_ok, tip_n = row.count("tip")
+            p_ok, p_n = row.count("patched")
+            c_ok, c_n = row.count("control")
+            result = "ok" if row.ok else "FAIL"
+            rows.append(
+                (
+                    str(row.position),
+                    row.name,
+                    row.target,
+                    f"{p_ok}/{p_n}",
+                    f"{c_ok}/{c_n}",
+                    str(row.weak),
+                    f"{tip_ok}/{tip_n}" if tip_n else "-",
+                    f"{row.duration:.2f}s",
+                    result,
+                )
+            )
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        lines += [fmt.format(*r) for r in rows]
+        failures = [
+            f"  {row.name} [{r.arm}] {r.test}: {r.detail}"
+            for row in self.rows.values()
+            for r in row.results
+            if not r.ok
+        ]
+        weak = [
+            f"  {row.name} {r.test}: {r.detail}" for row in self.rows.values() for r in row.results if r.weak
+        ]
+        if weak:
+            lines += ["weak controls (declared with @pytest.mark.weak_control):", *weak]
+        if failures:
+            lines += ["failures:", *failures]
+        if problems:
+            lines += ["errors:", *(f"  {p}" for p in problems)]
+        return lines

@@ -1,0 +1,171 @@
+"""Where offline tests get "target T at series position k" from.
+
+The normal source is the engine's content-addressed store (``materialize.engine.materialize``),
+which reads blobs without a checkout. ``PatchDirSource`` is the stand-alone fallback: unpacked
+upstream directories plus GNU ``patch -F<max_fuzz>`` applied into small overlay directories that
+hold only the files the series touches, so a 350 MB ttnn tree is never copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from unidiff import PatchSet
+
+from materialize.errors import PatchApplyError, SeriesError
+from materialize.series import Series
+from materialize.tree import DirTree, Tree
+
+
+class TreeSource(Protocol):
+    """Gives the tree of ``target`` after the first ``position`` series entries."""
+
+    name: str
+
+    def tree(self, position: int, target: str) -> Tree: ...
+
+    def close(self) -> None: ...
+
+
+class EngineSource:
+    """Trees straight from the engine's store (no checkout)."""
+
+    name = "engine"
+
+    def __init__(self, series: Series) -> None:
+        from materialize.engine import materialize  # the lead's module; imported lazily on purpose
+
+        self._materialize = materialize
+        self.series = series
+        self._cache: dict[int, object] = {}
+
+    def tree(self, position: int, target: str) -> Tree:
+        m = self._cache.get(position)
+        if m is None:
+            m = self._cache[position] = self._materialize(self.series, upto=position, progress=False)
+        return m.tree(target)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self._cache.clear()
+
+
+class OverlayTree:
+    """A base directory with an overlay of patched files on top (and files the patches deleted)."""
+
+    def __init__(self, base: Path, overlay: Path, deleted: frozenset[str], target: str, label: str) -> None:
+        self.base, self.overlay, self.deleted, self.target, self.label = base, overlay, deleted, target, label
+
+    def _pick(self, path: str) -> Path | None:
+        if path in self.deleted:
+            return None
+        for root in (self.overlay, self.base):
+            full = DirTree(root)._resolve(path)
+            if full.is_file():
+                return full
+        return None
+
+    def read_bytes(self, path: str) -> bytes:
+        full = self._pick(path)
+        if full is None:
+            raise KeyError(path)
+        return full.read_bytes()
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self._pick(path) is not None
+        except KeyError:
+            return False
+
+    def display_path(self, path: str) -> str:
+        full = self._pick(path) if self.exists(path) else None
+        return str(full) if full is not None else str(self.overlay / path)
+
+
+class PatchDirSource:
+    """Unpacked upstream directories + GNU patch into per-prefix overlays (developer fallback)."""
+
+    name = "dirs"
+
+    def __init__(self, series: Series, bases: dict[str, Path], work: Path | None = None) -> None:
+        self.series = series
+        self.bases = {t: Path(p).resolve() for t, p in bases.items()}
+        self._own_work = work is None
+        self.work = Path(tempfile.mkdtemp(prefix="materialize-offline-")) if work is None else Path(work)
+        self._steps: dict[tuple[str, int], tuple[Path, frozenset[str], str]] = {}
+
+    def _base(self, target: str) -> Path:
+        if target not in self.bases:
+            raise SeriesError(f"no base tree for target {target!r}; pass --base-tree {target}=DIR")
+        return self.bases[target]
+
+    def tree(self, position: int, target: str) -> Tree:
+        base = self._base(target)
+        overlay, deleted, key = self._overlay(target, position)
+        return OverlayTree(base, overlay, deleted, target, f"{target}@{position}:{key[:12]}")
+
+    def _overlay(self, target: str, position: int) -> tuple[Path, frozenset[str], str]:
+        entries = [p for p in self.series.patches[:position] if p.target == target]
+        prev_dir: Path | None = None
+        deleted: frozenset[str] = frozenset()
+        key = hashlib.sha256(f"{target}:{self._base(target)}".encode()).hexdigest()
+        for entry in entries:
+            key = hashlib.sha256(f"{key}:{entry.sha256()}:{entry.strip}:{entry.max_fuzz}".encode()).hexdigest()
+            cached = self._steps.get((target, entry.position))
+            if cached is not None and cached[2] == key:
+                prev_dir, deleted, _ = cached
+                continue
+            prev_dir, deleted = self._apply(entry, target, prev_dir, deleted, key)
+            self._steps[(target, entry.position)] = (prev_dir, deleted, key)
+        if prev_dir is None:
+            prev_dir = self.work / f"{target}-empty"
+            prev_dir.mkdir(parents=True, exist_ok=True)
+        return prev_dir, deleted, key
+
+    def _apply(self, entry, target: str, prev: Path | None, deleted: frozenset[str], key: str):
+        out = self.work / f"{target}-{entry.position:04d}-{key[:16]}"
+        if out.exists():
+            shutil.rmtree(out)
+        if prev is not None:
+            shutil.copytree(prev, out, symlinks=True)
+        else:
+            out.mkdir(parents=True)
+        data = entry.read()
+        touched: list[tuple[str, bool, bool]] = []
+        for pf in PatchSet(data.decode("utf-8")):
+            name = pf.target_file if not pf.is_removed_file else pf.source_file
+            rel = "/".join(name.split("/")[entry.strip :])
+            touched.append((rel, pf.is_added_file, pf.is_removed_file))
+        base = self._base(target)
+        for rel, added, _removed in touched:
+            dest = out / rel
+            if dest.exists() or added or rel in deleted:
+                continue
+            src = base / rel
+            if src.is_file():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest)
+        proc = subprocess.run(
+            ["patch", f"-p{entry.strip}", f"-F{entry.max_fuzz}", "--no-backup-if-mismatch", "-N", "-d", str(out)],
+            input=data,
+            capture_output=True,
+            check=False,
+        )
+        report = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        if proc.returncode != 0 or "offset" in report or "fuzz" in report:
+            raise PatchApplyError(f"{entry.path}: does not apply cleanly to {target} at position {entry.position}:\n{report}")
+        new_deleted = set(deleted)
+        for rel, added, removed in touched:
+            if removed:
+                new_deleted.add(rel)
+            elif added:
+                new_deleted.discard(rel)
+        return out, frozenset(new_deleted)
+
+    def close(self) -> None:
+        if self._own_work:
+            shutil.rmtree(self.work, ignore_errors=True)
