@@ -16,6 +16,7 @@ import yaml
 from materialize.errors import SeriesError
 
 PathKey = tuple[str | int, ...]
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
 
 
 @dataclass
@@ -37,6 +38,8 @@ class LocatedYaml:
 
 def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str) -> Any:
     lines.setdefault(path, node.start_mark.line + 1)
+    if node.tag not in _PLAIN_TAGS:
+        raise SeriesError(f"{source}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed (safe YAML only)")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:

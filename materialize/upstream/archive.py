@@ -76,7 +76,7 @@ def _zip_members(archive: Path) -> Iterator[Member]:
                 if not link_stays_inside(path, target):
                     raise UnsafePathError(f"{where}: symlink to {target!r} points outside the tree")
                 yield Member(path, SYMLINK, data)
-            elif unix_mode and not stat.S_ISREG(unix_mode):
+            elif stat.S_IFMT(unix_mode) not in (0, stat.S_IFREG):  # 0: zip tools that record no file type
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
             else:
                 yield Member(path, _git_mode(unix_mode), data)

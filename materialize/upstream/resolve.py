@@ -95,8 +95,9 @@ def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:
     """Files of a local directory as tree changes; links leaving the directory are refused."""
     changes: dict[str, tuple[str, bytes] | None] = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__"))
-        for name in sorted(filenames):
+        linked_dirs = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
+        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__") and d not in linked_dirs)
+        for name in sorted(filenames + linked_dirs):
             full = Path(dirpath) / name
             rel = safe_relpath(full.relative_to(root).as_posix(), origin=str(root))
             if full.is_symlink():
@@ -104,7 +105,7 @@ def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:
                 if not link_stays_inside(rel, target):
                     raise UnsafePathError(f"{full}: symlink to {target!r} points outside {root}")
                 changes[rel] = (SYMLINK, target.encode())
-            elif full.is_file():
+            elif full.is_file() and not full.is_symlink():
                 mode = EXECUTABLE if os.access(full, os.X_OK) else REGULAR
                 changes[rel] = (mode, full.read_bytes())
             else:

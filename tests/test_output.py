@@ -1,0 +1,98 @@
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from materialize.engine import materialize
+from materialize.errors import MaterializeError
+from materialize.output import verify_clean, write_output
+from materialize.series import load_series
+
+BASE = {"pkg/mod.py": "X = 1\n", "pkg/other.py": "Y = 2\n", "bin/tool": "#!/bin/sh\n"}
+
+
+def series_with_two_patches(builder):
+    b = builder(BASE)
+    b.add_patch("0001-x", {"pkg/mod.py": "X = 10\n"})
+    b.add_patch("0002-add", {"pkg/added.py": "Z = 3\n", "pkg/other.py": None})
+    return load_series(b.write())
+
+
+def test_full_output_and_manifest(builder, tmp_path):
+    m = materialize(series_with_two_patches(builder))
+    out = write_output(m, tmp_path / "out")
+    assert (out / "plugin" / "pkg" / "mod.py").read_text() == "X = 10\n"
+    assert not (out / "plugin" / "pkg" / "other.py").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["id"] == m.id
+    assert manifest["targets"]["plugin"]["changed"] == ["pkg/added.py", "pkg/mod.py"]
+    assert manifest["targets"]["plugin"]["deleted"] == ["pkg/other.py"]
+    assert [p["name"] for p in manifest["patches"]] == ["0001-x", "0002-add"]
+    assert all(len(p["sha256"]) == 64 for p in manifest["patches"])
+    assert verify_clean(out) == []
+    assert oct(out.stat().st_mode & 0o777) == "0o755"
+
+
+def test_overlay_holds_only_touched_files(builder, tmp_path):
+    m = materialize(series_with_two_patches(builder))
+    out = write_output(m, tmp_path / "ov", overlay=True)
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert files == ["manifest.json", "plugin/pkg/added.py", "plugin/pkg/mod.py"]
+
+
+def test_default_location_and_latest_link(builder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m = materialize(series_with_two_patches(builder))
+    out = write_output(m)
+    assert out == (tmp_path / "build" / "materialized" / m.id)
+    assert os.readlink(tmp_path / "build" / "materialized" / "latest") == m.id
+    assert write_output(m) == out  # second publish of the same code is a no-op
+
+
+def test_refuses_to_replace_a_foreign_directory(builder, tmp_path):
+    m = materialize(series_with_two_patches(builder))
+    foreign = tmp_path / "home"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    with pytest.raises(MaterializeError, match="not a materialize output"):
+        write_output(m, foreign)
+    assert (foreign / "precious.txt").read_text() == "keep me"
+
+
+def test_interrupted_publish_keeps_previous_output(builder, tmp_path, monkeypatch):
+    series = series_with_two_patches(builder)
+    out = write_output(materialize(series, upto=1), tmp_path / "out")
+    before = (out / "manifest.json").read_text()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("materialize.output._checkout_full", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_output(materialize(series), tmp_path / "out")
+    assert (out / "manifest.json").read_text() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+
+
+def _publish(series_path: str, out: str, queue) -> None:
+    try:
+        m = materialize(load_series(series_path))
+        queue.put(("ok", m.id, str(write_output(m, __import__("pathlib").Path(out)))))
+    except Exception as exc:  # reported to the parent, which fails the test
+        queue.put(("error", repr(exc), ""))
+
+
+def test_two_runs_at_once_do_not_corrupt(builder, tmp_path):
+    series = series_with_two_patches(builder)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_publish, args=(str(series.path), str(tmp_path / "out"), queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert {r[0] for r in results} == {"ok"}, results
+    assert len({r[1] for r in results}) == 1
+    assert (tmp_path / "out" / "plugin" / "pkg" / "added.py").read_text() == "Z = 3\n"

@@ -1,0 +1,84 @@
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import SeriesError
+from materialize.series import load_series
+
+REPO = Path(__file__).resolve().parents[1]
+
+GOOD = """\
+version: 1
+patches_dir: p
+targets:
+  plugin:
+    pin: {kind: path, path: up}
+patches:
+  - patch: 0001-a.patch
+    target: plugin
+    flag: MY_FLAG
+    banner: "MY_FLAG engaged"
+  - patch: 0002-b.patch
+    target: plugin
+    strip: 0
+    max_fuzz: 2
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_series_is_valid():
+    series = load_series(REPO / "series" / "default.yaml")
+    assert set(series.targets) == {"tt-metal", "plugin"}
+    for entry in series.patches:
+        assert entry.path.is_file(), entry.path
+
+
+def test_defaults_and_lookup(tmp_path):
+    series = load_series(write(tmp_path, GOOD))
+    first, second = series.patches
+    assert (first.strip, first.max_fuzz, first.flag) == (1, 0, "MY_FLAG")
+    assert (second.strip, second.max_fuzz) == (0, 2)
+    assert series.find("0002").name == "0002-b"
+    assert series.find(1).name == "0001-a"
+    assert series.position("base") == 0 and series.position(None) == 2
+    with pytest.raises(SeriesError, match="no patch named"):
+        series.find("nope")
+
+
+@pytest.mark.parametrize(
+    ("mutation", "expected"),
+    [
+        (("strip: 0", "strp: 0"), r"s.yaml:13: patches.1.strp: unknown field"),
+        (("max_fuzz: 2", "max_fuzz: 9"), r"s.yaml:14: patches.1.max_fuzz: Input should be less than or equal to 3"),
+        (("flag: MY_FLAG", "flag: lower-case"), r"s.yaml:9: patches.0.flag: String should match pattern"),
+        (("target: plugin\n    strip", "target: tt-metal\n    strip"), r"s.yaml:11: .*target 'tt-metal' has no pin"),
+        (("kind: path", "kind: svn"), r"s.yaml:5: targets.plugin.pin: Input tag 'svn'"),
+        (("version: 1", "version: 2"), r"s.yaml:1: version: Input should be 1"),
+        (("patch: 0002-b.patch", "patch: 0001-a.patch"), r"s.yaml:11: patches.1: '0001-a' is already listed"),
+    ],
+)
+def test_errors_name_file_line_and_field(tmp_path, mutation, expected):
+    old, new = mutation
+    assert old in GOOD
+    with pytest.raises(SeriesError, match=expected):
+        load_series(write(tmp_path, GOOD.replace(old, new, 1)))
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    with pytest.raises(SeriesError, match=r"s.yaml:\d+: invalid YAML"):
+        load_series(write(tmp_path, "version: 1\ntargets:\n  - [unclosed\n"))
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_path):
+    with pytest.raises(SeriesError, match=r"s.yaml:1: YAML tag .* is not allowed"):
+        load_series(write(tmp_path, "version: !!python/object/apply:os.system ['true']\n"))
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+    with pytest.raises(SeriesError, match=r"s.yaml:2: duplicate key 'version'"):
+        load_series(write(tmp_path, "version: 1\nversion: 1\n"))

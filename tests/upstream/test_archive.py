@@ -1,0 +1,70 @@
+import io
+import tarfile
+import zipfile
+
+import pytest
+
+from materialize.errors import UnsafePathError
+from materialize.upstream.archive import read_archive, single_top_folder
+
+
+def make_tar(path, members):
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def file_info(name, data=b"x", mode=0o644):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    return info, data
+
+
+def test_tar_members_modes_and_top_folder(tmp_path):
+    link = tarfile.TarInfo("pkg-1.0/link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "src/a.py"
+    archive = make_tar(tmp_path / "a.tar.gz", [file_info("pkg-1.0/src/a.py"), file_info("pkg-1.0/run", mode=0o755),
+                                               (link, None)])
+    members = {m.path: m for m in read_archive(archive)}
+    assert members["pkg-1.0/run"].mode == "100755"
+    assert members["pkg-1.0/link"].mode == "120000" and members["pkg-1.0/link"].data == b"src/a.py"
+    assert single_top_folder(list(members.values())) == "pkg-1.0"
+
+
+@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt", "pkg/../../evil.txt"])
+def test_tar_slip_is_refused(tmp_path, name):
+    archive = make_tar(tmp_path / "slip.tar.gz", [file_info(name)])
+    with pytest.raises(UnsafePathError, match="evil.txt"):
+        read_archive(archive)
+
+
+def test_tar_link_out_and_device_are_refused(tmp_path):
+    link = tarfile.TarInfo("pkg/link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "../../etc/passwd"
+    with pytest.raises(UnsafePathError, match="points outside"):
+        read_archive(make_tar(tmp_path / "l.tar.gz", [(link, None)]))
+    dev = tarfile.TarInfo("pkg/dev")
+    dev.type = tarfile.CHRTYPE
+    with pytest.raises(UnsafePathError, match="device"):
+        read_archive(make_tar(tmp_path / "d.tar.gz", [(dev, None)]))
+
+
+def test_zip_slip_is_refused(tmp_path):
+    archive = tmp_path / "slip.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("ok/file.txt", "fine")
+        zf.writestr("../../outside.txt", "evil")
+    with pytest.raises(UnsafePathError, match="outside.txt"):
+        read_archive(archive)
+
+
+def test_wheel_without_single_top_is_rooted_at_archive_root(tmp_path):
+    archive = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("x/__init__.py", "")
+        zf.writestr("x-1.0.dist-info/METADATA", "Name: x\n")
+    assert single_top_folder(read_archive(archive)) == ""

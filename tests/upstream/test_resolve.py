@@ -1,0 +1,125 @@
+import hashlib
+import http.server
+import tarfile
+import threading
+from pathlib import Path
+
+import git
+import pytest
+
+from materialize.errors import UpstreamError
+from materialize.series import GitPin, PypiPin, TarballPin
+from materialize.store import Store
+from materialize.upstream import parse_spec, resolve
+
+
+def make_project(root: Path) -> Path:
+    (root / "proj-2.0" / "src").mkdir(parents=True)
+    (root / "proj-2.0" / "src" / "a.py").write_text("A = 1\n")
+    (root / "proj-2.0" / "setup.cfg").write_text("[metadata]\n")
+    archive = root / "proj-2.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root / "proj-2.0", arcname="proj-2.0")
+    return archive
+
+
+def test_tarball_is_rooted_at_its_single_top_folder(tmp_path):
+    archive = make_project(tmp_path)
+    store = Store.open()
+    resolved = resolve(TarballPin(kind="tarball", path=str(archive)), store, base_dir=tmp_path)
+    assert sorted(store.list_tree(resolved.tree)) == ["setup.cfg", "src/a.py"]
+    explicit = resolve(TarballPin(kind="tarball", path=str(archive), root=""), store, base_dir=tmp_path)
+    assert sorted(store.list_tree(explicit.tree)) == ["proj-2.0/setup.cfg", "proj-2.0/src/a.py"]
+
+
+def test_tarball_hash_mismatch(tmp_path):
+    archive = make_project(tmp_path)
+    with pytest.raises(UpstreamError, match="sha256 mismatch"):
+        resolve(TarballPin(kind="tarball", path=str(archive), sha256="0" * 64), Store.open(), base_dir=tmp_path)
+
+
+def test_git_pin_records_full_sha_and_checks_it(tmp_path):
+    repo = git.Repo.init(tmp_path / "upstream")
+    (tmp_path / "upstream" / "lib").mkdir()
+    (tmp_path / "upstream" / "lib" / "x.py").write_text("X = 1\n")
+    repo.index.add(["lib/x.py"])
+    first = repo.index.commit("first").hexsha
+    repo.create_tag("v1")
+    (tmp_path / "upstream" / "lib" / "x.py").write_text("X = 2\n")
+    repo.index.add(["lib/x.py"])
+    repo.index.commit("second")
+    store = Store.open()
+    resolved = resolve(GitPin(kind="git", url="upstream", rev="v1", root="lib"), store, base_dir=tmp_path)
+    assert resolved.identity["sha"] == first
+    assert store.read_blob(resolved.tree, "x.py") == b"X = 1\n"
+    # A recorded sha is the lock: on a store that must fetch, a rev that moved away from it is an error.
+    fresh = Store.open(tmp_path / "fresh-cache")
+    with pytest.raises(UpstreamError, match="resolves to"):
+        resolve(GitPin(kind="git", url="upstream", rev="master", sha=first), fresh, base_dir=tmp_path)
+    with pytest.raises(UpstreamError, match="fetch failed"):
+        resolve(GitPin(kind="git", url="upstream", rev="no-such-rev"), store, base_dir=tmp_path)
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    """A minimal PEP 503 index on loopback: one project, one file, a published sha256."""
+
+    files: dict[str, bytes] = {}
+    published: dict[str, str] = {}
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        if self.path.rstrip("/") == "/simple/proj":
+            links = "".join(f'<a href="/files/{n}#sha256={self.published[n]}">{n}</a>' for n in self.files)
+            body = f"<html><body>{links}</body></html>".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+        elif self.path.startswith("/files/") and self.path[7:] in self.files:
+            body = self.files[self.path[7:]]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+        else:
+            body = b"not found"
+            self.send_response(404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def index(tmp_path):
+    archive = make_project(tmp_path)
+    data = archive.read_bytes()
+    _Index.files = {"proj-2.0.tar.gz": data}
+    _Index.published = {"proj-2.0.tar.gz": hashlib.sha256(data).hexdigest()}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple/", data
+    server.shutdown()
+
+
+def test_pypi_pin_through_configured_index(index, tmp_path, monkeypatch):
+    url, data = index
+    monkeypatch.setenv("MATERIALIZE_INDEX_URL", url)
+    pin = parse_spec("pypi:proj==2.0")
+    assert pin.file == "proj-2.0.tar.gz" and pin.sha256 == hashlib.sha256(data).hexdigest()
+    store = Store.open()
+    resolved = resolve(pin, store, base_dir=tmp_path, progress=False)
+    assert store.read_blob(resolved.tree, "src/a.py") == b"A = 1\n"
+    assert resolved.identity["root_used"] == "proj-2.0"
+
+
+def test_pypi_hash_mismatch_keeps_nothing(index, tmp_path):
+    url, data = index
+    wrong = "f" * 64
+    pin = PypiPin(kind="pypi", requirement="proj==2.0", file="proj-2.0.tar.gz", sha256=wrong, index_url=url)
+    store = Store.open()
+    with pytest.raises(UpstreamError, match="sha256"):
+        resolve(pin, store, base_dir=tmp_path, progress=False)
+    # Served bytes that differ from what the index publishes are refused too, and nothing is cached.
+    _Index.published["proj-2.0.tar.gz"] = wrong
+    with pytest.raises(UpstreamError, match="mismatch"):
+        resolve(pin, store, base_dir=tmp_path, progress=False)
+    assert not any(p.is_file() for p in store.artifacts.rglob("*"))
