@@ -1,0 +1,304 @@
+"""Regenerate a patch from file contents with minimal churn.
+
+Reviewers read the diff of a patch file. If ``refresh`` rewrote every hunk each time, a one-line edit
+to one function would show up as a rewrite of the whole patch. So a refreshed patch keeps, byte for
+byte, the description/header, each file section's header and every old hunk whose lines the edit did
+not touch; only the hunks around the edit are regenerated (and the ``@@`` numbers of later hunks in the
+same file, when the edit changed the line count). A hunk survives when it still matches the base and
+the previous patch result exactly and no edit falls inside it or within ``context`` lines of it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+
+from materialize.errors import PatchFormatError
+from materialize.workspace.patchtext import (
+    NO_NEWLINE,
+    FileSection,
+    Hunk,
+    PatchText,
+    hunk_header,
+    split_lines,
+)
+
+CONTEXT = 3
+_FUNCNAME = re.compile(rb"^[A-Za-z_$]")
+
+
+@dataclass
+class FileChange:
+    """One file the patch should cover: content before the patch (``base``) and now (``cur``).
+
+    ``prev`` is what the old patch produced for this file (to recognise hunks the edit left alone);
+    ``old_path`` differs from ``path`` for a rename; None contents mean "absent".
+    """
+
+    path: str
+    base: bytes | None
+    cur: bytes | None
+    prev: bytes | None = None
+    old_path: str | None = None
+    old_mode: str | None = "100644"
+    new_mode: str | None = "100644"
+
+    @property
+    def source_path(self) -> str:
+        return self.old_path or self.path
+
+    def is_noop(self) -> bool:
+        return (
+            self.base == self.cur
+            and self.source_path == self.path
+            and (self.base is None or self.old_mode == self.new_mode)
+        )
+
+
+@dataclass
+class _Piece:
+    b0: int  # base line index where the hunk's old side starts
+    b1: int
+    c0: int  # cur line index where the hunk's new side starts
+    c1: int
+    hunk: Hunk | None = None  # kept old hunk (raw bytes reused)
+    lines: list[bytes] | None = None  # fresh hunk body
+    section: bytes = b"\n"
+
+
+def _start(index: int, length: int) -> int:
+    """Unified-diff start number for a 0-based index (an empty range names the line before it)."""
+    return index if length == 0 else index + 1
+
+
+def _loc(start: int, length: int) -> int:
+    return start if length == 0 else start - 1
+
+
+def _funcname(base: list[bytes], before: int) -> bytes:
+    """git's default hunk-header context: the nearest preceding line starting with a letter, _ or $."""
+    for i in range(min(before, len(base)) - 1, -1, -1):
+        if _FUNCNAME.match(base[i]):
+            text = base[i].rstrip()[:80]
+            return b" " + text + b"\n"
+    return b"\n"
+
+
+def _emit(prefix: bytes, line: bytes) -> list[bytes]:
+    if line.endswith(b"\n"):
+        return [prefix + line]
+    return [prefix + line + b"\n", NO_NEWLINE]
+
+
+def _fresh_hunks(base: list[bytes], cur: list[bytes], b_off: int, c_off: int, bseg, cseg, context: int):
+    """Standard unified-diff hunks for one gap between kept hunks (absolute line indices)."""
+    matcher = difflib.SequenceMatcher(None, bseg, cseg, autojunk=False)
+    pieces: list[_Piece] = []
+    for group in matcher.get_grouped_opcodes(context):
+        body: list[bytes] = []
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                for line in bseg[i1:i2]:
+                    body += _emit(b" ", line)
+                continue
+            for line in bseg[i1:i2]:
+                body += _emit(b"-", line)
+            for line in cseg[j1:j2]:
+                body += _emit(b"+", line)
+        b0, b1 = b_off + group[0][1], b_off + group[-1][2]
+        c0, c1 = c_off + group[0][3], c_off + group[-1][4]
+        pieces.append(_Piece(b0, b1, c0, c1, lines=body, section=_funcname(base, b0)))
+    return pieces
+
+
+def _first_last_change(bseg, cseg) -> tuple[int, int] | None:
+    """Distance (in lines) from the gap's start and end to its first and last change, or None."""
+    if bseg == cseg:
+        return None
+    ops = [op for op in difflib.SequenceMatcher(None, bseg, cseg, autojunk=False).get_opcodes() if op[0] != "equal"]
+    head = min(op[1] for op in ops)
+    tail = len(bseg) - max(op[2] for op in ops)
+    return head, tail
+
+
+def _kept_candidates(old: FileSection | None, base, prev, cur) -> list[_Piece]:
+    """Old hunks that still match base and prev exactly and that the prev→cur edit leaves alone."""
+    if old is None or prev is None or old.binary:
+        return []
+    equal_blocks = [
+        op for op in difflib.SequenceMatcher(None, prev, cur, autojunk=False).get_opcodes() if op[0] == "equal"
+    ]
+    out: list[_Piece] = []
+    for h in old.hunks:
+        b0, n0 = _loc(h.old_start, h.old_len), _loc(h.new_start, h.new_len)
+        if base[b0 : b0 + h.old_len] != h.old_lines() or prev[n0 : n0 + h.new_len] != h.new_lines():
+            continue
+        for _tag, i1, i2, j1, _j2 in equal_blocks:
+            if i1 <= n0 and n0 + h.new_len <= i2 and (h.new_len > 0 or i1 < n0 < i2):
+                c0 = j1 + (n0 - i1)
+                out.append(_Piece(b0, b0 + h.old_len, c0, c0 + h.new_len, hunk=h))
+                break
+    return out
+
+
+def _file_hunks(old: FileSection | None, base: list[bytes], prev, cur: list[bytes], context: int) -> list[_Piece]:
+    kept = _kept_candidates(old, base, prev, cur)
+    while True:
+        demote: set[int] = set()
+        pieces: list[_Piece] = []
+        bpos = cpos = 0
+        for k in range(len(kept) + 1):
+            nxt = kept[k] if k < len(kept) else None
+            bend, cend = (nxt.b0, nxt.c0) if nxt else (len(base), len(cur))
+            bseg, cseg = base[bpos:bend], cur[cpos:cend]
+            span = _first_last_change(bseg, cseg)
+            if span is not None:
+                head, tail = span
+                if k > 0 and head < context:
+                    demote.add(k - 1)
+                if nxt is not None and tail < context:
+                    demote.add(k)
+                pieces += _fresh_hunks(base, cur, bpos, cpos, bseg, cseg, context)
+            if nxt is not None:
+                pieces.append(nxt)
+                bpos, cpos = nxt.b1, nxt.c1
+        if not demote:
+            return pieces
+        kept = [p for i, p in enumerate(kept) if i not in demote]
+
+
+def _render_hunk(p: _Piece) -> bytes:
+    old_len, new_len = p.b1 - p.b0, p.c1 - p.c0
+    old_start, new_start = _start(p.b0, old_len), _start(p.c0, new_len)
+    if p.hunk is not None:
+        h = p.hunk
+        if (h.old_start, h.old_len, h.new_start, h.new_len) == (old_start, old_len, new_start, new_len):
+            return h.raw
+        return hunk_header(old_start, old_len, new_start, new_len, h.section) + b"".join(h.body)
+    assert p.lines is not None
+    return hunk_header(old_start, old_len, new_start, new_len, p.section) + b"".join(p.lines)
+
+
+def _lines(data: bytes | None) -> list[bytes]:
+    return split_lines(data) if data else []
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _similarity(a: bytes | None, b: bytes | None) -> int:
+    if a == b:
+        return 100
+    ratio = difflib.SequenceMatcher(None, _lines(a), _lines(b), autojunk=False).ratio()
+    return int(ratio * 100)
+
+
+def _kind(sec: FileSection) -> tuple:
+    return (sec.old_path is None, sec.new_path is None, sec.rename, sec.old_mode != sec.new_mode)
+
+
+def _change_kind(ch: FileChange) -> tuple:
+    rename = ch.old_path is not None and ch.old_path != ch.path and ch.base is not None and ch.cur is not None
+    modes = ch.base is not None and ch.cur is not None and ch.old_mode != ch.new_mode
+    return (ch.base is None, ch.cur is None, rename, modes)
+
+
+def _git_header(ch: FileChange, prefixes: tuple[str, str]) -> list[bytes]:
+    a, b = prefixes
+    src, dst = ch.source_path, ch.path
+    out = [f"diff --git {a}{src} {b}{dst}\n"]
+    if ch.base is None:
+        out.append(f"new file mode {ch.new_mode}\n")
+    elif ch.cur is None:
+        out.append(f"deleted file mode {ch.old_mode}\n")
+    else:
+        if ch.old_mode != ch.new_mode:
+            out += [f"old mode {ch.old_mode}\n", f"new mode {ch.new_mode}\n"]
+        if src != dst:
+            out += [f"similarity index {_similarity(ch.base, ch.cur)}%\n", f"rename from {src}\n", f"rename to {dst}\n"]
+    if ch.base != ch.cur:
+        out.append(f"--- {'/dev/null' if ch.base is None else a + src}\n")
+        out.append(f"+++ {'/dev/null' if ch.cur is None else b + dst}\n")
+    return [line.encode("utf-8", "surrogateescape") for line in out]
+
+
+def _refresh_header(old: FileSection, ch: FileChange) -> list[bytes]:
+    """The old section's header lines, with a git ``index`` line updated to the new blob ids."""
+    out: list[bytes] = []
+    for line in old.header:
+        m = re.match(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", line, re.S)
+        if m and ch.base is not None and ch.cur is not None:
+            width = len(m.group(1))
+            old_id = _blob_id(ch.base)[:width].encode()
+            new_id = _blob_id(ch.cur)[:width].encode()
+            if (old_id, new_id) != (m.group(1), m.group(2)[:width]):
+                line = b"index " + old_id + b".." + new_id + m.group(3)
+        out.append(line)
+    return out
+
+
+def _prefixes(old: PatchText | None, strip: int) -> tuple[str, str]:
+    """The a/ b/ path prefixes new sections get: "a/" "b/" for -p1, else copied from an old section."""
+    if strip == 0:
+        return "", ""
+    if strip == 1:
+        return "a/", "b/"
+    for sec in (old.sections if old else []):
+        for line in sec.header:
+            if line.startswith((b"--- ", b"+++ ")):
+                text = line[4:].decode("utf-8", "surrogateescape").split("\t")[0].strip()
+                if text != "/dev/null":
+                    parts = text.split("/")
+                    prefix = "/".join(parts[:strip]) + "/"
+                    return prefix, prefix
+    raise PatchFormatError(f"cannot invent path prefixes for a new file in a patch with strip level {strip}")
+
+
+def regenerate(
+    old: PatchText | None,
+    changes: list[FileChange],
+    *,
+    strip: int = 1,
+    header: bytes = b"",
+    context: int = CONTEXT,
+) -> bytes:
+    """The patch text that turns every ``base`` into ``cur``, reusing ``old``'s bytes wherever possible.
+
+    Sections keep the old patch's order; files new to the patch follow in path order. Files whose
+    ``cur`` equals ``base`` (same mode, no rename) drop out of the patch.
+    """
+    by_path = {ch.path: ch for ch in changes}
+    prefixes = _prefixes(old, strip)
+    ordered: list[tuple[FileSection | None, FileChange]] = []
+    used: set[str] = set()
+    for sec in old.sections if old else []:
+        key = sec.path()
+        ch = by_path.get(key)
+        if ch is None or key in used:
+            continue
+        used.add(key)
+        ordered.append((sec, ch))
+    ordered += [(None, by_path[p]) for p in sorted(by_path) if p not in used]
+
+    out = [old.header if old else header]
+    for sec, ch in ordered:
+        if ch.is_noop():
+            continue
+        if (ch.base is not None and b"\0" in ch.base) or (ch.cur is not None and b"\0" in ch.cur):
+            raise PatchFormatError(f"{ch.path}: binary files cannot go into a text patch")
+        keep_header = sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
+        head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
+        out += head
+        if ch.base != ch.cur:
+            pieces = _file_hunks(sec if keep_header else None, _lines(ch.base), _lines(ch.prev), _lines(ch.cur), context)
+            out += [_render_hunk(p) for p in pieces]
+    out.append(old.trailer if old else b"")
+    return b"".join(out)
+
+
+def diff_files(changes: list[FileChange], *, strip: int = 1, context: int = CONTEXT) -> bytes:
+    """A fresh patch (no old bytes to keep): what ``materialize diff`` shows and new patches start from."""
+    return regenerate(None, changes, strip=strip, context=context)

@@ -1,0 +1,391 @@
+"""Editing patches in the workspace: new, add, edit, refresh, diff, fold, rename, delete, move, header.
+
+``refresh`` is the heart: it regenerates the top patch from the files on disk with ``diffgen`` (the
+header and every untouched hunk stay byte-identical, the series entry is not touched), then proves the
+new patch reproduces the workspace by applying it with the engine before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from materialize.engine import apply_patch
+from materialize.errors import MaterializeError, PatchApplyError, SeriesError
+from materialize.patching import apply_file, parse_patch
+from materialize.series import PatchEntry, Series, load_series
+from materialize.store import REGULAR
+from materialize.workspace import patchtext
+from materialize.workspace.diffgen import FileChange, regenerate
+from materialize.workspace.journal import Journal
+from materialize.workspace.seriesedit import SeriesDoc
+from materialize.workspace.stack import check_stack_matches, move_to
+from materialize.workspace.state import State, Workspace
+from materialize.workspace.trees import trees_at
+
+
+@dataclass
+class RefreshPlan:
+    """What refresh would write, and what it leaves out (reported, never dropped)."""
+
+    entry: PatchEntry
+    old: bytes
+    new: bytes
+    new_tree: str
+    files: list[str]
+    elsewhere: list[str] = field(default_factory=list)  # modified files that belong to another patch
+    stray: list[str] = field(default_factory=list)  # files on disk that belong to no patch
+
+    @property
+    def changed(self) -> bool:
+        return self.old != self.new
+
+
+def top_entry(ws: Workspace, state: State) -> PatchEntry:
+    if state.position == 0:
+        raise MaterializeError("no patch is applied: `materialize push` or `materialize new NAME` first")
+    return ws.series.patches[state.position - 1]
+
+
+def _patch_files(entry: PatchEntry, data: bytes) -> list[tuple[str, str]]:
+    """(source path, destination path) of every file a patch touches."""
+    parsed = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    out = []
+    for sec in parsed.sections:
+        dest = sec.new_path or sec.old_path
+        src = sec.old_path or sec.new_path
+        if dest:
+            out.append((src or dest, dest))
+    return out
+
+
+def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
+    """Regenerate ``entry`` from the disk and check the result applies back to exactly the disk."""
+    target = entry.target
+    before = trees_at(ws.series, ws.store, entry.position - 1)[target]
+    after = trees_at(ws.series, ws.store, entry.position)[target]
+    data = entry.read()
+    pairs = _patch_files(entry, data)
+    dests = {dest for _src, dest in pairs}
+    for path in state.added.get(entry.name, []):
+        if path not in dests:
+            pairs.append((path, path))
+            dests.add(path)
+    changes: list[FileChange] = []
+    for src, dest in pairs:
+        base = ws.tree_entry(before, src)
+        prev = ws.tree_entry(after, dest)
+        cur = ws.disk_entry(target, dest)
+        changes.append(FileChange(
+            path=dest, old_path=src if src != dest else None,
+            base=base[1] if base else None, prev=prev[1] if prev else None, cur=cur[1] if cur else None,
+            old_mode=base[0] if base else None, new_mode=cur[0] if cur else None,
+        ))
+    old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    new = regenerate(old, changes, strip=entry.strip)
+    new_tree, _report = apply_patch(ws.store, before, dataclasses.replace(entry, max_fuzz=0), new)
+    for ch in changes:
+        got = ws.tree_entry(new_tree, ch.path)
+        want = ws.disk_entry(target, ch.path)
+        if got != want:
+            raise MaterializeError(
+                f"refresh of {entry.name} would not reproduce {target}/{ch.path}; nothing was written "
+                "(please report this with the patch file)"
+            )
+    plan = RefreshPlan(entry, data, new, new_tree, sorted(dests))
+    all_changes = ws.changes(state)
+    plan.elsewhere = [p for p in all_changes.modified.get(target, []) if p not in dests]
+    for t, paths in all_changes.modified.items():
+        if t != target:
+            plan.elsewhere += [f"{t}:{p}" for p in paths]
+    plan.stray = [f"{t}/{p}" for t, paths in all_changes.stray.items() for p in paths]
+    return plan
+
+
+def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
+    """Write the regenerated patch (top, or ``ref`` when no later applied patch shares its files)."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
+    if entry.position > state.position:
+        raise MaterializeError(f"{entry.name} is not applied (top is {state.top}); push it first")
+    plan = plan_refresh(ws, state, entry)
+    if entry.position < state.position:
+        later = ws.series.patches[entry.position : state.position]
+        for other in later:
+            if other.target != entry.target:
+                continue
+            shared = sorted({d for _s, d in _patch_files(other, other.read())} & set(plan.files))
+            if shared:
+                raise MaterializeError(
+                    f"refresh {entry.name}: later applied patch {other.name} also changes {', '.join(shared)}; "
+                    f"pop to {entry.name} first"
+                )
+    if not plan.changed:
+        return plan
+    with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
+        journal.write(entry.path, plan.new)
+        ws.reload_series()
+        trees = trees_at(ws.series, ws.store, state.position)
+        for target, tree in trees.items():
+            state.trees[target] = tree
+            tracked = state.files.setdefault(target, {})
+            for path in list(tracked):
+                found = ws.store.lookup(tree, path)
+                tracked[path] = found.sha if found else None
+            if target == entry.target:
+                for path in plan.files:
+                    found = ws.store.lookup(tree, path)
+                    tracked[path] = found.sha if found else None
+        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+        ws.save(state, journal)
+    return plan
+
+
+def _identity(root: Path) -> str:
+    def config(key: str) -> str:
+        proc = subprocess.run(["git", "-C", str(root), "config", key], capture_output=True, text=True)
+        return proc.stdout.strip()
+
+    name = os.environ.get("GIT_AUTHOR_NAME") or config("user.name") or "materialize user"
+    mail = os.environ.get("GIT_AUTHOR_EMAIL") or config("user.email") or "user@localhost"
+    return f"{name} <{mail}>"
+
+
+def new_header(root: Path, subject: str, body: str = "") -> bytes:
+    """A git-format-patch style header: export-git takes author, date and subject from it."""
+    date = email.utils.format_datetime(email.utils.localtime(None)) if "SOURCE_DATE_EPOCH" not in os.environ else \
+        email.utils.formatdate(int(os.environ["SOURCE_DATE_EPOCH"]), usegmt=False)
+    text = f"From: {_identity(root)}\nDate: {date}\nSubject: {subject}\n\n"
+    if body:
+        text += body.rstrip("\n") + "\n\n"
+    return text.encode()
+
+
+def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None = None,
+              subject: str | None = None) -> PatchEntry:
+    """Create an empty patch after ``after`` (default: the top) and push it when it lands on top."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    pos = state.position if after is None else ws.series.position(after)
+    if pos < state.position:
+        raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
+    if target is None:
+        if state.position == 0:
+            raise MaterializeError("new: give --target (tt-metal or plugin): no patch is applied to take it from")
+        target = ws.series.patches[state.position - 1].target
+    if target not in ws.series.targets:
+        raise SeriesError(f"new: target {target!r} has no pin in {ws.series.path}")
+    stem = name[:-6] if name.endswith(".patch") else name[:-5] if name.endswith(".diff") else name
+    if any(p.name == Path(stem).name for p in ws.series.patches):
+        raise MaterializeError(f"new: a patch named {Path(stem).name} is already in the series")
+    rel = f"{target}/{stem}.patch" if "/" not in stem else f"{stem}.patch"
+    path = ws.series.resolve(ws.series.spec.patches_dir) / rel
+    if path.exists():
+        raise MaterializeError(f"new: {path} already exists")
+    doc = SeriesDoc.load(ws.series.path)
+    with Journal.run(ws.meta, "new", [name, "--target", target] + (["--after", after] if after else [])) as journal:
+        journal.write(path, new_header(ws.series.base_dir, subject or Path(stem).name))
+        doc.insert(pos, {"patch": rel, "target": target})
+        journal.write(ws.series.path, doc.render())
+        ws.reload_series()
+        if pos == state.position:
+            state.position += 1
+            state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+            state.added = {}
+        ws.save(state, journal)
+    return ws.series.find(Path(stem).name)
+
+
+def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
+    """Make files part of the top patch (quilt add): check them out from the store if not on disk."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = top_entry(ws, state)
+    target = entry.target
+    paths = [ws.relpath(target, n, cwd) for n in names]
+    with Journal.run(ws.meta, "add", names) as journal:
+        tracked = state.files.setdefault(target, {})
+        added = state.added.setdefault(entry.name, [])
+        for path in paths:
+            current = ws.store.lookup(state.trees[target], path)
+            if path not in tracked:
+                on_disk = ws.disk_entry(target, path)
+                if on_disk is None and current is not None:
+                    ws.write_file(journal, target, path, ws.tree_entry(state.trees[target], path))
+                tracked[path] = current.sha if current else None
+            if path not in added:
+                added.append(path)
+        ws.save(state, journal)
+    return [str(ws.target_dir(target) / p) for p in paths]
+
+
+def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
+    """add, then open $EDITOR (or $VISUAL) on the files when one is set."""
+    files = add_files(ws, names, cwd)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if editor:
+        subprocess.run([*shlex.split(editor), *files], check=False)
+    return files
+
+
+def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
+    """Apply another patch to the workspace files of the top patch's target and add them to the top."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = top_entry(ws, state)
+    target = entry.target
+    data = patch_file.read_bytes()
+    patchset = parse_patch(data, source=str(patch_file), strip=strip)
+    touched: list[str] = []
+    with Journal.run(ws.meta, "fold", [str(patch_file)]) as journal:
+        tracked = state.files.setdefault(target, {})
+        added = state.added.setdefault(entry.name, [])
+        for fp in patchset.files:
+            src = fp.old_path or fp.new_path
+            dest = fp.path
+            assert src is not None and dest is not None
+            current = ws.disk_entry(target, src)
+            if current is None and src not in tracked:
+                current = ws.tree_entry(state.trees[target], src)
+            result = apply_file(current[1] if current else None, fp, max_fuzz=0)
+            if not result.ok:
+                failed = [h.hunk.header for h in result.hunks if h.status == "failed"]
+                raise PatchApplyError(f"fold {patch_file}: {dest}: {result.error or ''} hunks failed: {failed}")
+            for path in {src, dest}:
+                if path not in tracked:
+                    found = ws.store.lookup(state.trees[target], path)
+                    tracked[path] = found.sha if found else None
+                if path not in added:
+                    added.append(path)
+            if fp.is_rename and src != dest:
+                ws.write_file(journal, target, src, None)
+            mode = fp.new_mode or (current[0] if current else REGULAR)
+            ws.write_file(journal, target, dest, None if result.content is None else (mode, result.content))
+            touched.append(dest)
+        ws.save(state, journal)
+    return touched
+
+
+def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
+    """Rename a patch: its file and its series entry (metadata kept), and the workspace records."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
+    stem = new_name[:-6] if new_name.endswith(".patch") else new_name
+    if any(p.name == stem for p in ws.series.patches):
+        raise MaterializeError(f"rename: a patch named {stem} is already in the series")
+    old_rel = entry.spec.patch
+    suffix = Path(old_rel).suffix or ".patch"
+    new_rel = str(Path(old_rel).parent / f"{stem}{suffix}") if "/" in old_rel else f"{stem}{suffix}"
+    new_path = entry.path.parent / f"{stem}{suffix}"
+    if new_path.exists():
+        raise MaterializeError(f"rename: {new_path} already exists")
+    doc = SeriesDoc.load(ws.series.path)
+    with Journal.run(ws.meta, "rename", [new_name] + ([ref] if ref else [])) as journal:
+        journal.write(new_path, entry.read())
+        journal.remove(entry.path)
+        doc.set_field(doc.index_of(old_rel), "patch", new_rel)
+        journal.write(ws.series.path, doc.render())
+        ws.reload_series()
+        for item in state.applied:
+            if item["name"] == entry.name:
+                item["name"] = stem
+        if entry.name in state.added:
+            state.added[stem] = state.added.pop(entry.name)
+        ws.save(state, journal)
+    return ws.series.find(stem)
+
+
+def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, force: bool = False) -> PatchEntry:
+    """Remove a patch from the series (popping it first when it is the top); -r also removes the file."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
+    if entry.position < state.position:
+        raise MaterializeError(f"delete: {entry.name} is applied below the top ({state.top}); pop to it first")
+    if entry.position == state.position:
+        move_to(ws, state.position - 1, op="pop", args=["--force"] if force else [], force=force)
+        state = ws.load()
+    doc = SeriesDoc.load(ws.series.path)
+    with Journal.run(ws.meta, "delete", [entry.name] + (["-r"] if remove_file else [])) as journal:
+        doc.remove(doc.index_of(entry.spec.patch))
+        journal.write(ws.series.path, doc.render())
+        if remove_file and entry.path.exists():
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            keep = ws.meta / "saved" / f"{stamp}-delete" / entry.path.name
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            keep.write_bytes(entry.read())
+            journal.remove(entry.path)
+        ws.reload_series()
+        ws.save(state, journal)
+    return entry
+
+
+def reordered(series: Series, moving: PatchEntry, after: int) -> Series:
+    """The series with ``moving`` placed after position ``after`` (positions renumbered)."""
+    rest = [p for p in series.patches if p.name != moving.name]
+    index = after if after < moving.position else after - 1
+    rest.insert(index, moving)
+    patches = tuple(dataclasses.replace(p, position=i + 1) for i, p in enumerate(rest))
+    return dataclasses.replace(series, patches=patches)
+
+
+def move(ws: Workspace, ref: str, after: str) -> Series:
+    """Move an unapplied patch after another; refused when any patch would then fail to apply."""
+    state = ws.load()
+    check_stack_matches(ws, state)
+    entry = ws.series.find(ref)
+    after_pos = ws.series.position(after)
+    if entry.position <= state.position or after_pos < state.position:
+        raise MaterializeError(f"move: only unapplied patches move; pop to position {min(entry.position, after_pos + 1) - 1} first")
+    if after_pos == entry.position or after_pos == entry.position - 1:
+        return ws.series
+    candidate = reordered(ws.series, entry, after_pos)
+    last = max(entry.position, after_pos)
+    try:
+        trees_at(candidate, ws.store, last)
+    except PatchApplyError as exc:
+        raise PatchApplyError(f"move {entry.name} after {after} refused: the series would no longer apply:\n{exc}") from None
+    doc = SeriesDoc.load(ws.series.path)
+    with Journal.run(ws.meta, "move", [ref, "--after", after]) as journal:
+        index = doc.index_of(entry.spec.patch)
+        new_index = after_pos if after_pos < entry.position else after_pos - 1
+        doc.move(index, new_index)
+        journal.write(ws.series.path, doc.render())
+    ws.reload_series()
+    return ws.series
+
+
+def header_of(data: bytes) -> bytes:
+    return patchtext.parse(data).header
+
+
+def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry:
+    """Replace a patch's description; the diff part is kept byte for byte."""
+    state = ws.load()
+    entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
+    data = entry.read()
+    parsed = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    if text and parsed.sections and not text.endswith(b"\n\n"):
+        text += b"\n"
+    parsed.header = text
+    with Journal.run(ws.meta, "header", [entry.name]) as journal:
+        journal.write(entry.path, parsed.render())
+        if entry.position <= state.position:
+            ws.reload_series()
+            state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+            ws.save(state, journal)
+    return entry
+
+
+def reload(path: Path) -> Series:
+    return load_series(path)

@@ -1,0 +1,177 @@
+"""A copy-before-write journal, so an interrupted operation can be rolled back or redone exactly.
+
+Every multi-file operation (refresh writes a patch file, the series YAML and the workspace state;
+pop rewrites many workspace files) runs inside ``Journal.run``. Before a file is first changed its old
+bytes (or its absence) are copied under ``work/.materialize/journal/`` and recorded in
+``journal.json``; only then is the file replaced (atomically, by rename). On success the journal is
+deleted. If the process dies half-way the journal stays behind: every later command refuses to run
+until ``materialize recover`` either rolls back (restores every recorded file byte for byte) or
+resumes (rolls back, then re-runs the recorded command, which is deterministic). The store needs no
+journal: it only ever gains content-addressed objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from materialize.errors import MaterializeError
+
+
+class PendingOperationError(MaterializeError):
+    """A previous operation was interrupted; it must be recovered before anything else runs."""
+
+    exit_code = 1
+
+
+def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
+    """Replace ``path`` with ``data`` in one rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o755 if executable else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class Journal:
+    """The record of one operation in progress, under ``<meta>/journal``."""
+
+    def __init__(self, meta: Path) -> None:
+        self.dir = meta / "journal"
+        self.file = self.dir / "journal.json"
+        self.data: dict[str, Any] = {}
+        self._protected: set[str] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @staticmethod
+    def pending(meta: Path) -> dict[str, Any] | None:
+        file = meta / "journal" / "journal.json"
+        if not file.exists():
+            return None
+        return json.loads(file.read_text())
+
+    @classmethod
+    def begin(cls, meta: Path, op: str, args: list[str]) -> Journal:
+        pending = cls.pending(meta)
+        if pending is not None:
+            raise PendingOperationError(
+                f"an interrupted `{' '.join(['materialize', pending['op'], *pending['args']])}` left a journal in "
+                f"{meta / 'journal'}; run `materialize recover --rollback` (restore the state before it) or "
+                "`materialize recover --resume` (finish it)"
+            )
+        journal = cls(meta)
+        if journal.dir.exists():  # a journal dir without journal.json never changed anything
+            shutil.rmtree(journal.dir)
+        (journal.dir / "backup").mkdir(parents=True)
+        journal.data = {"op": op, "args": list(args), "started": time.time(), "files": []}
+        journal._save()
+        return journal
+
+    @classmethod
+    @contextlib.contextmanager
+    def run(cls, meta: Path, op: str, args: list[str]) -> Iterator[Journal]:
+        """Journal the body: committed (deleted) on success, rolled back on an ordinary error.
+
+        A hard stop (SIGKILL, power loss, KeyboardInterrupt) leaves the journal for ``recover``.
+        """
+        journal = cls.begin(meta, op, args)
+        try:
+            yield journal
+        except MaterializeError:
+            journal.rollback()
+            raise
+        journal.commit()
+
+    def _save(self) -> None:
+        atomic_write(self.file, json.dumps(self.data, indent=1).encode())
+
+    @classmethod
+    def load(cls, meta: Path) -> Journal:
+        journal = cls(meta)
+        data = cls.pending(meta)
+        if data is None:
+            raise MaterializeError(f"no interrupted operation to recover in {meta}")
+        journal.data = data
+        return journal
+
+    # -- recording ------------------------------------------------------------------------------
+    def protect(self, path: Path) -> None:
+        """Back ``path`` up (or note that it did not exist) before its first change."""
+        key = str(path.absolute())
+        if key in self._protected:
+            return
+        self._protected.add(key)
+        index = len(self.data["files"])
+        record: dict[str, Any] = {"path": key, "backup": None, "link": None, "mode": None}
+        if path.is_symlink():
+            record["link"] = os.readlink(path)
+        elif path.exists():
+            backup = self.dir / "backup" / str(index)
+            shutil.copyfile(path, backup)
+            record["backup"] = str(index)
+            record["mode"] = stat.S_IMODE(path.stat().st_mode)
+        self.data["files"].append(record)
+        self._save()
+
+    def write(self, path: Path, data: bytes, *, executable: bool = False) -> None:
+        self.protect(path)
+        atomic_write(path, data, executable=executable)
+
+    def symlink(self, path: Path, target: str) -> None:
+        self.protect(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        os.symlink(target, path)
+
+    def remove(self, path: Path) -> None:
+        self.protect(path)
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        _prune_empty_dirs(path.parent)
+
+    # -- ending ---------------------------------------------------------------------------------
+    def commit(self) -> None:
+        self.file.unlink()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rollback(self) -> None:
+        """Restore every recorded file to its bytes before the operation (newest change first)."""
+        for record in reversed(self.data["files"]):
+            path = Path(record["path"])
+            if path.exists() or path.is_symlink():
+                path.unlink()
+            if record["link"] is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(record["link"], path)
+            elif record["backup"] is not None:
+                data = (self.dir / "backup" / record["backup"]).read_bytes()
+                atomic_write(path, data, executable=bool(record["mode"] & 0o100))
+                os.chmod(path, record["mode"])
+            else:
+                _prune_empty_dirs(path.parent)
+        self.commit()
+
+
+def _prune_empty_dirs(directory: Path) -> None:
+    """Remove now-empty parent directories (stops at the first non-empty one or a missing one)."""
+    with contextlib.suppress(OSError):
+        while directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+            directory = directory.parent

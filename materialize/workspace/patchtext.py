@@ -1,0 +1,244 @@
+"""Byte-exact anatomy of a patch file: header, per-file sections, hunks, trailer.
+
+Refresh and import must leave every piece the user did not change byte-identical, so we keep the raw
+bytes of each piece next to its parsed meaning instead of round-tripping through a diff library.
+Accepts git (``diff --git``), quilt/GNU (``--- a/x`` / ``+++ b/x``, optional ``Index:``) and
+``git format-patch`` files (mail header, diffstat and ``-- `` signature survive as header/trailer).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from materialize.errors import PatchFormatError
+
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$", re.S)
+NO_NEWLINE = b"\\ No newline at end of file\n"
+
+
+@dataclass
+class Hunk:
+    """One hunk: the raw ``@@`` line and body, plus the numbers and lines they mean."""
+
+    header: bytes
+    body: list[bytes]  # raw lines, each ending in b"\n" (including "\ No newline" markers)
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    section: bytes  # text after the closing "@@" (function context), with its newline
+
+    @property
+    def raw(self) -> bytes:
+        return self.header + b"".join(self.body)
+
+    def old_lines(self) -> list[bytes]:
+        return _side(self.body, b"-")
+
+    def new_lines(self) -> list[bytes]:
+        return _side(self.body, b"+")
+
+
+def _side(body: list[bytes], keep: bytes) -> list[bytes]:
+    """The file lines one side of a hunk consists of (a following "\\ No newline" strips the EOL)."""
+    out: list[bytes] = []
+    prev_in = False
+    for line in body:
+        if line.startswith(b"\\"):
+            if prev_in and out and out[-1].endswith(b"\n"):
+                out[-1] = out[-1][:-1]
+            continue
+        blank = line[:1] in (b"\n", b"\r")
+        kind = b" " if blank else line[:1]
+        prev_in = kind in (b" ", keep)
+        if prev_in:
+            out.append(line if blank else line[1:])
+    return out
+
+
+@dataclass
+class FileSection:
+    """One file's part of a patch: raw header lines (``diff --git``, modes, ``---``/``+++``) and hunks."""
+
+    header: list[bytes]
+    hunks: list[Hunk] = field(default_factory=list)
+    old_path: str | None = None  # None for /dev/null (new file)
+    new_path: str | None = None  # None for /dev/null (deleted file)
+    old_mode: str | None = None
+    new_mode: str | None = None
+    rename: bool = False
+    binary: bool = False
+
+    @property
+    def raw(self) -> bytes:
+        return b"".join(self.header) + b"".join(h.raw for h in self.hunks)
+
+    def path(self) -> str:
+        return (self.new_path or self.old_path) or ""
+
+
+@dataclass
+class PatchText:
+    """A whole patch file: ``header + sections + trailer`` reproduces the input byte for byte."""
+
+    header: bytes
+    sections: list[FileSection]
+    trailer: bytes
+
+    def render(self) -> bytes:
+        return self.header + b"".join(s.raw for s in self.sections) + self.trailer
+
+
+def _strip_path(raw: bytes, strip: int) -> str | None:
+    text = raw.decode("utf-8", "surrogateescape").split("\t", 1)[0].rstrip("\n").rstrip("\r")
+    if text.startswith('"') and text.endswith('"'):
+        text = text[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode(
+            "utf-8", "surrogateescape"
+        )
+    if text == "/dev/null":
+        return None
+    parts = text.split("/")
+    if strip >= len(parts):
+        raise PatchFormatError(f"path {text!r} has fewer than {strip} leading components to strip")
+    return "/".join(parts[strip:])
+
+
+def _is_file_start(lines: list[bytes], i: int) -> bool:
+    line = lines[i]
+    if line.startswith(b"diff --git "):
+        return True
+    if line.startswith(b"Index: ") and i + 1 < len(lines) and lines[i + 1].startswith(b"===="):
+        return True
+    return line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    return data.splitlines(keepends=True)
+
+
+def parse(data: bytes, *, source: str = "<patch>", strip: int = 1) -> PatchText:
+    """Split ``data`` into header, file sections and trailer; raise PatchFormatError naming the line."""
+    lines = split_lines(data)
+    i = 0
+    while i < len(lines) and not _is_file_start(lines, i):
+        i += 1
+    header = b"".join(lines[:i])
+    sections: list[FileSection] = []
+    trailer_start = len(lines)
+    while i < len(lines):
+        if not _is_file_start(lines, i):
+            trailer_start = i
+            break
+        section, i = _parse_section(lines, i, source, strip)
+        sections.append(section)
+    trailer = b"".join(lines[trailer_start:]) if trailer_start < len(lines) else b""
+    return PatchText(header=header, sections=sections, trailer=trailer)
+
+
+def _parse_section(lines: list[bytes], i: int, source: str, strip: int) -> tuple[FileSection, int]:
+    sec = FileSection(header=[])
+    git = lines[i].startswith(b"diff --git ")
+    if git:
+        m = re.match(rb"^diff --git (\S+) (\S+)\s*$", lines[i])
+        if m:
+            sec.old_path = _strip_path(m.group(1), strip)
+            sec.new_path = _strip_path(m.group(2), strip)
+    start = i
+    seen_minus = False
+    while i < len(lines):
+        line = lines[i]
+        if i > start and (line.startswith(b"diff --git ") or (line.startswith(b"Index: ") and not git)):
+            break
+        if line.startswith(b"@@ "):
+            break
+        if line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
+            if seen_minus:
+                break
+            seen_minus = True
+            sec.old_path = _strip_path(line[4:], strip)
+            sec.new_path = _strip_path(lines[i + 1][4:], strip)
+            sec.header += [line, lines[i + 1]]
+            i += 2
+            continue
+        if git and not seen_minus:
+            _git_meta(sec, line, strip)
+        elif not git and i > start and not line.startswith((b"Index: ", b"====")):
+            break
+        sec.header.append(line)
+        i += 1
+    while i < len(lines) and lines[i].startswith(b"@@ "):
+        hunk, i = _parse_hunk(lines, i, source)
+        sec.hunks.append(hunk)
+    if not sec.hunks and not git:
+        raise PatchFormatError(f"{source}:{start + 1}: file section without hunks")
+    return sec, i
+
+
+def _git_meta(sec: FileSection, line: bytes, strip: int) -> None:
+    text = line.decode("utf-8", "surrogateescape").rstrip("\n")
+    if text.startswith("new file mode "):
+        sec.old_path, sec.new_mode = None, text.split()[-1]
+    elif text.startswith("deleted file mode "):
+        sec.new_path, sec.old_mode = None, text.split()[-1]
+    elif text.startswith("old mode "):
+        sec.old_mode = text.split()[-1]
+    elif text.startswith("new mode "):
+        sec.new_mode = text.split()[-1]
+    elif text.startswith("rename from "):
+        sec.rename, sec.old_path = True, text[len("rename from ") :]
+    elif text.startswith("rename to "):
+        sec.rename, sec.new_path = True, text[len("rename to ") :]
+    elif text.startswith("index ") and len(text.split()) == 3:
+        sec.old_mode = sec.old_mode or text.split()[2]
+        sec.new_mode = sec.new_mode or text.split()[2]
+    elif text.startswith(("Binary files ", "GIT binary patch")):
+        sec.binary = True
+
+
+def _parse_hunk(lines: list[bytes], i: int, source: str) -> tuple[Hunk, int]:
+    m = _HUNK.match(lines[i])
+    if not m:
+        raise PatchFormatError(f"{source}:{i + 1}: malformed hunk header {lines[i][:60]!r}")
+    old_start, new_start = int(m.group(1)), int(m.group(3))
+    old_len = 1 if m.group(2) is None else int(m.group(2))
+    new_len = 1 if m.group(4) is None else int(m.group(4))
+    hunk = Hunk(lines[i], [], old_start, old_len, new_start, new_len, m.group(5))
+    want_old, want_new = old_len, new_len
+    i += 1
+    while i < len(lines) and (want_old > 0 or want_new > 0):
+        line = lines[i]
+        kind = line[:1]
+        if kind in (b" ", b"\n", b"\r"):
+            want_old -= 1
+            want_new -= 1
+        elif kind == b"-":
+            want_old -= 1
+        elif kind == b"+":
+            want_new -= 1
+        elif kind == b"\\":
+            pass
+        else:
+            break
+        hunk.body.append(line)
+        i += 1
+        if want_old < 0 or want_new < 0:
+            raise PatchFormatError(f"{source}:{i}: hunk has more lines than its header says")
+    if want_old > 0 or want_new > 0:
+        raise PatchFormatError(f"{source}:{i + 1}: hunk ends early (header at line {hunk_line(lines, hunk)})")
+    if i < len(lines) and lines[i].startswith(b"\\"):
+        hunk.body.append(lines[i])
+        i += 1
+    return hunk, i
+
+
+def hunk_line(lines: list[bytes], hunk: Hunk) -> int:
+    return lines.index(hunk.header) + 1 if hunk.header in lines else 0
+
+
+def format_range(start: int, length: int) -> str:
+    return f"{start}" if length == 1 else f"{start},{length}"
+
+
+def hunk_header(old_start: int, old_len: int, new_start: int, new_len: int, section: bytes = b"\n") -> bytes:
+    return f"@@ -{format_range(old_start, old_len)} +{format_range(new_start, new_len)} @@".encode() + section

@@ -1,0 +1,132 @@
+"""Moving the workspace along the series: push, pop, goto, and the read-only views quilt users know.
+
+Every move goes through the engine (so it shares the prefix cache), refuses while the workspace holds
+changes that are in no patch (``--force`` first copies them under ``work/.materialize/saved/``), and
+runs inside a journal so an interrupted move can be rolled back or finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from materialize.errors import MaterializeError, PatchApplyError
+from materialize.series import PatchEntry
+from materialize.workspace.journal import Journal
+from materialize.workspace.state import DirtyWorkspaceError, State, Workspace
+from materialize.workspace.trees import trees_at
+
+
+@dataclass
+class MoveResult:
+    position: int
+    top: str | None
+    saved_to: str | None = None
+    stopped: str | None = None  # the error that stopped a push short of its goal
+
+
+def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal) -> str | None:
+    """Refuse (or with force, save first) when the workspace holds work that is in no patch."""
+    changes = ws.changes(state)
+    if not changes.any():
+        return None
+    if not force:
+        raise DirtyWorkspaceError(
+            f"`{op}` refused: the workspace has changes that are in no patch:\n{changes.describe()}\n"
+            "`materialize refresh` them into the top patch, `materialize add FILE` files that belong to no "
+            f"patch, or `materialize {op} --force` to save them under {ws.meta / 'saved'} and discard them"
+        )
+    saved = ws.save_changes(state, changes, op, journal)
+    for target, paths in changes.stray.items():
+        for path in paths:
+            journal.remove(ws.target_dir(target) / path)
+    return str(saved)
+
+
+def applied_entries(ws: Workspace, state: State) -> list[PatchEntry]:
+    return list(ws.series.patches[: state.position])
+
+
+def check_stack_matches(ws: Workspace, state: State) -> None:
+    """The applied patches on record must still be the series' first ``position`` entries."""
+    names = [p.name for p in ws.series.patches[: state.position]]
+    recorded = [a["name"] for a in state.applied]
+    if names != recorded:
+        raise MaterializeError(
+            f"the series changed under the workspace: applied {recorded}, but the series now starts {names}; "
+            "`materialize goto 0 --force` resets the workspace"
+        )
+
+
+def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False) -> MoveResult:
+    """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto."""
+    state = ws.load()
+    if position == state.position and not force:
+        return MoveResult(position, state.top)
+    if op != "goto" or not force:
+        check_stack_matches(ws, state)
+    stopped = None
+    with Journal.run(ws.meta, op, args) as journal:
+        saved = guard_clean(ws, state, op, force, journal)
+        try:
+            trees = trees_at(ws.series, ws.store, position)
+        except PatchApplyError as exc:
+            entry = getattr(exc, "entry", None)
+            if entry is None or entry.position - 1 <= state.position:
+                raise
+            stopped = str(exc)
+            position = entry.position - 1
+            trees = trees_at(ws.series, ws.store, position)
+        keep: dict[str, set[str]] = {}
+        top = ws.series.patches[position - 1].name if position else None
+        if top is not None and top == state.top:
+            keep[ws.series.patches[position - 1].target] = set(state.added.get(top, []))
+        ws.sync(state, trees, keep, journal)
+        state.position = position
+        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
+        state.added = {top: state.added.get(top, [])} if top is not None and top in state.added else {}
+        ws.save(state, journal)
+    return MoveResult(position, top, saved, stopped)
+
+
+def resolve_position(ws: Workspace, ref: str | None, *, default: int) -> int:
+    if ref is None:
+        return default
+    return ws.series.position(ref)
+
+
+def push(ws: Workspace, ref: str | None = None, *, all_: bool = False, force: bool = False) -> MoveResult:
+    """Apply the next patch, up to and including ``ref``, or all (-a)."""
+    state = ws.load()
+    n = len(ws.series.patches)
+    if state.position >= n:
+        raise MaterializeError("the whole series is applied; nothing to push")
+    goal = n if all_ else resolve_position(ws, ref, default=state.position + 1)
+    if goal <= state.position:
+        raise MaterializeError(f"{ref} is already applied (top is {state.top})")
+    return move_to(ws, goal, op="push", args=_args(ref, all_, force), force=force)
+
+
+def pop(ws: Workspace, ref: str | None = None, *, all_: bool = False, force: bool = False) -> MoveResult:
+    """Remove the top patch, patches until ``ref`` is on top, or all (-a)."""
+    state = ws.load()
+    if state.position == 0:
+        raise MaterializeError("no patch is applied; nothing to pop")
+    goal = 0 if all_ else resolve_position(ws, ref, default=state.position - 1)
+    if goal > state.position:
+        raise MaterializeError(f"{ref} is not applied (top is {state.top})")
+    return move_to(ws, goal, op="pop", args=_args(ref, all_, force), force=force)
+
+
+def goto(ws: Workspace, ref: str, *, force: bool = False) -> MoveResult:
+    """Push or pop until ``ref`` is on top (``0``/``base``: nothing applied)."""
+    return move_to(ws, ws.series.position(ref), op="goto", args=_args(ref, False, force), force=force)
+
+
+def _args(ref: str | None, all_: bool, force: bool) -> list[str]:
+    return ([ref] if ref else []) + (["-a"] if all_ else []) + (["--force"] if force else [])
+
+
+def listing(ws: Workspace) -> dict[str, list[PatchEntry]]:
+    state = ws.load()
+    return {"applied": list(ws.series.patches[: state.position]),
+            "unapplied": list(ws.series.patches[state.position :])}

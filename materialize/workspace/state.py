@@ -1,0 +1,259 @@
+"""The workspace: per-target editable trees under ``work/<target>/`` plus what we know about them.
+
+The workspace is *sparse*: ``work/<target>/`` holds the files the applied patches touch plus the files
+added to the top patch, never all of tt-metal (341 MB in the ttnn wheel). Every other file is one
+``materialize add`` away. ``work/.materialize/state.json`` records the position in the series and, per
+target, the store tree the files on disk were written from and the blob id of each file we wrote, so
+"unrefreshed changes" is a byte comparison with the store, never a guess from timestamps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from materialize.errors import MaterializeError
+from materialize.paths import safe_relpath
+from materialize.series import Series, load_series
+from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Store
+from materialize.workspace.journal import Journal, atomic_write
+
+WORK_ENV = "MATERIALIZE_WORK"
+STATE_FORMAT = 1
+
+
+class DirtyWorkspaceError(MaterializeError):
+    """The workspace holds changes that are in no patch; the operation would lose them."""
+
+    exit_code = 1
+
+
+def work_root(series: Series) -> Path:
+    """``work/`` next to ``series/`` at the repository root (override: MATERIALIZE_WORK)."""
+    override = os.environ.get(WORK_ENV)
+    return Path(override).resolve() if override else series.base_dir.parent / "work"
+
+
+@dataclass
+class State:
+    """What ``state.json`` holds: position, applied patches, and per target the tree on disk."""
+
+    series: str
+    position: int = 0
+    applied: list[dict[str, str]] = field(default_factory=list)  # [{"name", "sha256"}] in order
+    trees: dict[str, str] = field(default_factory=dict)  # target -> store tree at ``position``
+    bases: dict[str, str] = field(default_factory=dict)  # target -> pinned base tree
+    files: dict[str, dict[str, str | None]] = field(default_factory=dict)  # target -> path -> blob|None
+    added: dict[str, list[str]] = field(default_factory=dict)  # top patch name -> files added to it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "series": self.series, "position": self.position, "applied": self.applied,
+                "trees": self.trees, "bases": self.bases, "files": self.files, "added": self.added}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> State:
+        return cls(series=data["series"], position=data["position"], applied=data["applied"],
+                   trees=data["trees"], bases=data["bases"], files=data["files"], added=data.get("added", {}))
+
+    @property
+    def top(self) -> str | None:
+        return self.applied[-1]["name"] if self.applied else None
+
+
+@dataclass
+class Changes:
+    """How the files on disk differ from the trees they were written from."""
+
+    modified: dict[str, list[str]] = field(default_factory=dict)  # tracked files whose bytes/mode changed
+    stray: dict[str, list[str]] = field(default_factory=dict)  # files on disk no applied patch owns
+
+    def any(self) -> bool:
+        return any(self.modified.values()) or any(self.stray.values())
+
+    def describe(self) -> str:
+        lines = []
+        for target, paths in sorted(self.modified.items()):
+            lines += [f"  modified  {target}/{p}" for p in paths]
+        for target, paths in sorted(self.stray.items()):
+            lines += [f"  no patch  {target}/{p}" for p in paths]
+        return "\n".join(lines)
+
+
+class Workspace:
+    """The ``work/`` directory of one series."""
+
+    def __init__(self, series: Series, store: Store, root: Path | None = None) -> None:
+        self.series = series
+        self.store = store
+        self.root = root or work_root(series)
+        self.meta = self.root / ".materialize"
+        self.state_file = self.meta / "state.json"
+
+    @classmethod
+    def open(cls, series_path: Path, store: Store | None = None) -> Workspace:
+        series = load_series(series_path)
+        return cls(series, store or Store.open())
+
+    def reload_series(self) -> None:
+        self.series = load_series(self.series.path)
+
+    def target_dir(self, target: str) -> Path:
+        return self.root / target
+
+    def check_no_pending(self) -> None:
+        pending = Journal.pending(self.meta)
+        if pending is not None:
+            args = " ".join(["materialize", pending["op"], *pending["args"]])
+            raise MaterializeError(
+                f"an interrupted `{args}` left a journal in {self.meta / 'journal'}; run "
+                "`materialize recover --rollback` or `materialize recover --resume` first"
+            )
+
+    # -- state ----------------------------------------------------------------------------------
+    def load(self) -> State:
+        """The recorded state, or a fresh one at position 0 (the pinned upstreams alone)."""
+        self.check_no_pending()
+        if self.state_file.exists():
+            state = State.from_json(json.loads(self.state_file.read_text()))
+            if Path(state.series) != self.series.path:
+                raise MaterializeError(
+                    f"{self.root} is the workspace of {state.series}, not {self.series.path}; "
+                    f"set {WORK_ENV} to use another directory"
+                )
+            return state
+        from materialize.workspace.trees import base_trees
+
+        bases = base_trees(self.series, self.store)
+        return State(series=str(self.series.path), trees=dict(bases), bases=dict(bases),
+                     files={t: {} for t in bases})
+
+    def save(self, state: State, journal: Journal) -> None:
+        journal.write(self.state_file, json.dumps(state.to_json(), indent=1, sort_keys=True).encode())
+        # keep the trees the workspace was written from alive in the store (gc safety)
+        self.store.set_refs({f"refs/materialize/workspace/{t}": self.store.commit(tree, [], f"workspace {t}\n")
+                             for t, tree in state.trees.items()})
+
+    # -- reading the disk -----------------------------------------------------------------------
+    def disk_entry(self, target: str, path: str) -> tuple[str, bytes] | None:
+        full = self.target_dir(target) / path
+        if full.is_symlink():
+            return SYMLINK, os.readlink(full).encode("utf-8", "surrogateescape")
+        if not full.is_file():
+            return None
+        mode = EXECUTABLE if full.stat().st_mode & stat.S_IXUSR else REGULAR
+        return mode, full.read_bytes()
+
+    def tree_entry(self, tree: str, path: str) -> tuple[str, bytes] | None:
+        entry = self.store.lookup(tree, path)
+        if entry is None:
+            return None
+        return entry.mode, self.store.read_blob_by_id(entry.sha)
+
+    def disk_files(self, target: str) -> list[str]:
+        root = self.target_dir(target)
+        out: list[str] = []
+        if not root.is_dir():
+            return out
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != ".materialize")
+            for name in filenames:
+                out.append(Path(dirpath, name).relative_to(root).as_posix())
+        return sorted(out)
+
+    def changes(self, state: State) -> Changes:
+        """Every difference between disk and the recorded trees: modified tracked files, stray files."""
+        result = Changes()
+        for target in sorted(state.trees):
+            tracked = state.files.get(target, {})
+            modified = [p for p in sorted(tracked) if self.disk_entry(target, p) != self.tree_entry(state.trees[target], p)]
+            stray = [p for p in self.disk_files(target) if p not in tracked]
+            if modified:
+                result.modified[target] = modified
+            if stray:
+                result.stray[target] = stray
+        return result
+
+    def relpath(self, target: str, name: str, cwd: Path | None = None) -> str:
+        """A user-given file name as a path inside ``target``: relative to work/<target>/ or cwd."""
+        cwd = cwd or Path.cwd()
+        root = self.target_dir(target).resolve()
+        candidate = (cwd / name).resolve() if not Path(name).is_absolute() else Path(name).resolve()
+        if candidate == root or root in candidate.parents:
+            return candidate.relative_to(root).as_posix()
+        return safe_relpath(name, origin="command line")
+
+    # -- writing the disk -----------------------------------------------------------------------
+    def save_changes(self, state: State, changes: Changes, op: str, journal: Journal) -> Path:
+        """Copy every changed or stray file to ``work/.materialize/saved/<stamp>-<op>/`` (nothing is lost)."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        dest = self.meta / "saved" / f"{stamp}-{op}"
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.meta / "saved" / f"{stamp}-{op}-{n}"
+        listing = []
+        for kind, table in (("modified", changes.modified), ("no-patch", changes.stray)):
+            for target, paths in table.items():
+                for path in paths:
+                    src = self.target_dir(target) / path
+                    if src.exists() or src.is_symlink():
+                        out = dest / target / path
+                        out.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(src, out, follow_symlinks=False)
+                    listing.append(f"{kind}\t{target}/{path}")
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "SAVED.txt").write_text(
+            f"Saved by `materialize {op} --force` at {stamp} (position {state.position}, top {state.top}).\n"
+            "Copy a file back into work/<target>/ and `materialize refresh` to put it into a patch.\n\n"
+            + "\n".join(listing) + "\n"
+        )
+        return dest
+
+    def sync(self, state: State, trees: dict[str, str], keep: dict[str, set[str]], journal: Journal) -> None:
+        """Make the disk match ``trees``: the files they change vs the base, plus ``keep`` per target.
+
+        Only files whose bytes differ are rewritten; files that leave the stack are removed. Callers
+        check for unrefreshed changes first, so everything removed or overwritten is in the store.
+        """
+        for target, tree in trees.items():
+            base = state.bases[target]
+            changed, deleted = self.store.changed_paths(base, tree)
+            wanted = set(changed) | set(deleted) | keep.get(target, set())
+            old = state.files.get(target, {})
+            new_files: dict[str, str | None] = {}
+            for path in sorted(set(old) | wanted):
+                full = self.target_dir(target) / path
+                entry = self.store.lookup(tree, path) if path in wanted else None
+                if path in wanted:
+                    new_files[path] = entry.sha if entry else None
+                desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
+                if self.disk_entry(target, path) == desired:
+                    continue
+                if desired is None:
+                    journal.remove(full)
+                elif desired[0] == SYMLINK:
+                    journal.symlink(full, desired[1].decode("utf-8", "surrogateescape"))
+                else:
+                    journal.write(full, desired[1], executable=desired[0] == EXECUTABLE)
+            state.files[target] = new_files
+            state.trees[target] = tree
+
+    def write_file(self, journal: Journal, target: str, path: str, entry: tuple[str, bytes] | None) -> None:
+        full = self.target_dir(target) / path
+        if entry is None:
+            journal.remove(full)
+        elif entry[0] == SYMLINK:
+            journal.symlink(full, entry[1].decode("utf-8", "surrogateescape"))
+        else:
+            journal.write(full, entry[1], executable=entry[0] == EXECUTABLE)
+
+
+def write_plain(path: Path, data: bytes) -> None:
+    """For files outside any journal (reports): still atomic."""
+    atomic_write(path, data)

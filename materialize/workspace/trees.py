@@ -1,0 +1,21 @@
+"""Trees of the series at a position, through the engine (so the workspace shares its prefix cache)."""
+
+from __future__ import annotations
+
+from materialize.engine import materialize
+from materialize.series import Series
+from materialize.store import Store
+from materialize.upstream import resolve
+
+
+def base_trees(series: Series, store: Store) -> dict[str, str]:
+    """The pinned upstream tree of every target."""
+    return {
+        target: resolve(spec.pin, store, base_dir=series.base_dir, progress=False).tree
+        for target, spec in sorted(series.targets.items())
+    }
+
+
+def trees_at(series: Series, store: Store, position: int) -> dict[str, str]:
+    """Every target's tree after the first ``position`` patches (PatchApplyError names the failure)."""
+    return dict(materialize(series, upto=position, store=store).trees)
