@@ -1,0 +1,102 @@
+"""import-quilt on real quilt series, compared byte for byte with what quilt itself produces."""
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from materialize.cli import main
+from materialize.commands.import_quilt import parse_quilt_series
+from materialize.errors import SeriesError
+
+DEBIAN_PACKAGES = ["bzip2"]  # a real Debian source package whose debian/patches is a quilt series
+
+
+def test_parse_quilt_series_file(tmp_path):
+    series = tmp_path / "series"
+    series.write_text("# comment\n\nfirst.patch\nsecond.diff -p0  # trailing comment\n")
+    assert parse_quilt_series(series) == [("first.patch", 1), ("second.diff", 0)]
+    series.write_text("ok.patch\nbad.patch -R\n")
+    with pytest.raises(SeriesError, match=r"series:2: unsupported quilt option '-R'"):
+        parse_quilt_series(series)
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    skip = {".pc", "patches", "debian"}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] not in skip
+    }
+
+
+def quilt_push_all(upstream_tar: Path, patches: Path, work: Path) -> Path:
+    work.mkdir()
+    with tarfile.open(upstream_tar) as tar:
+        tar.extractall(work, filter="data")
+    (top,) = list(work.iterdir())
+    shutil.copytree(patches, top / "patches")
+    env = {**os.environ, "QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
+    subprocess.run(["quilt", "push", "-a", "-q"], cwd=top, env=env, check=True, capture_output=True)
+    return top
+
+
+def import_and_apply(quilt_dir: Path, upstream: Path, tmp_path: Path) -> Path:
+    series = tmp_path / "imported.yaml"
+    assert main(["import-quilt", str(quilt_dir), "--upstream", str(upstream), "--target", "plugin",
+                 "-o", str(series)]) == 0
+    out = tmp_path / "out"
+    assert main(["apply", "--series", str(series), "--out", str(out)]) == 0
+    return out / "plugin"
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+def test_synthetic_series_with_fuzz_and_p0_matches_quilt(builder, tmp_path):
+    b = builder({"src/m.c": "".join(f"int v{i} = {i};\n" for i in range(30))})
+    b.add_patch("one", {"src/m.c": (b.current / "src/m.c").read_text().replace("v10 = 10", "v10 = 100")})
+    b.add_patch("two", {"src/n.c": "int n;\n"})
+    # Upstream drifts: a context line of patch "one" changes, so quilt (fuzz 2) needs fuzz 1.
+    text = (b.upstream / "src/m.c").read_text().replace("v7 = 7", "v7 = 77").replace("v0 = 0", "v0 = 0;\nint extra")
+    (b.upstream / "src/m.c").write_text(text)
+    quilt_dir = b.root / "patches"
+    (quilt_dir / "series").write_text("one.patch\n# a comment\ntwo.patch\n")
+    upstream_tar = tmp_path / "up-1.0.tar.gz"
+    with tarfile.open(upstream_tar, "w:gz") as tar:
+        tar.add(b.upstream, arcname="up-1.0")
+    ours = import_and_apply(quilt_dir, upstream_tar, tmp_path)
+    theirs = quilt_push_all(upstream_tar, quilt_dir, tmp_path / "quilt")
+    assert tree_bytes(ours) == tree_bytes(theirs)
+    assert main(["check", "--series", str(tmp_path / "imported.yaml")]) == 1  # fuzz is refused by check
+
+
+def debian_source(package: str) -> tuple[Path, Path]:
+    """(orig tarball, debian tarball) of a Debian source package, fetched once with apt-get source."""
+    cache = Path(os.environ.get("MATERIALIZE_TEST_DATA", Path.home() / ".cache" / "materialize-testdata"))
+    where = cache / "debian" / package
+    if not any(where.glob("*.orig.tar.*")):
+        if not os.environ.get("MATERIALIZE_NETWORK_TESTS"):
+            pytest.skip("set MATERIALIZE_NETWORK_TESTS=1 to fetch Debian sources (CI does)")
+        where.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["apt-get", "source", "--download-only", "-qq", package], cwd=where, check=True,
+                       capture_output=True)
+    (orig,) = where.glob("*.orig.tar.*")
+    (debian,) = where.glob("*.debian.tar.*")
+    return orig, debian
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("package", DEBIAN_PACKAGES)
+def test_real_debian_quilt_series_matches_quilt(package, tmp_path):
+    orig, debian = debian_source(package)
+    unpacked = tmp_path / "debian-src"
+    unpacked.mkdir()
+    with tarfile.open(debian) as tar:
+        tar.extractall(unpacked, filter="data")
+    quilt_dir = unpacked / "debian" / "patches"
+    ours = import_and_apply(quilt_dir, orig, tmp_path)
+    theirs = quilt_push_all(orig, quilt_dir, tmp_path / "quilt")
+    assert tree_bytes(ours) == tree_bytes(theirs)
+    assert len(parse_quilt_series(quilt_dir / "series")) >= 5

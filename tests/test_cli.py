@@ -1,0 +1,66 @@
+"""Exit codes scripts can trust, and messages without tracebacks, through the real console script."""
+
+import json
+import subprocess
+import sys
+
+from materialize.cli import main
+
+BASE = {"a.txt": "".join(f"{i}\n" for i in range(20))}
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "materialize", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_apply_json_and_status(builder, tmp_path):
+    b = builder(BASE)
+    b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")}, flag="X_FLAG", banner="x engaged")
+    series = b.write()
+    proc = run_cli("apply", "--series", str(series), "--out", str(tmp_path / "out"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["patches"][0]["flag"] == "X_FLAG" and doc["patches"][0]["hunks"][0]["status"] == "clean"
+    status = run_cli("status", "--series", str(series), "--json")
+    assert json.loads(status.stdout)["patches"][0]["state"] == "applied"
+    assert run_cli("check", "--series", str(series)).returncode == 0
+
+
+def test_invalid_series_exits_2_with_file_line(tmp_path):
+    bad = tmp_path / "s.yaml"
+    bad.write_text("version: 1\ntargets: {}\npatches:\n  - patch: x.patch\n    target: nowhere\n")
+    proc = run_cli("apply", "--series", str(bad))
+    assert proc.returncode == 2
+    assert "s.yaml:5: patches.0.target" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_failing_patch_exits_1_and_check_too(builder):
+    b = builder(BASE)
+    b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
+    (b.upstream / "a.txt").write_text("something else entirely\n")
+    series = b.write()
+    proc = run_cli("apply", "--series", str(series))
+    assert proc.returncode == 1 and "0001-x" in proc.stderr and "a.txt" in proc.stderr
+    assert run_cli("check", "--series", str(series)).returncode == 1
+    status = run_cli("status", "--series", str(series), "--json")
+    assert status.returncode == 1 and json.loads(status.stdout)["patches"][0]["state"] == "FAILED"
+
+
+def test_unsafe_patch_exits_4(builder):
+    b = builder(BASE)
+    series = b.write()
+    (b.root / "patches" / "0001-evil.patch").write_text("--- a/../x\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n")
+    series.write_text(series.read_text().replace("patches: []", "patches:\n- patch: 0001-evil.patch\n  target: plugin"))
+    assert main(["apply", "--series", str(series)]) == 4
+
+
+def test_tarball_hash_mismatch_exits_3(tmp_path):
+    archive = tmp_path / "u.tar.gz"
+    subprocess.run(["tar", "czf", str(archive), "-C", str(tmp_path), "."], check=True)
+    series = tmp_path / "s.yaml"
+    series.write_text(f"version: 1\ntargets:\n  plugin:\n    pin: {{kind: tarball, path: {archive}, sha256: {'0' * 64}}}\n")
+    assert main(["apply", "--series", str(series), "--out", str(tmp_path / "o")]) == 3
+
+
+def test_usage_error_exits_2():
+    assert run_cli("apply", "--no-such-option").returncode == 2
