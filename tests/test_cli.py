@@ -55,10 +55,12 @@ def test_unsafe_patch_exits_4(builder):
 
 
 def test_tarball_hash_mismatch_exits_3(tmp_path):
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "f.txt").write_text("x\n")
     archive = tmp_path / "u.tar.gz"
-    subprocess.run(["tar", "czf", str(archive), "-C", str(tmp_path), "."], check=True)
+    subprocess.run(["tar", "czf", str(archive), "-C", str(tmp_path), "up"], check=True)
     series = tmp_path / "s.yaml"
-    series.write_text(f"version: 1\ntargets:\n  plugin:\n    pin: {{kind: tarball, path: {archive}, sha256: {'0' * 64}}}\n")
+    series.write_text(f"version: 1\ntargets:\n  plugin:\n    pin: {{kind: tarball, path: {archive}, sha256: '{'0' * 64}'}}\n")
     assert main(["apply", "--series", str(series), "--out", str(tmp_path / "o")]) == 3
 
 
