@@ -24,8 +24,8 @@ inside a function body resolves to the module's final binding, as Python does at
 """
 
 from __future__ import annotations
-
 import __future__
+
 import bisect
 import builtins
 import importlib
@@ -123,7 +123,8 @@ class _Analysis:
         self._collect_defines()
         self._collect_accesses()
         self.has_future_annotations = any(
-            u.kind == "import" and any(i.module == "__future__" for i in u.imports.values()) for u in self.units
+            u.kind == "import" and any(i.module == "__future__" for i in u.imports.values())
+            for u in self.units
         )
 
     # -- structure ---------------------------------------------------------------------------
@@ -309,7 +310,11 @@ class ImportPolicy:
     """Which modules extracted code may import for real, and which stubs replace the rest."""
 
     def __init__(
-        self, *, refuse: Iterable[str] = DEFAULT_HEAVY, allow: Iterable[str] = DEFAULT_ALLOW, stubs: Mapping[str, Any]
+        self,
+        *,
+        refuse: Iterable[str] = DEFAULT_HEAVY,
+        allow: Iterable[str] = DEFAULT_ALLOW,
+        stubs: Mapping[str, Any],
     ) -> None:
         self.refuse = set(refuse)
         self.allow = set(allow)
@@ -322,7 +327,9 @@ class ImportPolicy:
             return f"{root} is a heavy import (refused by default: {', '.join(sorted(self.refuse))})"
         if root in sys.stdlib_module_names or root in self.allow or root == "__future__":
             return None
-        return f"{root} is neither stdlib nor in the allowed list ({', '.join(sorted(self.allow)) or 'empty'})"
+        return (
+            f"{root} is neither stdlib nor in the allowed list ({', '.join(sorted(self.allow)) or 'empty'})"
+        )
 
     def guarded_import(self, display: str):
         """An ``__import__`` for the extracted namespace: same policy for imports that run later."""
@@ -452,12 +459,16 @@ class _Plan:
         unit = self.a.binding(top, None)
         if unit is None:
             raise MissingDefinition(
-                f"{self.display}: {top!r} is not defined at module level in this tree", name=requested, path=self.display
+                f"{self.display}: {top!r} is not defined at module level in this tree",
+                name=requested,
+                path=self.display,
             )
         members: set[str] | None = None
         if member:
             if unit.kind != "class" or not isinstance(unit.node.body, cst.IndentedBlock):  # type: ignore[attr-defined]
-                raise ExtractError(f"{self.display}:{unit.first}: {top!r} is not a class; cannot take {member!r}")
+                raise ExtractError(
+                    f"{self.display}:{unit.first}: {top!r} is not a class; cannot take {member!r}"
+                )
             defined = {s.name.value for s in unit.node.body.body if isinstance(s, cst.FunctionDef)}  # type: ignore[attr-defined]
             if member not in defined and not _class_assigns(unit.node, member):
                 raise MissingDefinition(
@@ -558,12 +569,19 @@ class _Plan:
             namespace.__dict__[name] = self.policy.stubs[name]
         for name, (imp, need) in sorted(self.bind.items(), key=lambda kv: kv[1][1].line):
             namespace.__dict__[name] = self._bind_import(imp, need)
-        linecache.cache[self.display] = (len(self.a.source), None, self.a.source.splitlines(True), self.display)
+        linecache.cache[self.display] = (
+            len(self.a.source),
+            None,
+            self.a.source.splitlines(True),
+            self.display,
+        )
         flags = __future__.annotations.compiler_flag
         try:
             code = compile(text, self.display, "exec", flags=flags, dont_inherit=True)
         except SyntaxError as exc:  # pragma: no cover - a bug in line selection, not a user error
-            raise ExtractError(f"{self.display}:{exc.lineno}: extracted code does not compile: {exc.msg}") from exc
+            raise ExtractError(
+                f"{self.display}:{exc.lineno}: extracted code does not compile: {exc.msg}"
+            ) from exc
         exec(code, namespace.__dict__)
         namespace.__extracted__ = names  # type: ignore[attr-defined]
         namespace.__requires__ = {k: frozenset(v) for k, v in self.requires.items()}  # type: ignore[attr-defined]

@@ -118,7 +118,9 @@ def _state(config: pytest.Config) -> _OfflineState:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("materialize-offline", "offline patch tests (patched vs control)")
-    group.addoption("--series", dest="offline_series", default=None, help="series YAML (default series/default.yaml)")
+    group.addoption(
+        "--series", dest="offline_series", default=None, help="series YAML (default series/default.yaml)"
+    )
     group.addoption(
         "--at",
         dest="offline_at",
@@ -134,13 +136,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="engine store (default) or unpacked directories + GNU patch (with --base-tree)",
     )
     group.addoption(
-        "--base-tree", dest="offline_base_tree", action="append", default=[], help="TARGET=DIR of an unpacked upstream"
+        "--base-tree",
+        dest="offline_base_tree",
+        action="append",
+        default=[],
+        help="TARGET=DIR of an unpacked upstream",
     )
-    group.addoption("--heavy", dest="offline_heavy", action="append", default=[], help="another package never to import")
+    group.addoption(
+        "--heavy", dest="offline_heavy", action="append", default=[], help="another package never to import"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "patch(name): bind this test to a series entry (patched + control runs)")
+    config.addinivalue_line(
+        "markers", "patch(name): bind this test to a series entry (patched + control runs)"
+    )
     config.addinivalue_line(
         "markers", "weak_control(reason): the control may fail only because the patched definition is missing"
     )
@@ -281,7 +291,9 @@ def _record(item: pytest.Item, arm: str, *, ok: bool, weak: bool = False, detail
     row = state.ledger.row(entry.position, entry.name, entry.target)
     name = item.nodeid.split("::", 1)[-1]
     row.results.append(
-        ArmResult(name, arm, ok=ok, weak=weak, detail=detail, duration=state.ledger.durations.get(item.nodeid, 0.0))
+        ArmResult(
+            name, arm, ok=ok, weak=weak, detail=detail, duration=state.ledger.durations.get(item.nodeid, 0.0)
+        )
     )
 
 
@@ -290,7 +302,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     leaked = sorted(_heavy_modules(state.heavy))
     if leaked:
-        origin = "already imported before the session started" if state.preloaded else "imported during the session"
+        origin = (
+            "already imported before the session started"
+            if state.preloaded
+            else "imported during the session"
+        )
         state.problems.append(f"heavy modules in sys.modules ({origin}): {', '.join(leaked[:8])}")
     if state.problems and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

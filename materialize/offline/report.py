@@ -59,12 +59,24 @@ class Ledger:
 
     def render(self, series_patches, problems: list[str]) -> list[str]:
         """Lines of the table; patches without tests are listed so missing coverage is visible."""
-        header = ("#", "patch", "target", "patched pass", "control fails", "weak", "tip pass", "time", "result")
+        header = (
+            "#",
+            "patch",
+            "target",
+            "patched pass",
+            "control fails",
+            "weak",
+            "tip pass",
+            "time",
+            "result",
+        )
         rows = []
         for entry in series_patches:
             row = self.rows.get(entry.position)
             if row is None:
-                rows.append((str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", "NO TESTS"))
+                rows.append(
+                    (str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", "NO TESTS")
+                )
                 continue
             tip_ok, tip_n = row.count("tip")
             p_ok, p_n = row.count("patched")

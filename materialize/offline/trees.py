@@ -114,7 +114,9 @@ class PatchDirSource:
         deleted: frozenset[str] = frozenset()
         key = hashlib.sha256(f"{target}:{self._base(target)}".encode()).hexdigest()
         for entry in entries:
-            key = hashlib.sha256(f"{key}:{entry.sha256()}:{entry.strip}:{entry.max_fuzz}".encode()).hexdigest()
+            key = hashlib.sha256(
+                f"{key}:{entry.sha256()}:{entry.strip}:{entry.max_fuzz}".encode()
+            ).hexdigest()
             cached = self._steps.get((target, entry.position))
             if cached is not None and cached[2] == key:
                 prev_dir, deleted, _ = cached
@@ -150,14 +152,24 @@ class PatchDirSource:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest)
         proc = subprocess.run(
-            ["patch", f"-p{entry.strip}", f"-F{entry.max_fuzz}", "--no-backup-if-mismatch", "-N", "-d", str(out)],
+            [
+                "patch",
+                f"-p{entry.strip}",
+                f"-F{entry.max_fuzz}",
+                "--no-backup-if-mismatch",
+                "-N",
+                "-d",
+                str(out),
+            ],
             input=data,
             capture_output=True,
             check=False,
         )
         report = (proc.stdout + proc.stderr).decode("utf-8", "replace")
         if proc.returncode != 0 or "offset" in report or "fuzz" in report:
-            raise PatchApplyError(f"{entry.path}: does not apply cleanly to {target} at position {entry.position}:\n{report}")
+            raise PatchApplyError(
+                f"{entry.path}: does not apply cleanly to {target} at position {entry.position}:\n{report}"
+            )
         new_deleted = set(deleted)
         for rel, added, removed in touched:
             if removed:
