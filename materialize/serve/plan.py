@@ -68,6 +68,7 @@ class Plan:
     readiness: dict[str, float]
     gates: list[dict[str, Any]]
     stop_timeout_s: int
+    disabled_flags: list[str] = field(default_factory=list)
     format: int = PLAN_FORMAT
     notes: list[str] = field(default_factory=list)
 
@@ -215,6 +216,7 @@ def build_plan(
         readiness=spec.readiness.model_dump(),
         gates=[g.model_dump() for g in spec.gates],
         stop_timeout_s=launcher.stop_timeout_s,
+        disabled_flags=sorted({p.flag for p in series.patches if p.flag and p not in enabled}),
         notes=notes + [f"{p.name}: flag {p.flag} has no banner; engagement cannot be observed"
                        for p in enabled if not p.banner],
     )

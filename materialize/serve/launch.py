@@ -1,0 +1,139 @@
+"""Start the server a plan describes, stream its log to a file, wait for readiness, watch for banners.
+
+Two launchers, one shape: the plan's ``argv`` is exec'd (``docker run`` in the foreground for docker,
+the server command itself for a process) with its output appended to a log file. The process gets a
+*clean* environment (a few host basics plus the plan's env), so a flag exported in someone's shell
+can never switch a patch on behind the plan's back. Stopping uses ``docker stop -t N`` (never
+``rm -f``, seed 003) or SIGTERM to the process group, then SIGKILL after the timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from materialize.serve.plan import Banner, Plan
+
+HOST_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+
+
+def process_env(plan: Plan, host_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The exact environment the child gets: host basics, then the plan (the plan wins)."""
+    host_env = dict(os.environ if host_env is None else host_env)
+    env = {k: host_env[k] for k in HOST_ENV_KEEP if k in host_env}
+    if plan.launcher == "process":
+        env.update(plan.env)
+    return env
+
+
+@dataclass
+class Running:
+    """A started server: its Popen, its log, and how to stop it."""
+
+    plan: Plan
+    popen: subprocess.Popen
+    log_path: Path
+    started: float
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def exit_code(self) -> int | None:
+        return self.popen.poll()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> int | None:
+        """Stop and reap the server; returns its exit code (None if it had to be killed and vanished)."""
+        if self.popen.poll() is not None:
+            return self.popen.returncode
+        timeout = self.plan.stop_timeout_s
+        if self.plan.launcher == "docker" and self.plan.container_name:
+            subprocess.run(["docker", "stop", "-t", str(timeout), self.plan.container_name],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        else:
+            _signal_group(self.popen.pid, signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout=timeout + 5)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.popen.pid, signal.SIGKILL)
+            return self.popen.wait(timeout=30)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def launch(plan: Plan, log_path: Path) -> Running:
+    """Exec the plan's argv in its own session, stdout+stderr appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen(
+            plan.argv,
+            env=process_env(plan),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Running(plan=plan, popen=popen, log_path=log_path, started=time.monotonic())
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    elapsed_s: float
+    reason: str
+
+
+def wait_ready(running: Running, timeout_s: float, poll_s: float = 1.0) -> Readiness:
+    """Poll ``/v1/models`` until it answers 200, the server exits, or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    with httpx.Client(base_url=running.plan.url, timeout=min(5.0, max(poll_s, 0.5)), trust_env=False) as client:
+        while True:
+            code = running.exit_code()
+            if code is not None:
+                return Readiness(False, time.monotonic() - running.started,
+                                 f"server exited with code {code} before it was ready")
+            try:
+                resp = client.get("/v1/models")
+                if resp.status_code == 200:
+                    return Readiness(True, time.monotonic() - running.started, "GET /v1/models -> 200")
+                last = f"GET /v1/models -> HTTP {resp.status_code}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}"
+            if time.monotonic() >= deadline:
+                return Readiness(False, time.monotonic() - running.started,
+                                 f"not ready within {timeout_s:g}s (last: {last})")
+            time.sleep(poll_s)
+
+
+def banners_seen(log_text: str, banners: list[Banner]) -> tuple[list[Banner], list[Banner]]:
+    """Split expected banners into (seen, missing) by substring match on the log."""
+    seen = [b for b in banners if b.banner in log_text]
+    missing = [b for b in banners if b.banner not in log_text]
+    return seen, missing
+
+
+def wait_banners(running: Running, banners: list[Banner], grace_s: float, poll_s: float = 0.2) -> list[Banner]:
+    """Missing banners after up to ``grace_s`` more seconds of log (a banner may trail readiness)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        _, missing = banners_seen(running.log_text(), banners)
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(poll_s)

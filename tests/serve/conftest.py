@@ -1,0 +1,198 @@
+"""A small but real series (two targets, flag-gated patches with banners) and profiles around it.
+
+The trees are directories pinned with ``kind: path``; the patches are real unified diffs applied by
+the real engine into a store in a tmp cache. Profiles are written per test so each can break one rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import socket
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+FAKE_VLLM = HERE / "fake_vllm.py"
+SERVED = "qwen3.8-27b-tt"
+
+ATTENTION = textwrap.dedent('''\
+    import os
+
+
+    def sdpa_program(chunk):
+        """Pick the SDPA compute kernel for a prefill chunk."""
+        return "legacy"
+
+
+    def prefill(start, end):
+        return [(start, end)]
+''')
+ATTENTION_STREAMING = ATTENTION.replace(
+    '    return "legacy"\n',
+    '    if os.environ.get("QWEN36_SDPA_STREAMING") == "1":\n'
+    '        print("QWEN36_SDPA_STREAMING engaged", flush=True)\n'
+    '        return "streaming"\n'
+    '    return "legacy"\n',
+)
+ATTENTION_BOTH = ATTENTION_STREAMING.replace(
+    "    return [(start, end)]\n",
+    '    if os.environ.get("QWEN36_PREFIX_PREFILL_TRACE") == "1":\n'
+    '        print("QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured", flush=True)\n'
+    "    return [(start, end)]\n",
+)
+CHUNK_PLAN = "def prefill_chunk_plan(start, end, chunk=2048):\n    return {'lead': 0, 'replays': (end - start) // chunk}\n"
+REGISTRY = textwrap.dedent('''\
+    _TOOL_PARSERS_TO_REGISTER = {
+        "hermes": (
+            "hermes_tool_parser",
+            "Hermes2ProToolParser",
+        ),
+        "qwen3_xml": (
+            "qwen3_engine_tool_parser",
+            "Qwen3EngineToolParser",
+        ),
+    }
+''')
+SCHEDULER = "def allow_async(prefix_caching):\n    return not prefix_caching\n"
+SCHEDULER_PATCHED = SCHEDULER.replace(
+    "    return not prefix_caching\n",
+    "    import os\n"
+    '    if os.environ.get("QWEN36_DEVICE_RESIDENT") == "1":\n'
+    '        print("QWEN36_DEVICE_RESIDENT engaged", flush=True)\n'
+    "    return not prefix_caching\n",
+)
+
+
+def udiff(path: str, old: str | None, new: str) -> str:
+    """A -p1 unified diff (``a/`` and ``b/`` prefixes, /dev/null for a new file)."""
+    a = difflib.unified_diff(
+        [] if old is None else old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        "/dev/null" if old is None else f"a/{path}",
+        f"b/{path}",
+    )
+    return "".join(a)
+
+
+def write_series(root: Path) -> Path:
+    (root / "upstream/tt-metal/models/qwen").mkdir(parents=True)
+    (root / "upstream/tt-metal/models/qwen/attention.py").write_text(ATTENTION)
+    (root / "upstream/plugin/vllm/tool_parsers").mkdir(parents=True)
+    (root / "upstream/plugin/vllm/tool_parsers/__init__.py").write_text(REGISTRY)
+    (root / "upstream/plugin/vllm/scheduler.py").write_text(SCHEDULER)
+    patches = root / "patches"
+    (patches / "tt-metal").mkdir(parents=True)
+    (patches / "plugin").mkdir(parents=True)
+    att = "models/qwen/attention.py"
+    (patches / "tt-metal/0001-sdpa-streaming.patch").write_text(
+        "SDPA streaming kernel for chunked prefill, behind QWEN36_SDPA_STREAMING.\n\n"
+        + udiff(att, ATTENTION, ATTENTION_STREAMING))
+    (patches / "tt-metal/0002-prefix-prefill-trace.patch").write_text(udiff(att, ATTENTION_STREAMING, ATTENTION_BOTH))
+    (patches / "tt-metal/0003-chunk-plan.patch").write_text(udiff("models/qwen/chunk_plan.py", None, CHUNK_PLAN))
+    (patches / "plugin/0001-device-resident.patch").write_text(udiff("vllm/scheduler.py", SCHEDULER, SCHEDULER_PATCHED))
+    series = {
+        "version": 1,
+        "patches_dir": "../patches",
+        "targets": {
+            "tt-metal": {"pin": {"kind": "path", "path": "../upstream/tt-metal"}, "install_path": "/opt/venv/site-packages"},
+            "plugin": {"pin": {"kind": "path", "path": "../upstream/plugin"}, "install_path": "/opt/vllm"},
+        },
+        "patches": [
+            {"patch": "tt-metal/0001-sdpa-streaming.patch", "target": "tt-metal", "flag": "QWEN36_SDPA_STREAMING",
+             "banner": "QWEN36_SDPA_STREAMING engaged"},
+            {"patch": "tt-metal/0002-prefix-prefill-trace.patch", "target": "tt-metal",
+             "flag": "QWEN36_PREFIX_PREFILL_TRACE", "banner": "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"},
+            {"patch": "tt-metal/0003-chunk-plan.patch", "target": "tt-metal"},
+            {"patch": "plugin/0001-device-resident.patch", "target": "plugin", "flag": "QWEN36_DEVICE_RESIDENT",
+             "banner": "QWEN36_DEVICE_RESIDENT engaged"},
+        ],
+    }
+    (root / "series").mkdir()
+    path = root / "series/default.yaml"
+    path.write_text(yaml.safe_dump(series, sort_keys=False))
+    return path
+
+
+def base_profile(**overrides) -> dict:
+    """A profile that passes every rule; tests override one thing to break one rule."""
+    profile = {
+        "version": 1,
+        "series": "../../series/default.yaml",
+        "launcher": {"kind": "docker", "image": "ghcr.io/example/vllm-tt:0.33.0"},
+        "model": {"path": "Qwen/Qwen3.8-27B-FP8", "served_name": SERVED, "tool_call_format": "qwen3_xml",
+                  "hybrid": True},
+        "vllm": {"tool_call_parser": "qwen3_xml", "max_model_len": 131072, "block_size": 64,
+                 "tensor_parallel_size": 2},
+        "enable": ["0001-sdpa-streaming"],
+        "env": {"TT_METAL_CACHE": "/var/cache/tt-metal"},
+        "devices": ["/dev/tenstorrent/by-id/p150a-0", "/dev/tenstorrent/by-id/p150a-1"],
+        "server": {"host": "0.0.0.0", "port": 8000},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(profile.get(key), dict) and key not in ("launcher", "env"):
+            profile[key] = {**profile[key], **value}
+        else:
+            profile[key] = value
+    return profile
+
+
+@pytest.fixture(scope="session")
+def series_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("serve-series")
+    write_series(root)
+    (root / "serve/profiles").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache(tmp_path_factory):
+    """Keep the engine's store out of the user's cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MATERIALIZE_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture
+def write_profile(series_root):
+    def write(name: str, data: dict) -> Path:
+        path = series_root / "serve/profiles" / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_profile(port: int, **overrides) -> dict:
+    """A process-launcher profile whose server is tests/serve/fake_vllm.py on loopback."""
+    banners = {"QWEN36_SDPA_STREAMING": "QWEN36_SDPA_STREAMING engaged",
+               "QWEN36_PREFIX_PREFILL_TRACE": "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured",
+               "QWEN36_DEVICE_RESIDENT": "QWEN36_DEVICE_RESIDENT engaged"}
+    import json
+
+    data = base_profile(
+        launcher={"kind": "process", "command": [sys.executable, str(FAKE_VLLM)], "sources": "pythonpath",
+                  "stop_timeout_s": 5},
+        devices=[],
+        server={"host": "127.0.0.1", "port": port},
+        env={"FAKE_VLLM_BANNERS": json.dumps(banners)},
+        preflight={"min_mem_available_gb": 0},
+        readiness={"timeout_s": 20, "poll_interval_s": 0.1},
+        gates=[{"name": "models"}, {"name": "tool_call_stream", "requests": 2}, {"name": "tool_call_nonstream"}],
+    )
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict) and key != "env":
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return data

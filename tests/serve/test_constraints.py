@@ -1,0 +1,99 @@
+"""Every serving rule rejects the profile that breaks it, naming profile, rule and line."""
+
+from __future__ import annotations
+
+import pytest
+
+from materialize.series import load_series
+from materialize.serve.constraints import check_profile, parser_registry, resolve_enabled
+from materialize.serve.profile import load_profile
+from materialize.tree import DirTree
+
+from .conftest import base_profile
+
+
+@pytest.fixture
+def series(series_root):
+    return load_series(series_root / "series/default.yaml")
+
+
+def violations(write_profile, series, data, tree=None):
+    profile = load_profile(write_profile("p", data))
+    return check_profile(profile, series, tree)
+
+
+def rules(found):
+    return sorted({v.rule for v in found})
+
+
+def test_base_profile_passes(write_profile, series):
+    assert violations(write_profile, series, base_profile()) == []
+
+
+def test_enable_accepts_names_and_flags(write_profile, series):
+    profile = load_profile(write_profile("p", base_profile(enable=["QWEN36_PREFIX_PREFILL_TRACE", "0001-sdpa"])))
+    enabled, problems = resolve_enabled(profile, series)
+    assert problems == []
+    assert [p.name for p in enabled] == ["0001-sdpa-streaming", "0002-prefix-prefill-trace"]
+
+
+@pytest.mark.parametrize(
+    ("data", "rule", "text"),
+    [
+        (base_profile(enable=["0003-chunk-plan"]), "enabled-patch-has-flag", "declares no flag"),
+        (base_profile(enable=["QWEN36_NOT_A_FLAG"]), "enabled-flag-is-declared", "not declared by any patch"),
+        (base_profile(enable=["9999-nope"]), "enabled-patch-exists", "no patch named"),
+        (base_profile(env={"QWEN36_SDPA_STREAMING": "1"}), "flags-come-from-enable", "list the patch under 'enable'"),
+        (base_profile(launcher={"kind": "docker", "image": "x", "sources": "none"}), "enabled-patches-need-sources",
+         "unpatched install"),
+        (base_profile(vllm={"enable_prefix_caching": True}), "prefix-caching-needs-sync-scheduling",
+         "--no-async-scheduling"),
+        (base_profile(enable=["QWEN36_DEVICE_RESIDENT"]), "device-resident-needs-device-argmax",
+         "tt.device_argmax=True"),
+        (base_profile(vllm={"mamba_block_size": 64}), "mamba-block-size-needs-prefix-caching",
+         "--enable-prefix-caching"),
+        (base_profile(vllm={"enable_prefix_caching": True, "async_scheduling": False, "block_size": 2048,
+                            "mamba_block_size": 16384}), "hybrid-block-sizes", "GDN block 16384 against attention block 2048"),
+        (base_profile(vllm={"enable_prefix_caching": True, "async_scheduling": False, "block_size": None}),
+         "hybrid-block-sizes", "explicit vllm.block_size"),
+        (base_profile(vllm={"tool_call_parser": "hermes"}), "tool-call-parser-matches-model",
+         "parses hermes_json but model Qwen/Qwen3.8-27B-FP8 emits qwen3_xml"),
+        (base_profile(vllm={"tool_call_parser": None}), "tool-call-parser-matches-model", "no tool_call_parser"),
+        (base_profile(vllm={"tool_call_parser": "qwen4_magic"}), "tool-call-parser-registered", "not registered"),
+        (base_profile(gates=[{"name": "models"}]), "tool-call-gates-required", "tool_call_stream"),
+        (base_profile(devices=["/dev/tenstorrent/0"]), "devices-by-stable-id", "not a stable path"),
+    ],
+)
+def test_each_rule_rejects(write_profile, series, data, rule, text):
+    found = violations(write_profile, series, data)
+    assert rule in rules(found), [str(v) for v in found]
+    message = next(str(v) for v in found if v.rule == rule)
+    assert text in message
+    assert "profile 'p' breaks rule " + rule in message
+    assert "p.yaml:" in message
+
+
+def test_prefix_arm_that_follows_the_rules_passes(write_profile, series):
+    data = base_profile(
+        enable=["0001-sdpa-streaming", "QWEN36_PREFIX_PREFILL_TRACE", "QWEN36_DEVICE_RESIDENT"],
+        vllm={"enable_prefix_caching": True, "async_scheduling": False, "block_size": 2048},
+        tt={"device_argmax": True},
+    )
+    assert violations(write_profile, series, data) == []
+
+
+def test_violation_points_at_the_offending_line(write_profile, series):
+    found = violations(write_profile, series, base_profile(vllm={"tool_call_parser": "hermes"}))
+    path = write_profile("p", base_profile(vllm={"tool_call_parser": "hermes"}))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "tool_call_parser" in text)
+    assert found[0].where == f"{path}:{line}"
+
+
+def test_parser_registry_is_read_from_the_tree(series_root, write_profile, series):
+    tree = DirTree(series_root / "upstream/plugin", "plugin")
+    registry, source = parser_registry(tree)
+    assert registry == {"hermes": "Hermes2ProToolParser", "qwen3_xml": "Qwen3EngineToolParser"}
+    assert source.endswith("vllm/tool_parsers/__init__.py")
+    # qwen3_coder is in the built-in table but not in this tree's registry: the tree wins.
+    found = violations(write_profile, series, base_profile(vllm={"tool_call_parser": "qwen3_coder"}), tree)
+    assert rules(found) == ["tool-call-parser-registered"]

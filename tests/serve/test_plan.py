@@ -1,0 +1,123 @@
+"""The plan is derived (flags, mounts, banners come from the series and the manifest) and deterministic."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from materialize.engine import materialize
+from materialize.output import write_output
+from materialize.series import load_series
+from materialize.serve.diff import argv_options
+from materialize.serve.plan import PlanError, build_plan, mounts_for
+from materialize.serve.profile import ProfileError, load_profile
+
+from .conftest import base_profile
+
+
+@pytest.fixture(scope="module")
+def outputs(series_root, tmp_path_factory):
+    """Real materializations of the fixture series: overlay, full, and one without patch 0001."""
+    series = load_series(series_root / "series/default.yaml")
+    out = tmp_path_factory.mktemp("outputs")
+    m = materialize(series)
+    overlay = write_output(m, out / "overlay", overlay=True)
+    full = write_output(m, out / "full", overlay=False)
+    without = write_output(materialize(series, without=["0001-sdpa-streaming"]), out / "without", overlay=True)
+    return {name: (json.loads((d / "manifest.json").read_text()), d)
+            for name, d in (("overlay", overlay), ("full", full), ("without", without))}
+
+
+def plan_for(write_profile, series_root, data, output):
+    series = load_series(series_root / "series/default.yaml")
+    manifest, out_dir = output
+    return build_plan(load_profile(write_profile("prod", data)), series, manifest, out_dir)
+
+
+def test_env_is_the_enabled_flags_never_a_hand_list(write_profile, series_root, outputs):
+    one = plan_for(write_profile, series_root, base_profile(), outputs["overlay"])
+    assert one.env == {"PYTHONDONTWRITEBYTECODE": "1", "QWEN36_SDPA_STREAMING": "1",
+                       "TT_METAL_CACHE": "/var/cache/tt-metal"}
+    both = plan_for(write_profile, series_root, base_profile(enable=["0001-sdpa-streaming", "0002-prefix-prefill-trace"]),
+                    outputs["overlay"])
+    assert both.env["QWEN36_PREFIX_PREFILL_TRACE"] == "1"
+    assert [b.banner for b in both.banners] == ["QWEN36_SDPA_STREAMING engaged",
+                                                "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"]
+    assert both.disabled_flags == ["QWEN36_DEVICE_RESIDENT"]
+    # Every env entry reaches the container as an explicit -e.
+    for key, value in both.env.items():
+        assert f"{key}={value}" in both.argv[both.argv.index("-e") :]
+
+
+def test_mounts_map_each_changed_file_to_its_install_path(write_profile, series_root, outputs):
+    manifest, out_dir = outputs["overlay"]
+    plan = plan_for(write_profile, series_root, base_profile(), outputs["overlay"])
+    expected = sorted(
+        (str(out_dir / t / f), f"{info['install_path']}/{f}")
+        for t, info in manifest["targets"].items() for f in info["changed"])
+    assert sorted((m.source, m.target) for m in plan.mounts) == expected
+    assert ("/opt/venv/site-packages/models/qwen/chunk_plan.py" in {m.target for m in plan.mounts})
+    assert all(m.read_only for m in plan.mounts)
+    for m in plan.mounts:
+        assert f"{m.source}:{m.target}:ro" in plan.argv
+
+
+def test_plan_json_is_deterministic(write_profile, series_root, outputs):
+    a = plan_for(write_profile, series_root, base_profile(), outputs["overlay"]).to_json()
+    b = plan_for(write_profile, series_root, base_profile(), outputs["overlay"]).to_json()
+    assert a == b and a.endswith("\n")
+    data = json.loads(a)
+    assert list(data) == sorted(data)
+    assert data["materialization_id"] == outputs["overlay"][0]["id"]
+
+
+def test_vllm_options_render_explicitly(write_profile, series_root, outputs):
+    data = base_profile(vllm={"enable_prefix_caching": True, "async_scheduling": False, "block_size": 2048,
+                              "max_num_seqs": 8, "extra_args": ["--seed", "0"]},
+                        tt={"device_argmax": True, "trace_mode": "all"})
+    opts = argv_options(plan_for(write_profile, series_root, data, outputs["overlay"]).server_argv)
+    assert opts["--enable-prefix-caching"] == "" and opts["--mamba-cache-mode"] == "align"
+    assert "--no-async-scheduling" in opts and "--async-scheduling" not in opts
+    assert opts["--block-size"] == "2048" and opts["--max-num-seqs"] == "8" and opts["--seed"] == "0"
+    assert json.loads(opts["--override-tt-config"]) == {"sample_on_device_mode": "all", "trace_mode": "all"}
+    default = argv_options(plan_for(write_profile, series_root, base_profile(), outputs["overlay"]).server_argv)
+    assert "--no-enable-prefix-caching" in default and default["--tool-call-parser"] == "qwen3_xml"
+
+
+def test_enabled_patch_missing_from_materialization_is_refused(write_profile, series_root, outputs):
+    with pytest.raises(PlanError, match="0001-sdpa-streaming is enabled but the materialization"):
+        plan_for(write_profile, series_root, base_profile(), outputs["without"])
+
+
+def test_patch_edited_since_materialization_is_refused(write_profile, series_root, outputs):
+    manifest, out_dir = outputs["overlay"]
+    stale = copy.deepcopy(manifest)
+    stale["patches"][0]["sha256"] = "0" * 64
+    with pytest.raises(PlanError, match="changed since materialization"):
+        plan_for(write_profile, series_root, base_profile(), (stale, out_dir))
+
+
+def test_overlay_cannot_delete(series_root, outputs):
+    manifest, out_dir = outputs["overlay"]
+    deleting = copy.deepcopy(manifest)
+    deleting["targets"]["plugin"]["deleted"] = ["vllm/old.py"]
+    with pytest.raises(PlanError, match="cannot delete a file from the image"):
+        mounts_for(load_series(series_root / "series/default.yaml"), deleting, out_dir)
+
+
+def test_pythonpath_needs_full_output(write_profile, series_root, outputs):
+    data = base_profile(launcher={"kind": "process", "command": ["/opt/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"],
+                                  "sources": "pythonpath"})
+    with pytest.raises(PlanError, match="needs a full output"):
+        plan_for(write_profile, series_root, data, outputs["overlay"])
+    manifest, out_dir = outputs["full"]
+    plan = plan_for(write_profile, series_root, data, outputs["full"])
+    assert plan.env["PYTHONPATH"] == f"{out_dir / 'plugin'}:{out_dir / 'tt-metal'}"
+    assert plan.argv == plan.server_argv and plan.mounts == []
+
+
+def test_rule_violation_refuses_to_plan(write_profile, series_root, outputs):
+    with pytest.raises(ProfileError, match="tool-call-parser-matches-model"):
+        plan_for(write_profile, series_root, base_profile(vllm={"tool_call_parser": "hermes"}), outputs["overlay"])
