@@ -203,6 +203,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
     reports: list[PatchReport] = []
     new_refs: dict[str, str] = {}
+    known = store.read_refs(PREFIX_REF)
     try:
         with Progress(disable=not progress, transient=True) as bar:
             task = bar.add_task("apply", total=len(selected))
@@ -210,7 +211,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                 bar.update(task, description=f"apply {entry.name}")
                 data = entry.read()
                 key = _chain(keys[entry.target], entry, data)
-                cached = store.get_ref(PREFIX_REF + key)
+                cached = known.get(PREFIX_REF + key)
                 if cached is not None:
                     report = PatchReport.from_json(json.loads(store.commit_message(cached).split("\n\n", 1)[1]),
                                                    reused=True)

@@ -34,6 +34,7 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 REGULAR = "100644"
 EXECUTABLE = "100755"
 SYMLINK = "120000"
+TREE = "040000"
 _README = """\
 This directory is the cache of the `materialize` tool (patch-series materialization).
 It holds a bare git repository (store.git) with the pinned upstream trees and every applied
@@ -144,9 +145,7 @@ class Store:
         return proc.returncode == 0
 
     def write_blob(self, data: bytes) -> str:
-        """Store a blob in-process (gitdb loose object): no subprocess per file."""
-        info = self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data)))
-        return info.hexsha.decode() if isinstance(info.hexsha, bytes) else info.hexsha
+        return self.write_object("blob", data)
 
     def read_blob_by_id(self, sha: str) -> bytes:
         return self.repo.odb.stream(bytes.fromhex(sha)).read()
@@ -193,41 +192,100 @@ class Store:
         except MaterializeError:
             raise MaterializeError(f"root {root!r} does not exist in the upstream tree") from None
 
+    def write_object(self, kind: str, data: bytes) -> str:
+        """Store any object in-process (gitdb loose object): no subprocess per object."""
+        info = self.repo.odb.store(IStream(kind, len(data), io.BytesIO(data)))
+        return info.hexsha.decode() if isinstance(info.hexsha, bytes) else info.hexsha
+
+    def read_object(self, sha: str) -> tuple[str, bytes]:
+        stream = self.repo.odb.stream(bytes.fromhex(sha))
+        kind = stream.type.decode() if isinstance(stream.type, bytes) else stream.type
+        return kind, stream.read()
+
+    def _tree_entries(self, tree: str | None) -> dict[str, tuple[str, str]]:
+        """name -> (mode, sha) of one tree object (not recursive)."""
+        if tree is None or tree == EMPTY_TREE:
+            return {}
+        _kind, data = self.read_object(tree)
+        entries: dict[str, tuple[str, str]] = {}
+        pos = 0
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode = data[pos:space].decode().rjust(6, "0")
+            name = data[space + 1:nul].decode("utf-8", "surrogateescape")
+            entries[name] = (mode, data[nul + 1:nul + 21].hex())
+            pos = nul + 21
+        return entries
+
+    def _write_tree_object(self, entries: dict[str, tuple[str, str]]) -> str:
+        # git sorts tree entries by name, comparing a subtree's name as if it ended in "/".
+        def key(name: str) -> bytes:
+            raw = name.encode("utf-8", "surrogateescape")
+            return raw + b"/" if entries[name][0] == TREE else raw
+
+        body = b"".join(
+            (entries[n][0].lstrip("0") if entries[n][0] == TREE else entries[n][0]).encode()
+            + b" " + n.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(entries[n][1])
+            for n in sorted(entries, key=key)
+        )
+        return self.write_object("tree", body)
+
     def write_tree(self, base_tree: str, changes: Mapping[str, tuple[str, bytes] | None]) -> str:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> (mode, content) or None to delete).
 
-        Goes through a temporary index so only the changed blobs are hashed; read-tree/write-tree are
-        git's own C loops over the index and reuse every unchanged subtree object.
+        Only the trees on the changed paths are read and rewritten, in-process; every other subtree
+        object is reused by id. So the cost follows the files a patch touches (and their directories),
+        not the size of the tree: no index, no checkout, no subprocess.
         """
-        lines: list[bytes] = []
-        for path, change in sorted(changes.items()):
-            if change is None:
-                lines.append(b"0 " + b"0" * 40 + b"\t" + path.encode("utf-8", "surrogateescape") + b"\0")
+        nested: dict[str, object] = {}
+        for path, change in changes.items():
+            node = nested
+            *dirs, leaf = path.split("/")
+            for part in dirs:
+                node = node.setdefault(part, {})  # type: ignore[assignment]
+                if not isinstance(node, dict):
+                    raise MaterializeError(f"{path}: a file and a directory would share the name {part!r}")
+            node[leaf] = change if change is None else (change[0], self.write_blob(change[1]))
+        return self._rebuild(base_tree, nested) or EMPTY_TREE
+
+    def _rebuild(self, tree: str | None, nested: dict[str, object]) -> str | None:
+        entries = self._tree_entries(tree)
+        for name, change in nested.items():
+            if isinstance(change, dict):
+                current = entries.get(name)
+                sub = self._rebuild(current[1] if current and current[0] == TREE else None, change)
+                if sub is None:
+                    entries.pop(name, None)
+                else:
+                    entries[name] = (TREE, sub)
+            elif change is None:
+                entries.pop(name, None)
             else:
-                mode, content = change
-                sha = self.write_blob(content)
-                lines.append(f"{mode} {sha}\t".encode() + path.encode("utf-8", "surrogateescape") + b"\0")
-        with tempfile.TemporaryDirectory(prefix="materialize-index-") as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.git("read-tree", base_tree, env=env)
-            if lines:
-                self.git("update-index", "-z", "--index-info", input=b"".join(lines), env=env)
-            return self.git("write-tree", env=env).decode().strip()
+                entries[name] = change  # (mode, blob sha)
+        if not entries:
+            return None
+        return self._write_tree_object(entries)
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
-        args = ["commit-tree", tree]
-        for parent in parents:
-            args += ["-p", parent]
-        return self.git(*args, input=message.encode(), env=_COMMIT_ENV).decode().strip()
+        """A deterministic commit (fixed author and date): the same prefix is the same commit anywhere."""
+        who = f"{_COMMIT_ENV['GIT_AUTHOR_NAME']} <{_COMMIT_ENV['GIT_AUTHOR_EMAIL']}> 0 +0000"
+        head = f"tree {tree}\n" + "".join(f"parent {p}\n" for p in parents)
+        return self.write_object("commit", f"{head}author {who}\ncommitter {who}\n\n{message}".encode())
 
     def commit_message(self, commit: str) -> str:
-        return self.git("cat-file", "commit", commit).decode().split("\n\n", 1)[1]
+        return self.read_object(commit)[1].decode().split("\n\n", 1)[1]
 
     def set_refs(self, refs: Mapping[str, str]) -> None:
         """Point many refs at once (one git process): keeps applied prefixes safe from gc."""
         if refs:
             script = "".join(f"update {ref} {sha}\n" for ref, sha in refs.items())
             self.git("update-ref", "--stdin", input=script.encode())
+
+    def read_refs(self, prefix: str) -> dict[str, str]:
+        """All refs under ``prefix`` in one git call (ref -> object id)."""
+        out = self.git("for-each-ref", "--format=%(refname) %(objectname)", prefix).decode()
+        return dict(line.split(" ", 1) for line in out.splitlines() if line)
 
     def get_ref(self, ref: str) -> str | None:
         try:
@@ -236,7 +294,7 @@ class Store:
             return None
 
     def tree_of(self, commit: str) -> str:
-        return self.git("rev-parse", f"{commit}^{{tree}}").decode().strip()
+        return self.read_object(commit)[1][5:45].decode()
 
     def changed_paths(self, old_tree: str, new_tree: str) -> tuple[list[str], list[str]]:
         """(changed or added, deleted) file paths between two trees; renames count as delete+add."""
