@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from materialize.patching import apply_file, parse_patch
@@ -38,7 +38,7 @@ def _render(lines: list[bytes], final_newline: bool) -> bytes:
 
 
 @st.composite
-def _text(draw: st.DrawFn, max_lines: int = 14) -> tuple[list[bytes], bool]:
+def _text(draw: st.DrawFn, max_lines: int = 24) -> tuple[list[bytes], bool]:
     crlf = draw(st.booleans())
     alphabet = LINES if crlf else LINES[:5]
     lines = draw(st.lists(st.sampled_from(alphabet), max_size=max_lines))
@@ -46,10 +46,10 @@ def _text(draw: st.DrawFn, max_lines: int = 14) -> tuple[list[bytes], bool]:
 
 
 @st.composite
-def _edit(draw: st.DrawFn, lines: list[bytes], alphabet: list[bytes]) -> list[bytes]:
+def _edit(draw: st.DrawFn, lines: list[bytes], alphabet: list[bytes], min_ops: int = 0) -> list[bytes]:
     """Random inserts/deletes/replacements of short line runs."""
     out = list(lines)
-    for _ in range(draw(st.integers(0, 4))):
+    for _ in range(draw(st.integers(min_ops, 5))):
         pos = draw(st.integers(0, len(out)))
         op = draw(st.sampled_from(["insert", "delete", "replace"]))
         run = draw(st.lists(st.sampled_from(alphabet), min_size=1, max_size=3))
@@ -82,12 +82,20 @@ def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     """(patch, target file) pair where the target drifted from the file the patch was made on."""
     lines, final_nl = draw(_text())
     alphabet = sorted(set(lines) | {b"a\n", b"b\n", b"c\n"})
-    new_lines = draw(_edit(lines, alphabet))
+    new_lines = draw(_edit(lines, alphabet, min_ops=1))
     new_final_nl = draw(st.booleans()) if draw(st.booleans()) else final_nl
     old = _render(lines, final_nl)
     new = _render(new_lines, new_final_nl)
+    assume(old != new)
     patch = _diff(old, new, draw(st.integers(0, 3)))
-    drift = draw(_edit(lines, alphabet)) if draw(st.booleans()) else lines
+    if draw(st.integers(0, 9)) == 0:
+        # A patch mangled to CRLF as a whole: GNU strips the CRs from every patch line.
+        patch = patch.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    drift = list(lines)
+    if draw(st.booleans()):
+        drift = draw(st.lists(st.sampled_from(alphabet), max_size=4)) + drift
+    if draw(st.booleans()):
+        drift = draw(_edit(drift, alphabet))
     target_nl = final_nl if draw(st.integers(0, 4)) else not final_nl
     return patch, old, _render(drift, target_nl)
 
