@@ -174,4 +174,4 @@ def test_misordered_insertion_fails_like_gnu() -> None:
     patch = _diff("@@ -4,3 +4,3 @@\n line4\n-line5\n+LINE5\n line6\n@@ -0,0 +1 @@\n+zz\n")
     r = _apply(b"x\n" + BASE, patch)
     assert [h.status for h in r.hunks] == ["offset", "failed"]
-    assert r.reject is not None and r.reject.endswith("@@ -1,0 +2 @@\n+zz\n")
+    assert r.reject is not None and r.reject.endswith("@@ -0,0 +1 @@\n+zz\n")
