@@ -8,7 +8,7 @@ new patch reproduces the workspace by applying it with the engine before anythin
 from __future__ import annotations
 
 import dataclasses
-import email.utils
+import datetime
 import os
 import shlex
 import subprocess
@@ -21,7 +21,7 @@ from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.patching import apply_file, parse_patch
 from materialize.series import PatchEntry, Series, load_series
 from materialize.store import REGULAR
-from materialize.workspace import patchtext
+from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
@@ -160,12 +160,10 @@ def _identity(root: Path) -> str:
 
 def new_header(root: Path, subject: str, body: str = "") -> bytes:
     """A git-format-patch style header: export-git takes author, date and subject from it."""
-    date = email.utils.format_datetime(email.utils.localtime(None)) if "SOURCE_DATE_EPOCH" not in os.environ else \
-        email.utils.formatdate(int(os.environ["SOURCE_DATE_EPOCH"]), usegmt=False)
-    text = f"From: {_identity(root)}\nDate: {date}\nSubject: {subject}\n\n"
-    if body:
-        text += body.rstrip("\n") + "\n\n"
-    return text.encode()
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.UTC) if epoch else \
+        datetime.datetime.now(datetime.UTC).astimezone()
+    return mailheader.render(mailheader.Description(_identity(root), mailheader.mail_date(when), subject, body))
 
 
 def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None = None,

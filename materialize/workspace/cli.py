@@ -1,0 +1,319 @@
+"""Click commands of the workspace (quilt vocabulary), rebase and git round-trips.
+
+The lead's ``materialize.cli`` registers every object in ``COMMANDS``. Each command is a thin wrapper
+returning an exit code; the work happens in ``stack``, ``edit``, ``rebase`` and ``gitio``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from materialize.console import err, out
+from materialize.errors import MaterializeError
+from materialize.workspace import edit, stack
+from materialize.workspace.journal import Journal
+from materialize.workspace.state import Workspace, work_root
+
+series_option = click.option("--series", "series_path", type=click.Path(path_type=Path),
+                             default=Path("series/default.yaml"), show_default=True, help="series file")
+force_option = click.option("-f", "--force", is_flag=True,
+                            help="save unrefreshed changes under work/.materialize/saved/ and go on")
+
+
+def _ws(series_path: Path) -> Workspace:
+    return Workspace.open(series_path)
+
+
+def _report_move(result: stack.MoveResult) -> int:
+    if result.saved_to:
+        err.print(f"saved unrefreshed changes to {result.saved_to}", markup=False)
+    if result.stopped:
+        err.print(result.stopped, markup=False)
+    out.print(f"Now at patch {result.top}" if result.top else "No patches applied", markup=False)
+    return 1 if result.stopped else 0
+
+
+@click.command()
+@series_option
+@click.option("-a", "all_", is_flag=True, help="push every remaining patch")
+@force_option
+@click.argument("patch", required=False)
+def push(series_path: Path, patch: str | None, all_: bool, force: bool) -> int:
+    """Apply the next patch (or up to PATCH, or all) in the workspace."""
+    return _report_move(stack.push(_ws(series_path), patch, all_=all_, force=force))
+
+
+@click.command()
+@series_option
+@click.option("-a", "all_", is_flag=True, help="pop every applied patch")
+@force_option
+@click.argument("patch", required=False)
+def pop(series_path: Path, patch: str | None, all_: bool, force: bool) -> int:
+    """Remove the top patch (or until PATCH is on top, or all) from the workspace."""
+    return _report_move(stack.pop(_ws(series_path), patch, all_=all_, force=force))
+
+
+@click.command()
+@series_option
+@force_option
+@click.argument("patch")
+def goto(series_path: Path, patch: str, force: bool) -> int:
+    """Push or pop until PATCH is on top (0 = nothing applied)."""
+    return _report_move(stack.goto(_ws(series_path), patch, force=force))
+
+
+@click.command()
+@series_option
+def top(series_path: Path) -> int:
+    """Print the top patch."""
+    state = _ws(series_path).load()
+    if state.top is None:
+        err.print("No patches applied", markup=False)
+        return 2
+    out.print(state.top, markup=False)
+    return 0
+
+
+def _names(entries, verbose: bool = False) -> None:
+    for p in entries:
+        out.print(f"{p.position:4d} {p.target:9s} {p.name}" if verbose else p.name, markup=False)
+
+
+@click.command()
+@series_option
+@click.option("-v", "verbose", is_flag=True, help="show positions and targets")
+def applied(series_path: Path, verbose: bool) -> int:
+    """Print the applied patches, bottom first."""
+    _names(stack.listing(_ws(series_path))["applied"], verbose)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("-v", "verbose", is_flag=True, help="show positions and targets")
+def unapplied(series_path: Path, verbose: bool) -> int:
+    """Print the patches after the top."""
+    _names(stack.listing(_ws(series_path))["unapplied"], verbose)
+    return 0
+
+
+@click.command("series")
+@series_option
+@click.option("-v", "verbose", is_flag=True, help="mark applied (+) and top (=) patches")
+def series_cmd(series_path: Path, verbose: bool) -> int:
+    """Print every patch of the series."""
+    ws = _ws(series_path)
+    state = ws.load()
+    for p in ws.series.patches:
+        mark = "=" if p.position == state.position else "+" if p.position < state.position else " "
+        out.print(f"{mark} {p.name}" if verbose else p.name, markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("--target", "-t", type=click.Choice(["tt-metal", "plugin"]), help="target (default: the top's)")
+@click.option("--after", help="insert after this patch (default: the top)")
+@click.option("--subject", "-m", help="description subject (default: NAME)")
+@click.argument("name")
+def new(series_path: Path, name: str, target: str | None, after: str | None, subject: str | None) -> int:
+    """Create a new empty patch after the top (it becomes the top) or after --after."""
+    entry = edit.new_patch(_ws(series_path), name, target=target, after=after, subject=subject)
+    out.print(f"Patch {entry.spec.patch} is now on top" if entry else "", markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.argument("files", nargs=-1, required=True)
+def add(series_path: Path, files: tuple[str, ...]) -> int:
+    """Add files to the top patch (checked out into work/<target>/ when not there yet)."""
+    for path in edit.add_files(_ws(series_path), list(files)):
+        out.print(path, markup=False)
+    return 0
+
+
+@click.command("edit")
+@series_option
+@click.argument("files", nargs=-1, required=True)
+def edit_cmd(series_path: Path, files: tuple[str, ...]) -> int:
+    """add, then open $VISUAL/$EDITOR on the files."""
+    for path in edit.edit_files(_ws(series_path), list(files)):
+        out.print(path, markup=False)
+    return 0
+
+
+def _report_refresh(plan: edit.RefreshPlan) -> None:
+    if plan.elsewhere:
+        err.print("not in this patch (they belong to other patches; `materialize add` moves them here):\n  "
+                  + "\n  ".join(plan.elsewhere), markup=False)
+    if plan.stray:
+        err.print("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),
+                  markup=False)
+
+
+@click.command()
+@series_option
+@click.argument("patch", required=False)
+def refresh(series_path: Path, patch: str | None) -> int:
+    """Regenerate the top patch (or PATCH) from the workspace; unchanged hunks stay byte-identical."""
+    plan = edit.refresh(_ws(series_path), patch)
+    _report_refresh(plan)
+    out.print(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged",
+              markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.argument("patch", required=False)
+def diff(series_path: Path, patch: str | None) -> int:
+    """Print the top patch (or PATCH) as refresh would write it (nothing is written)."""
+    ws = _ws(series_path)
+    state = ws.load()
+    entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
+    plan = edit.plan_refresh(ws, state, entry)
+    sys.stdout.buffer.write(plan.new)
+    sys.stdout.flush()
+    _report_refresh(plan)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("-p", "strip", type=int, default=1, show_default=True, help="strip level of PATCH_FILE")
+@click.argument("patch_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def fold(series_path: Path, patch_file: Path, strip: int) -> int:
+    """Apply PATCH_FILE to the workspace and add its files to the top patch (then refresh)."""
+    for path in edit.fold(_ws(series_path), patch_file, strip):
+        out.print(path, markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("-P", "patch", help="patch to rename (default: top)")
+@click.argument("new_name")
+def rename(series_path: Path, new_name: str, patch: str | None) -> int:
+    """Rename a patch (file and series entry; metadata kept)."""
+    entry = edit.rename(_ws(series_path), new_name, patch)
+    out.print(f"Patch is now {entry.spec.patch}", markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("-r", "remove_file", is_flag=True, help="also remove the patch file (a copy goes to work/.materialize/saved/)")
+@force_option
+@click.argument("patch", required=False)
+def delete(series_path: Path, patch: str | None, remove_file: bool, force: bool) -> int:
+    """Remove a patch from the series (the top is popped first)."""
+    entry = edit.delete(_ws(series_path), patch, remove_file=remove_file, force=force)
+    out.print(f"Removed patch {entry.name}", markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("--after", required=True, help="the patch to place it after (0 = first)")
+@click.argument("patch")
+def move(series_path: Path, patch: str, after: str) -> int:
+    """Move an unapplied patch; refused (naming patch and hunk) when the series would stop applying."""
+    edit.move(_ws(series_path), patch, after)
+    out.print(f"Moved {patch} after {after}", markup=False)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("-e", "edit_", is_flag=True, help="edit the description in $EDITOR")
+@click.option("--set", "set_from", type=click.File("rb"), help="replace the description with this file ('-': stdin)")
+@click.argument("patch", required=False)
+def header(series_path: Path, patch: str | None, edit_: bool, set_from) -> int:
+    """Show (or edit / replace) a patch's description; the diff part is not touched."""
+    ws = _ws(series_path)
+    state = ws.load()
+    entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
+    current = edit.header_of(entry.read())
+    if set_from is not None:
+        edit.set_header(ws, set_from.read(), patch)
+        return 0
+    if edit_:
+        text = click.edit(current.decode("utf-8", "replace"), extension=".txt")
+        if text is not None:
+            edit.set_header(ws, text.encode("utf-8"), patch)
+        return 0
+    sys.stdout.buffer.write(current)
+    return 0
+
+
+@click.command()
+@series_option
+@click.option("--rollback", "mode", flag_value="rollback", help="restore every file to before the operation")
+@click.option("--resume", "mode", flag_value="resume", help="restore, then run the operation again")
+def recover(series_path: Path, mode: str | None) -> int:
+    """Deal with an operation that was interrupted half-way (see its journal)."""
+    from materialize.series import load_series
+
+    meta = work_root(load_series(series_path)).joinpath(".materialize")
+    pending = Journal.pending(meta)
+    if pending is None:
+        out.print("nothing to recover", markup=False)
+        return 0
+    command = " ".join(["materialize", pending["op"], *pending["args"]])
+    if mode is None:
+        out.print(f"interrupted: `{command}`; use --rollback or --resume", markup=False)
+        return 1
+    Journal.load(meta).rollback()
+    out.print(f"rolled back `{command}`", markup=False)
+    if mode == "resume":
+        cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
+        if cmd is None:
+            raise MaterializeError(f"cannot resume `{command}`: rolled back instead")
+        args = [*pending["args"], "--series", str(series_path)]
+        return cmd.main(args=args, prog_name="materialize", standalone_mode=False) or 0
+    return 0
+
+
+@click.command("export-git")
+@series_option
+@click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
+@click.argument("target")
+@click.argument("branch")
+def export_git(series_path: Path, target: str, branch: str, repo_path: Path | None) -> int:
+    """Write BRANCH: the pinned base plus one commit per patch of TARGET (like gbp pq)."""
+    from materialize.workspace import gitio
+
+    ws = _ws(series_path)
+    repo = repo_path or ws.root / "git" / target
+    result = gitio.export_git(ws.series, ws.store, target, branch, repo)
+    for name, commit in result.commits:
+        out.print(f"{commit[:12]} {name}", markup=False)
+    out.print(f"{branch} in {repo}: base {result.base[:12]} + {len(result.commits)} patches", markup=False)
+    return 0
+
+
+@click.command("import-git")
+@series_option
+@click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
+@click.argument("target")
+@click.argument("rev_range", metavar="BASE..TIP")
+def import_git(series_path: Path, target: str, rev_range: str, repo_path: Path | None) -> int:
+    """Turn the commits BASE..TIP into TARGET's patch files and series entries."""
+    from materialize.workspace import gitio
+
+    ws = _ws(series_path)
+    result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target)
+    for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
+        for name in names:
+            out.print(f"{label:9s} {name}", markup=False)
+    for name in result.not_in_range:
+        err.print(f"not in {rev_range} (left in the series): {name}", markup=False)
+    return 0
+
+
+COMMANDS: list[click.Command] = [export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new, add, edit_cmd, refresh,
+                                 diff, fold, rename, delete, move, header, recover]

@@ -1,0 +1,245 @@
+"""Git round-trips, the ``gbp pq`` way: a target's series as a branch, and commits back into patches.
+
+``export-git`` writes the pinned base as one commit and each patch of the target as one commit on top
+(author, date and message from the patch header, plus a ``Materialize-Patch:`` trailer naming the
+file). The commits are built in the store, whose trees the engine already holds, and fetched into the
+user's repository in one ``git fetch``. Same series, same commit ids: committer = author.
+
+``import-git`` turns ``BASE..TIP`` back into patch files and series entries. A commit that carries the
+trailer updates that patch in place through ``diffgen``, so an unchanged patch comes back byte for
+byte and a changed one changes only where its commit changed; other commits become new patches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from materialize.engine import materialize
+from materialize.errors import MaterializeError
+from materialize.patching import apply_file, parse_patch
+from materialize.series import PatchEntry, Series
+from materialize.store import Store
+from materialize.workspace import mailheader, patchtext
+from materialize.workspace.diffgen import FileChange, regenerate
+from materialize.workspace.journal import Journal
+from materialize.workspace.seriesedit import SeriesDoc
+from materialize.workspace.state import Workspace
+
+EXPORT_REF = "refs/materialize/export/"
+
+
+@dataclass
+class ExportResult:
+    branch: str
+    base: str
+    commits: list[tuple[str, str]] = field(default_factory=list)  # (patch name, commit id)
+
+
+def _git_env(desc: mailheader.Description) -> dict[str, str]:
+    name, mail = _split_author(desc.author)
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": mail, "GIT_AUTHOR_DATE": desc.date,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": mail, "GIT_COMMITTER_DATE": desc.date}
+
+
+def _split_author(author: str) -> tuple[str, str]:
+    m = re.match(r"^\s*(.*?)\s*<([^>]*)>\s*$", author)
+    return (m.group(1), m.group(2)) if m else (author.strip(), "")
+
+
+def _target_chain(store: Store, tip: str, count: int) -> list[str]:
+    """The engine's commits for one target, oldest first (parents chain = series order)."""
+    out = store.git("rev-list", "--first-parent", f"--max-count={count}", tip).decode().split()
+    return list(reversed(out))
+
+
+def export_git(series: Series, store: Store, target: str, branch: str, repo_path: Path) -> ExportResult:
+    """Write ``branch`` in ``repo_path`` (created when missing): base commit plus one commit per patch."""
+    if target not in series.targets:
+        raise MaterializeError(f"export-git: no target {target!r} in {series.path}")
+    m = materialize(series, store=store)
+    entries = [p for p in series.patches if p.target == target]
+    chain = _target_chain(store, m.commits[target], len(entries)) if entries else []
+    pin = m.pins[target]
+    base_msg = f"{target}: pinned upstream\n\n{json.dumps(pin['pin'], sort_keys=True)}\n"
+    epoch = mailheader.Description(mailheader.DEFAULT_AUTHOR, mailheader.DEFAULT_DATE, "", "")
+    parent = store.git("commit-tree", m.base_trees[target], input=base_msg.encode(), env=_git_env(epoch)).decode().strip()
+    result = ExportResult(branch=branch, base=parent)
+    for entry, engine_commit in zip(entries, chain, strict=True):
+        desc = mailheader.describe(patchtext.parse(entry.read(), source=str(entry.path), strip=entry.strip).header)
+        message = desc.message + f"\n{mailheader.TRAILER}: {entry.spec.patch}\n"
+        tree = store.tree_of(engine_commit)
+        parent = store.git("commit-tree", tree, "-p", parent, input=message.encode(), env=_git_env(desc)).decode().strip()
+        result.commits.append((entry.name, parent))
+    ref = f"{EXPORT_REF}{target}"
+    store.set_refs({ref: parent})
+    repo_path.mkdir(parents=True, exist_ok=True)
+    if not (repo_path / ".git").exists() and not (repo_path / "HEAD").exists():
+        subprocess.run(["git", "init", "-q", str(repo_path)], check=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo_path), "fetch", "-q", "--no-tags", str(store.git_dir), f"+{ref}:refs/heads/{branch}"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise MaterializeError(f"export-git: fetch into {repo_path} failed: {proc.stderr.strip()}")
+    return result
+
+
+# -- import ----------------------------------------------------------------------------------------
+@dataclass
+class ImportResult:
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    not_in_range: list[str] = field(default_factory=list)
+
+
+def _raw_changes(repo: git.Repo, parent: str, commit: str) -> list[tuple[str, str, str, str, str, str | None]]:
+    """(status, old mode, new mode, old blob, path, old path for renames) per changed file."""
+    out = repo.git.diff_tree("-r", "-z", "-M", "--raw", "--no-commit-id", parent, commit, strip_newline_in_stdout=False)
+    parts = out.split("\0")
+    rows = []
+    i = 0
+    while i < len(parts) and parts[i]:
+        meta = parts[i].lstrip(":").split()
+        old_mode, new_mode, old_sha, _new_sha, status = meta
+        if status.startswith(("R", "C")):
+            rows.append((status[0], old_mode, new_mode, old_sha, parts[i + 2], parts[i + 1]))
+            i += 3
+        else:
+            rows.append((status, old_mode, new_mode, old_sha, parts[i + 1], None))
+            i += 2
+    return rows
+
+
+def _blob(repo: git.Repo, commit: str, path: str) -> bytes | None:
+    try:
+        return (repo.commit(commit).tree / path).data_stream.read()
+    except KeyError:
+        return None
+
+
+def _previous(old_data: bytes | None, entry: PatchEntry | None, path: str, base: bytes | None) -> bytes | None:
+    """What the old patch made of ``path`` from ``base`` (to recognise hunks the commit left alone)."""
+    if old_data is None or entry is None:
+        return None
+    for fp in parse_patch(old_data, source=str(entry.path), strip=entry.strip).files:
+        if fp.path == path:
+            result = apply_file(base, fp, max_fuzz=0)
+            return result.content if result.ok else None
+    return None
+
+
+def _next_number(series: Series) -> int:
+    numbers = [int(m.group(1)) for p in series.patches if (m := re.match(r"^(\d+)-", p.name))]
+    return max(numbers, default=0) + 1
+
+
+def _slug(subject: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", subject).strip("-").lower()
+    return slug[:50].rstrip("-") or "patch"
+
+
+def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry | None) -> bytes:
+    """The patch text of one commit, keeping the old patch's bytes where the meaning is unchanged."""
+    parent = commit.parents[0].hexsha
+    subject, body, _trailers = mailheader.split_message(commit.message)
+    author = f"{commit.author.name} <{commit.author.email}>"
+    desc = mailheader.Description(author, mailheader.mail_date(commit.authored_datetime), subject, body)
+    old_data = old_entry.read() if old_entry is not None and old_entry.path.exists() else None
+    old = patchtext.parse(old_data, source=str(old_entry.path), strip=old_entry.strip) if old_data is not None and old_entry else None
+    if old is not None and mailheader.describe(old.header) == desc:
+        header = old.header
+    else:
+        header = mailheader.render(desc)
+    changes: list[FileChange] = []
+    for status, old_mode, new_mode, _sha, path, old_path in _raw_changes(repo, parent, commit.hexsha):
+        src = old_path or path
+        base = _blob(repo, parent, src) if status != "A" else None
+        cur = _blob(repo, commit.hexsha, path) if status != "D" else None
+        changes.append(FileChange(
+            path=path, old_path=old_path if status == "R" else None, base=base, cur=cur,
+            prev=_previous(old_data, old_entry, path, base),
+            old_mode=old_mode if status != "A" else None, new_mode=new_mode if status != "D" else None,
+        ))
+    strip = old_entry.strip if old_entry is not None else 1
+    if old is not None:
+        old.header = header
+        return regenerate(old, changes, strip=strip)
+    return regenerate(None, changes, strip=strip, header=header)
+
+
+def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path) -> ImportResult:
+    """Turn the commits of ``rev_range`` into the target's patches (in commit order) and series entries."""
+    series = ws.series
+    if target not in series.targets:
+        raise MaterializeError(f"import-git: no target {target!r} in {series.path}")
+    repo = git.Repo(repo_path)
+    try:
+        commits = list(repo.iter_commits(rev_range, reverse=True, topo_order=True))
+    except git.GitCommandError as exc:
+        raise MaterializeError(f"import-git: cannot list {rev_range} in {repo_path}: {exc.stderr.strip()}") from None
+    merges = [c.hexsha[:12] for c in commits if len(c.parents) != 1]
+    if merges:
+        raise MaterializeError(f"import-git: {rev_range} contains merges or root commits ({', '.join(merges)}); "
+                               "a patch series is linear")
+    by_file = {p.spec.patch: p for p in series.patches}
+    result = ImportResult()
+    planned: list[tuple[str, bytes, bool]] = []  # (series patch field, bytes, new?)
+    number = _next_number(series)
+    for commit in commits:
+        _s, _b, trailers = mailheader.split_message(commit.message)
+        rel = trailers.get(mailheader.TRAILER)
+        entry = by_file.get(rel) if rel else None
+        if entry is not None and entry.target != target:
+            raise MaterializeError(f"import-git: {commit.hexsha[:12]} names {rel}, a patch of {entry.target}")
+        if rel is None:
+            rel = f"{target}/{number:04d}-{_slug(_s)}.patch"
+            number += 1
+        data = patch_for_commit(repo, commit, entry)
+        planned.append((rel, data, entry is None))
+    imported = {rel for rel, _d, _n in planned}
+    result.not_in_range = [p.name for p in series.patches if p.target == target and p.spec.patch not in imported]
+    patches_dir = series.resolve(series.spec.patches_dir)
+    doc = SeriesDoc.load(series.path)
+    with Journal.run(ws.meta, "import-git", [target, rev_range, "--repo", str(repo_path)]) as journal:
+        for rel, data, is_new in planned:
+            path = patches_dir / rel
+            name = Path(rel).stem
+            if is_new:
+                if path.exists() and path.read_bytes() != data:
+                    raise MaterializeError(f"import-git: {path} exists but is not in the series; move it away first")
+                result.created.append(name)
+            elif path.read_bytes() == data:
+                result.unchanged.append(name)
+                continue
+            else:
+                result.updated.append(name)
+            journal.write(path, data)
+        _place_entries(doc, target, [rel for rel, _d, _n in planned])
+        new_yaml = doc.render()
+        if new_yaml != series.path.read_bytes():
+            journal.write(series.path, new_yaml)
+    ws.reload_series()
+    return result
+
+
+def _place_entries(doc: SeriesDoc, target: str, order: list[str]) -> None:
+    """Put the target's imported entries in commit order into the slots the target already uses."""
+    items = list(doc.patches)
+    slots = [i for i, item in enumerate(items) if item.get("target") == target and item.get("patch") in order]
+    existing = {item.get("patch"): item for item in items}
+    for rel in order:
+        if rel not in existing:
+            doc.insert(len(doc.patches), {"patch": rel, "target": target})
+            existing[rel] = doc.patches[len(doc.patches) - 1]
+    items = list(doc.patches)
+    slots = [i for i, item in enumerate(items) if item.get("patch") in order]
+    ordered = [existing[rel] for rel in order]
+    for slot, item in zip(slots, ordered, strict=True):
+        doc.patches[slot] = item

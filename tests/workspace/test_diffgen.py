@@ -1,0 +1,157 @@
+"""Minimal-churn regeneration: unchanged hunks stay byte-identical, and the patch is always correct."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from materialize.patching import apply_file, parse_patch
+from materialize.workspace.diffgen import FileChange, regenerate
+from materialize.workspace.patchtext import parse
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = (REPO / "materialize" / "engine.py").read_bytes()  # a real, 200+ line Python module
+HEADER = b"From: Ada <ada@example.com>\nDate: Mon, 21 Sep 2026 10:00:00 +0200\nSubject: attention tweaks\n\n"
+
+
+def apply_with_gnu_patch(tmp_path: Path, base: bytes, patch: bytes) -> bytes:
+    """Ground truth: GNU patch itself, in a scratch dir."""
+    work = tmp_path / "gnu"
+    (work / "models").mkdir(parents=True, exist_ok=True)
+    (work / "models" / "attention.py").write_bytes(base)
+    subprocess.run(["patch", "-s", "-p1", "-F0", "-d", str(work)], input=patch, check=True)
+    return (work / "models" / "attention.py").read_bytes()
+
+
+def hunks(patch: bytes) -> list[bytes]:
+    return [h.raw for s in parse(patch).sections for h in s.hunks]
+
+
+def edit_three_places(data: bytes) -> bytes:
+    return (data.replace(b"class StoreTree:", b"class StoreTree:\n    # A: cache-aware")
+            .replace(b"def apply_patch(", b"# B: the hot path\ndef apply_patch(")
+            .replace(b"def materialize(", b"# C: entry point\ndef materialize("))
+
+
+def test_refresh_after_editing_one_function_keeps_other_hunks_byte_identical(tmp_path: Path) -> None:
+    v1 = edit_three_places(BASE)
+    p1 = regenerate(None, [FileChange("models/attention.py", BASE, v1)], header=HEADER)
+    assert len(hunks(p1)) == 3
+    # edit only inside the apply_patch hunk's region
+    v2 = v1.replace(b"# B: the hot path\n", b"# B: the hot path, measured\n")
+    p2 = regenerate(parse(p1), [FileChange("models/attention.py", BASE, v2, prev=v1)])
+    h1, h2 = hunks(p1), hunks(p2)
+    assert h2[0] == h1[0] and h2[2] == h1[2]  # untouched hunks: byte-identical, @@ line included
+    assert h2[1] != h1[1]
+    assert p2.startswith(HEADER)
+    assert apply_with_gnu_patch(tmp_path, BASE, p2) == v2
+    # a review diff of p1 -> p2 is exactly one changed line pair
+    changed = [line for line in p2.splitlines() if line not in p1.splitlines()]
+    assert changed == [b"+# B: the hot path, measured"]
+
+
+def test_growing_an_early_hunk_renumbers_later_hunks_but_keeps_their_bodies(tmp_path: Path) -> None:
+    v1 = edit_three_places(BASE)
+    p1 = regenerate(None, [FileChange("models/attention.py", BASE, v1)], header=HEADER)
+    v2 = v1.replace(b"    # A: cache-aware\n", b"    # A: cache-aware\n    # A2: and documented\n")
+    p2 = regenerate(parse(p1), [FileChange("models/attention.py", BASE, v2, prev=v1)])
+    old, new = parse(p1).sections[0].hunks, parse(p2).sections[0].hunks
+    assert new[1].body == old[1].body and new[2].body == old[2].body
+    assert (new[1].new_start, new[2].new_start) == (old[1].new_start + 1, old[2].new_start + 1)
+    assert new[1].section == old[1].section
+    assert apply_with_gnu_patch(tmp_path, BASE, p2) == v2
+
+
+def test_hand_written_hunks_survive_an_unrelated_edit(tmp_path: Path) -> None:
+    """A patch made by another tool (1 line of context, its own @@ text) is kept, not reformatted."""
+    v1 = BASE.replace(b"ID_LENGTH = 16", b"ID_LENGTH = 20")
+    lines = BASE.splitlines(keepends=True)
+    n = lines.index(b"ID_LENGTH = 16\n") + 1
+    hand = (b"Index: models/attention.py\n===================================================================\n"
+            b"--- a/models/attention.py\t2026-01-01 00:00:00\n+++ b/models/attention.py\t2026-01-02 00:00:00\n"
+            + f"@@ -{n - 1},3 +{n - 1},3 @@ my own words\n".encode()
+            + b" " + lines[n - 2] + b"-ID_LENGTH = 16\n+ID_LENGTH = 20\n" + b" " + lines[n])
+    assert apply_with_gnu_patch(tmp_path, BASE, hand) == v1
+    v2 = v1.replace(b"def materialize(", b"# new\ndef materialize(")
+    p2 = regenerate(parse(hand), [FileChange("models/attention.py", BASE, v2, prev=v1)])
+    assert p2.startswith(hand)  # header lines, timestamps, the hand hunk: all byte-identical
+    assert apply_with_gnu_patch(tmp_path, BASE, p2) == v2
+
+
+def test_unchanged_content_gives_identical_bytes() -> None:
+    v1 = edit_three_places(BASE)
+    p1 = regenerate(None, [FileChange("models/attention.py", BASE, v1)], header=HEADER)
+    assert regenerate(parse(p1), [FileChange("models/attention.py", BASE, v1, prev=v1)]) == p1
+
+
+def test_missing_newline_at_end_of_file_round_trips(tmp_path: Path) -> None:
+    base = b"a\nb\nc"
+    cur = b"a\nB\nc"
+    p = regenerate(None, [FileChange("models/attention.py", base, cur)])
+    assert b"\\ No newline at end of file\n" in p
+    assert apply_with_gnu_patch(tmp_path, base, p) == cur
+    assert regenerate(parse(p), [FileChange("models/attention.py", base, cur, prev=cur)]) == p
+
+
+def test_format_patch_files_parse_and_render_byte_for_byte(tmp_path: Path) -> None:
+    """git format-patch output (mbox line, diffstat, signature) survives parse/render exactly."""
+    repo = tmp_path / "r"
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@x", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    (repo / "f.py").write_bytes(BASE)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "base"], check=True, env=env)
+    (repo / "f.py").write_bytes(edit_three_places(BASE))
+    subprocess.run(["git", "-C", str(repo), "commit", "-qam", "three edits"], check=True, env=env)
+    data = subprocess.run(["git", "-C", str(repo), "format-patch", "-1", "--stdout"], check=True,
+                          capture_output=True, env=env).stdout
+    parsed = parse(data)
+    assert parsed.render() == data
+    assert parsed.header.startswith(b"From ") and b" f.py | " in parsed.header
+    assert parsed.trailer.startswith(b"-- \n")
+    # refresh with no content change keeps the whole file, signature included
+    v1 = edit_three_places(BASE)
+    assert regenerate(parsed, [FileChange("f.py", BASE, v1, prev=v1)]) == data
+
+
+_LINES = [b"x = %d\n" % i for i in range(40)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.lists(st.tuples(st.integers(0, 39), st.sampled_from(["del", "ins", "mod"])), max_size=6),
+    second=st.lists(st.tuples(st.integers(0, 39), st.sampled_from(["del", "ins", "mod"])), max_size=4),
+)
+def test_regenerated_patches_always_apply_exactly_and_are_stable(first, second) -> None:
+    """For any two rounds of edits: the refreshed patch turns base into the new content (GNU-exact
+    applier, no fuzz), and refreshing again without edits changes nothing."""
+    def mutate(lines: list[bytes], ops, tag: bytes) -> list[bytes]:
+        out = list(lines)
+        for pos, op in ops:
+            pos = min(pos, len(out) - 1) if out else 0
+            if op == "del" and out:
+                del out[pos]
+            elif op == "ins":
+                out.insert(pos, b"new %s %d\n" % (tag, pos))
+            elif out:
+                out[pos] = out[pos].rstrip(b"\n") + b" # " + tag + b"\n"
+        return out
+
+    base = b"".join(_LINES)
+    v1 = b"".join(mutate(_LINES, first, b"one"))
+    v2 = b"".join(mutate(v1.splitlines(keepends=True), second, b"two"))
+    p1 = regenerate(None, [FileChange("f.py", base, v1)], header=b"Subject: s\n\n")
+    p2 = regenerate(parse(p1), [FileChange("f.py", base, v2, prev=v1)])
+    for patch, want in ((p1, v1), (p2, v2)):
+        files = parse_patch(patch, source="p", strip=1).files
+        if want == base:
+            assert not files
+            continue
+        result = apply_file(base, files[0], max_fuzz=0)
+        assert result.ok and result.content == want
+        assert all(h.status == "clean" for h in result.hunks)
+    assert regenerate(parse(p2), [FileChange("f.py", base, v2, prev=v2)]) == p2

@@ -1,0 +1,218 @@
+"""Quilt-style sessions on real trees (path pins of real Python files), through the click commands."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import MaterializeError, PatchApplyError
+from materialize.workspace import cli
+from materialize.workspace.patchtext import parse
+from materialize.workspace.state import DirtyWorkspaceError
+
+ATTN = "models/tt/attention.py"
+
+
+def run(project: Path, name: str, *args: str) -> int:
+    command = next(c for c in cli.COMMANDS if c.name == name)
+    return command.main(args=[*args, "--series", str(project / "series" / "default.yaml")],
+                        prog_name="materialize", standalone_mode=False)
+
+
+def wfile(project: Path, path: str = ATTN, target: str = "tt-metal") -> Path:
+    return project / "work" / target / path
+
+
+def patch_file(project: Path, name: str, target: str = "tt-metal") -> Path:
+    return project / "patches" / target / f"{name}.patch"
+
+
+def hunks(data: bytes) -> list[bytes]:
+    return [h.raw for s in parse(data).sections for h in s.hunks]
+
+
+def test_new_edit_refresh_pop_push_refresh_gives_a_minimal_patch(project: Path, capsys) -> None:
+    assert run(project, "new", "0001-attn-cache", "--target", "tt-metal", "-m", "attention: cache trees") == 0
+    assert run(project, "add", ATTN) == 0
+    f = wfile(project)
+    text = f.read_text()
+    f.write_text(text.replace("class StoreTree:", "class StoreTree:\n    # cached per prefix")
+                 .replace("def apply_patch(", "# hot path\ndef apply_patch(")
+                 .replace("def materialize(", "# entry\ndef materialize("))
+    assert run(project, "refresh") == 0
+    first = patch_file(project, "0001-attn-cache").read_bytes()
+    assert first.startswith(b"From: Ada Tester <ada@example.com>\n") and b"Subject: attention: cache trees\n" in first
+    assert len(hunks(first)) == 3
+
+    assert run(project, "pop") == 0
+    assert not f.exists()  # sparse workspace: nothing applied, nothing checked out
+    assert run(project, "push") == 0
+    assert f.read_text().count("# hot path") == 1
+
+    f.write_text(f.read_text().replace("# hot path\n", "# hot path: one lookup per touched file\n"))
+    assert run(project, "refresh") == 0
+    second = patch_file(project, "0001-attn-cache").read_bytes()
+    review = subprocess.run(["diff", "-u", "-", str(patch_file(project, "0001-attn-cache"))], input=first,
+                            capture_output=True).stdout.decode()
+    changed = [line for line in review.splitlines()[2:] if line[:1] in "+-"]
+    assert changed == ["-+# hot path", "++# hot path: one lookup per touched file"]
+    h1, h2 = hunks(first), hunks(second)
+    assert (h2[0], h2[2]) == (h1[0], h1[2])
+    # the series entry (metadata) is untouched by refresh
+    assert "0001-attn-cache.patch" in (project / "series" / "default.yaml").read_text()
+    capsys.readouterr()
+    assert run(project, "top") == 0
+    assert capsys.readouterr().out.strip() == "0001-attn-cache"
+
+
+def test_pop_refuses_with_unrefreshed_changes_and_force_saves_them(project: Path) -> None:
+    run(project, "new", "0001-x", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# work in progress\n")
+    with pytest.raises(DirtyWorkspaceError, match="modified  tt-metal/models/tt/attention.py"):
+        run(project, "pop")
+    assert f.read_text().endswith("# work in progress\n")  # nothing touched
+    assert run(project, "pop", "--force") == 0
+    saved = list((project / "work" / ".materialize" / "saved").glob("*-pop/tt-metal/models/tt/attention.py"))
+    assert len(saved) == 1 and saved[0].read_text().endswith("# work in progress\n")
+    assert not f.exists()
+
+
+def test_edits_to_files_in_no_patch_are_reported_and_block_pop(project: Path, capsys) -> None:
+    run(project, "new", "0001-x", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# mine\n")
+    stray = wfile(project, "models/tt/notes.py")
+    stray.write_text("print('not in any patch')\n")
+    capsys.readouterr()
+    run(project, "refresh")
+    captured = capsys.readouterr()
+    assert "tt-metal/models/tt/notes.py" in captured.err and "in no patch" in captured.err
+    assert b"notes.py" not in patch_file(project, "0001-x").read_bytes()
+    with pytest.raises(DirtyWorkspaceError, match="no patch  tt-metal/models/tt/notes.py"):
+        run(project, "goto", "0")
+    run(project, "add", "models/tt/notes.py")
+    run(project, "refresh")
+    assert b"+++ b/models/tt/notes.py" in patch_file(project, "0001-x").read_bytes()
+    assert run(project, "goto", "0") == 0
+
+
+def test_push_stops_at_a_patch_that_does_not_apply_naming_it(project: Path, capsys) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20"))
+    run(project, "refresh")
+    bad = patch_file(project, "0001-a").read_bytes().replace(b"0001", b"0002")
+    run(project, "new", "0002-b", "--target", "tt-metal")
+    patch_file(project, "0002-b").write_bytes(bad.replace(b"-ID_LENGTH = 16", b"-ID_LENGTH = 99"))
+    run(project, "pop", "-a")
+    capsys.readouterr()
+    assert run(project, "push", "-a") == 1
+    captured = capsys.readouterr()
+    assert "0002-b" in captured.err and "FAILED" in captured.err
+    assert "Now at patch 0001-a" in captured.out
+
+
+def test_add_checks_out_a_file_and_new_files_and_deletions_refresh(project: Path) -> None:
+    run(project, "new", "0001-files", "--target", "tt-metal")
+    run(project, "add", "models/tt/generator.py", "models/tt/fresh.py", "scripts/run.sh")
+    assert wfile(project, "models/tt/generator.py").read_bytes() == \
+        (project / "upstream" / "tt-metal" / "models" / "tt" / "generator.py").read_bytes()
+    wfile(project, "models/tt/fresh.py").write_text("def fresh():\n    return 1\n")
+    wfile(project, "scripts/run.sh").unlink()
+    run(project, "refresh")
+    data = patch_file(project, "0001-files").read_bytes()
+    assert b"new file mode 100644" in data and b"deleted file mode 100755" in data
+    assert b"generator.py" not in data  # added but unchanged: not in the patch
+    run(project, "pop")
+    run(project, "push")
+    assert wfile(project, "models/tt/fresh.py").read_text() == "def fresh():\n    return 1\n"
+    assert not wfile(project, "scripts/run.sh").exists()
+
+
+def test_rename_move_delete_header_keep_yaml_comments(project: Path, capsys) -> None:
+    yaml_path = project / "series" / "default.yaml"
+    for name, path in (("0001-a", ATTN), ("0002-b", "models/tt/generator.py")):
+        run(project, "new", name, "--target", "tt-metal")
+        run(project, "add", path)
+        f = wfile(project, path)
+        f.write_text(f.read_text() + f"# {name}\n")
+        run(project, "refresh")
+    run(project, "new", "0003-plugin", "--target", "plugin")
+    run(project, "add", "vllm/config.py")
+    pf = wfile(project, "vllm/config.py", "plugin")
+    pf.write_text(pf.read_text() + "# plugin\n")
+    run(project, "refresh")
+    run(project, "rename", "0003-plugin-cfg")
+    assert (project / "patches" / "plugin" / "0003-plugin-cfg.patch").exists()
+    assert not (project / "patches" / "plugin" / "0003-plugin.patch").exists()
+    text = yaml_path.read_text()
+    assert "# the vLLM side" in text and "# test series: two path pins" in text
+    run(project, "goto", "0")
+    run(project, "move", "0003-plugin-cfg", "--after", "0")
+    capsys.readouterr()
+    run(project, "series")
+    assert capsys.readouterr().out.split() == ["0003-plugin-cfg", "0001-a", "0002-b"]
+    run(project, "header", "0001-a")
+    assert "Subject: 0001-a" in capsys.readouterr().out
+    body = patch_file(project, "0001-a").read_bytes().split(b"diff --git", 1)[1]
+    header_file = project / "h.txt"
+    header_file.write_text("From: Ada <a@x>\nSubject: attention: note\n\nLonger story.\n")
+    run(project, "header", "0001-a", "--set", str(header_file))
+    data = patch_file(project, "0001-a").read_bytes()
+    assert data.startswith(b"From: Ada <a@x>\nSubject: attention: note\n\nLonger story.\n\ndiff --git")
+    assert data.split(b"diff --git", 1)[1] == body
+    run(project, "delete", "0002-b", "-r")
+    assert not patch_file(project, "0002-b").exists()
+    assert list((project / "work" / ".materialize" / "saved").glob("*-delete/0002-b.patch"))
+
+
+def test_move_refuses_when_a_later_patch_would_no_longer_apply(project: Path) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20"))
+    run(project, "refresh")
+    run(project, "new", "0002-b", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f.write_text(f.read_text().replace("ID_LENGTH = 20", "ID_LENGTH = 24"))
+    run(project, "refresh")
+    run(project, "goto", "0")
+    before = (project / "series" / "default.yaml").read_bytes()
+    with pytest.raises(PatchApplyError, match=r"0002-b.*\n.*attention.py: hunk @@"):
+        run(project, "move", "0002-b", "--after", "0")
+    assert (project / "series" / "default.yaml").read_bytes() == before
+
+
+def test_fold_applies_a_patch_into_the_top(project: Path, tmp_path: Path) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    upstream = (project / "upstream" / "tt-metal" / ATTN).read_text()
+    patched = upstream.replace("ID_LENGTH = 16", "ID_LENGTH = 32")
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text(upstream)
+    b.write_text(patched)
+    diff = subprocess.run(["diff", "-u", "--label", f"a/{ATTN}", "--label", f"b/{ATTN}", str(a), str(b)],
+                          capture_output=True).stdout
+    (tmp_path / "fold.diff").write_bytes(diff)
+    run(project, "fold", str(tmp_path / "fold.diff"))
+    run(project, "refresh")
+    assert b"+ID_LENGTH = 32" in patch_file(project, "0001-a").read_bytes()
+
+
+def test_refresh_of_a_lower_patch_is_refused_when_a_later_one_shares_files(project: Path) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# a\n")
+    run(project, "refresh")
+    run(project, "new", "0002-b", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f.write_text(f.read_text() + "# b\n")
+    run(project, "refresh")
+    with pytest.raises(MaterializeError, match="later applied patch 0002-b also changes"):
+        run(project, "refresh", "0001-a")
