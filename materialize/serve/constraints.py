@@ -69,6 +69,11 @@ FALLBACK_REGISTRY: dict[str, str] = {
     "qwen3_xml": "Qwen3EngineToolParser",
     "qwen3_coder": "Qwen3EngineToolParser",
 }
+# Patches that re-route a parser name when their flag is on (the reference series' 0006: with
+# QWEN36_HERMES_AS_QWEN3_XML=1 the name 'hermes' is served by the qwen3_xml parser class).
+PARSER_ROUTES_BY_FLAG: dict[str, dict[str, str]] = {
+    "QWEN36_HERMES_AS_QWEN3_XML": {"hermes": "Qwen3EngineToolParser"},
+}
 REGISTRY_FILE = "vllm/tool_parsers/__init__.py"
 STABLE_DEVICE_MARKERS = ("/by-id/", "/by-path/")
 
@@ -190,7 +195,7 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
                                        f"{trigger} requires {key}={want!r} (have {have!r}): {rule.why}"))
 
     problems.extend(_block_sizes(profile))
-    problems.extend(_parser(profile, plugin_tree))
+    problems.extend(_parser(profile, plugin_tree, env))
     problems.extend(_gates(profile))
     for index, device in enumerate(spec.devices):
         if not any(marker in device for marker in STABLE_DEVICE_MARKERS):
@@ -218,7 +223,7 @@ def _block_sizes(profile: Profile) -> list[Violation]:
     return []
 
 
-def _parser(profile: Profile, plugin_tree: Tree | None) -> list[Violation]:
+def _parser(profile: Profile, plugin_tree: Tree | None, env: Mapping[str, str]) -> list[Violation]:
     model, vllm = profile.spec.model, profile.spec.vllm
     where = profile.where("vllm", "tool_call_parser") if vllm.tool_call_parser else profile.where("vllm")
     if model.tool_call_format == "none":
@@ -227,6 +232,10 @@ def _parser(profile: Profile, plugin_tree: Tree | None) -> list[Violation]:
         return [_v(profile, "tool-call-parser-matches-model", where,
                    f"model {model.path} emits {model.tool_call_format} tool calls but no tool_call_parser is set")]
     registry, source = parser_registry(plugin_tree)
+    for flag, routes in PARSER_ROUTES_BY_FLAG.items():
+        if env.get(flag) == "1" and any(name in registry for name in routes):
+            registry.update(routes)
+            source += f" with {flag}=1"
     cls = registry.get(vllm.tool_call_parser)
     if cls is None:
         return [_v(profile, "tool-call-parser-registered", where,

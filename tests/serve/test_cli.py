@@ -1,0 +1,114 @@
+"""The ``serve`` click group: plan/diff/check/install/up through the CLI, in a tmp working dir."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from materialize.errors import MaterializeError
+from materialize.serve.cli import serve_group
+
+from .conftest import base_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cli(series_root, write_profile, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outputs, logs and ledgers land here, never in the repo
+    write_profile("prod", base_profile())
+    write_profile("prefix", base_profile(enable=["0001-sdpa-streaming", "QWEN36_PREFIX_PREFILL_TRACE"],
+                                         vllm={"enable_prefix_caching": True, "async_scheduling": False,
+                                               "block_size": 2048}))
+    profiles = series_root / "serve/profiles"
+
+    def run(*args):
+        result = CliRunner().invoke(serve_group, ["--profiles", str(profiles), *args], standalone_mode=False,
+                                    catch_exceptions=True)
+        return result
+
+    yield run
+    for extra in profiles.glob("*.yaml"):
+        if extra.stem not in ("prod", "prefix"):
+            extra.unlink()
+
+
+def test_plan_json_is_deterministic_and_derived(cli):
+    first, second = cli("plan", "prod", "--json"), cli("plan", "prod", "--json")
+    assert first.return_value == 0 and first.output == second.output
+    plan = json.loads(first.output)
+    assert plan["env"]["QWEN36_SDPA_STREAMING"] == "1"
+    assert [b["banner"] for b in plan["banners"]] == ["QWEN36_SDPA_STREAMING engaged"]
+    assert Path(plan["mounts"][0]["source"]).is_relative_to(Path.cwd())
+
+
+def test_plan_text_lists_flags_banners_mounts(cli):
+    result = cli("plan", "prod")
+    assert "QWEN36_SDPA_STREAMING=1" in result.output
+    assert "banners that must appear:\n  QWEN36_SDPA_STREAMING (0001-sdpa-streaming)" in result.output
+    assert "flags left off: QWEN36_DEVICE_RESIDENT, QWEN36_PREFIX_PREFILL_TRACE" in result.output
+
+
+def test_diff_between_profiles(cli):
+    result = cli("diff", "prod", "prefix")
+    assert result.return_value == 1
+    assert "+ env QWEN36_PREFIX_PREFILL_TRACE=1" in result.output
+    assert "+ option --no-async-scheduling=" in result.output
+    assert cli("diff", "prod", "prod").return_value == 0
+
+
+def test_check_rejects_a_profile_that_breaks_a_rule(cli, write_profile):
+    assert cli("check").return_value == 0
+    write_profile("broken", base_profile(vllm={"enable_prefix_caching": True}))
+    result = cli("check", "--no-materialize")
+    assert result.return_value == 1
+    assert "FAIL" in result.output and "prefix-caching-needs-sync-scheduling" in result.output
+    assert "broken.yaml:" in result.output
+    assert "ok   prod" in result.output
+
+
+def test_install_then_verify_unit(cli, tmp_path):
+    assert cli("install", "prod", "--systemd", "--root", str(tmp_path / "root")).return_value == 0
+    result = cli("verify", "--profile", "prod", "--root", str(tmp_path / "root"))
+    assert result.return_value == 0, result.output
+    assert "checks passed" in result.output
+
+
+def test_up_without_hardware_fails_closed(cli):
+    result = cli("up", "prod", "--once")
+    assert isinstance(result.exception, MaterializeError) and result.exception.exit_code == 1
+    assert "preflight failed" in str(result.exception)
+    assert not Path("bench/runs").exists()  # nothing ran, so nothing is recorded
+
+
+def test_shipped_profiles_pass_the_rules(tmp_path, monkeypatch):
+    """CI's `serve check` materializes; this is the rules-only half, against the shipped series."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(serve_group, ["--profiles", str(REPO / "serve/profiles"), "check", "--no-materialize"],
+                                standalone_mode=False)
+    assert result.return_value == 0, result.output
+    assert "ok   prod" in result.output and "ok   prefix" in result.output
+
+
+def test_shipped_prod_with_the_wrong_parser_is_rejected(tmp_path, monkeypatch):
+    shutil.copytree(REPO / "series", tmp_path / "series")
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    (tmp_path / "serve/profiles").mkdir(parents=True)
+    data = yaml.safe_load((REPO / "serve/profiles/prod.yaml").read_text())
+    data["vllm"]["tool_call_parser"] = "hermes"
+    data["enable"] = []
+    (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(serve_group, ["check", "--no-materialize"], standalone_mode=False)
+    assert result.return_value == 1
+    assert "tool-call-parser-matches-model" in result.output and "parses hermes_json" in result.output
+    # Patch 0006's flag routes 'hermes' to the qwen3_xml parser class, so enabling it makes hermes correct.
+    data["enable"] = ["QWEN36_HERMES_AS_QWEN3_XML"]
+    (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(serve_group, ["check", "--no-materialize"], standalone_mode=False)
+    assert result.return_value == 0, result.output
