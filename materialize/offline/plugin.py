@@ -208,7 +208,8 @@ def tree(request: pytest.FixtureRequest, offline_arm: str, patch_entry: PatchEnt
 
 
 def _is_assertion(exc: BaseException) -> bool:
-    if isinstance(exc, AssertionError):
+    """A deliberate test failure: ``assert``, or pytest's ``fail``/``raises`` (DID NOT RAISE)."""
+    if isinstance(exc, AssertionError | pytest.fail.Exception):
         return True
     if isinstance(exc, BaseExceptionGroup):
         return all(_is_assertion(e) for e in exc.exceptions)
@@ -258,7 +259,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if weak_marker is not None:
             report.outcome, report.longrepr = "passed", None
             reason = weak_marker.args[0] if weak_marker.args else "new code"
-            _record(item, arm, ok=True, weak=True, detail=f"weak: {missing} ({reason})")
+            _record(item, arm, ok=True, weak=True, detail=f"{missing.name!r} missing ({reason})")
         else:
             report.outcome = "failed"
             report.longrepr = (
