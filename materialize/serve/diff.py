@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_SKIP = {"argv", "server_argv", "profile_hash", "env", "mounts", "banners", "format"}
+_SKIP = {"argv", "server_argv", "profile_hash", "env", "mounts", "banners", "gates", "format"}
 
 
 def argv_options(argv: list[str]) -> dict[str, str]:
@@ -64,6 +64,9 @@ def diff_plans(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     banners_a = {x["flag"]: x["banner"] for x in a.get("banners", [])}
     banners_b = {x["flag"]: x["banner"] for x in b.get("banners", [])}
     lines += _map_diff("banner", banners_a, banners_b)
+    gates_a = {g["name"]: f"requests={g.get('requests')} timeout_s={g.get('timeout_s')}" for g in a.get("gates", [])}
+    gates_b = {g["name"]: f"requests={g.get('requests')} timeout_s={g.get('timeout_s')}" for g in b.get("gates", [])}
+    lines += _map_diff("gate", gates_a, gates_b)
     if not lines and a.get("argv") != b.get("argv"):
         lines.append("~ argv differs only in order or launcher details")
     return lines

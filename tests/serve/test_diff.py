@@ -13,6 +13,7 @@ def plan(**kw):
         "env": {"PYTHONDONTWRITEBYTECODE": "1", "QWEN36_SDPA_STREAMING": "1"},
         "mounts": [{"source": "/o/a.py", "target": "/i/a.py", "read_only": True}],
         "banners": [{"patch": "0001", "flag": "QWEN36_SDPA_STREAMING", "banner": "engaged"}],
+        "gates": [{"name": "tool_call_stream", "requests": 8, "timeout_s": 300.0}],
     }
     base.update(kw)
     return base
@@ -31,6 +32,7 @@ def test_diff_names_env_options_mounts_banners_and_fields():
         mounts=[{"source": "/o2/a.py", "target": "/i/a.py", "read_only": True}],
         banners=[{"patch": "0001", "flag": "QWEN36_SDPA_STREAMING", "banner": "engaged"},
                  {"patch": "0002", "flag": "QWEN36_PREFIX_PREFILL_TRACE", "banner": "trace"}],
+        gates=[{"name": "tool_call_stream", "requests": 256, "timeout_s": 300.0}],
     )
     lines = diff_plans(plan(), b)
     assert "~ profile: prod -> prefix" in lines
@@ -40,6 +42,7 @@ def test_diff_names_env_options_mounts_banners_and_fields():
     assert "+ option --enable-prefix-caching=" in lines
     assert "~ mount /i/a.py: /o/a.py -> /o2/a.py" in lines
     assert "+ banner QWEN36_PREFIX_PREFILL_TRACE=trace" in lines
+    assert "~ gate tool_call_stream: requests=8 timeout_s=300.0 -> requests=256 timeout_s=300.0" in lines
     assert not any("QWEN36_SDPA_STREAMING" in line for line in lines)
 
 
