@@ -1,0 +1,60 @@
+"""Turning a series position into code to run: the only place bisect touches the engine.
+
+Kept to one small function (``prepare``) so the state machine, statistics and runner can be tested
+with any callable of the same shape, and the real engine is used end to end once it exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from materialize.series import Series
+
+
+@dataclass(frozen=True)
+class Candidate:
+    position: int
+    materialization_id: str
+    directory: Path
+
+
+def prepare(series: Series, position: int) -> Candidate:
+    """Materialize the prefix of ``position`` patches and publish it (cached by the engine's store)."""
+    from materialize.engine import materialize
+    from materialize.output import write_output
+
+    m = materialize(series, upto=position)
+    out = write_output(m)
+    return Candidate(position, m.id, Path(out))
+
+
+def patch_names(series: Series) -> dict[int, str]:
+    return {p.position: p.name for p in series.patches}
+
+
+class SeriesIndex:
+    """Names and sha256 of every patch, hashed once (validation looks at many records)."""
+
+    def __init__(self, series: Series) -> None:
+        self.series = series
+        self.names = [p.name for p in series.patches]
+        self.shas = [p.sha256() for p in series.patches]
+
+    def position_of_prefix(self, prefix: list[tuple[str, str]]) -> int | None:
+        """The position a recorded prefix corresponds to, or None if it is not a prefix of this series.
+
+        Names and sha256 must match patch for patch: a record made before patch 3 was edited is about
+        different code and must not count as evidence for today's position 3.
+        """
+        if len(prefix) > len(self.names):
+            return None
+        for (name, sha), n, h in zip(prefix, self.names, self.shas, strict=False):
+            if name != n or sha != h:
+                return None
+        return len(prefix)
+
+    def prefix_entries(self, position: int) -> list[dict[str, str]]:
+        return [
+            {"name": n, "sha256": h} for n, h in zip(self.names[:position], self.shas[:position], strict=True)
+        ]

@@ -1,0 +1,565 @@
+"""``materialize bisect ...`` and ``materialize runs ...``: thin click wrappers over the bisect modules.
+
+Each command is a plain function returning an exit code; user mistakes raise ``MaterializeError``
+subclasses for the main CLI's handler. Exit codes follow git bisect where it has one: 0 done/ok,
+1 the work failed (run ended without a culprit, invalid records found), 2 wrong usage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from materialize.bisect import session
+from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
+from materialize.bisect.report import render
+from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
+from materialize.bisect.validate import Checked, check_records
+from materialize.ledger import LedgerError, iter_ledger, ledger_files
+from materialize.series import Series, load_series
+
+DEFAULT_SERIES = "series/default.yaml"
+DEFAULT_RUNS = "bench/runs"
+
+
+def _series_path(value: str | None) -> Path:
+    return Path(value or os.environ.get("MATERIALIZE_SERIES") or DEFAULT_SERIES)
+
+
+def _work_dir(value: str | None, series_opt: str | None = None) -> Path:
+    """``work/`` next to ``series/`` (as the workspace commands use it), overridable by MATERIALIZE_WORK."""
+    if value:
+        return Path(value)
+    if os.environ.get("MATERIALIZE_WORK"):
+        return Path(os.environ["MATERIALIZE_WORK"])
+    return _series_path(series_opt).resolve().parent.parent / "work"
+
+
+def common(f: Callable) -> Callable:
+    f = click.option(
+        "--series",
+        "series_opt",
+        default=None,
+        help=f"series file (default ${{MATERIALIZE_SERIES}} or {DEFAULT_SERIES})",
+    )(f)
+    f = click.option(
+        "--work-dir",
+        default=None,
+        help="work directory holding bisect/ (default $MATERIALIZE_WORK, else work/ next to series/)",
+    )(f)
+    return f
+
+
+def _position(series: Series, ref: str) -> int:
+    return series.position(0 if ref in ("0", "base") else ref)
+
+
+def _finish(code: int) -> None:
+    ctx = click.get_current_context()
+    ctx.exit(code)
+
+
+# Seam for tests and for the end-to-end run: how a position becomes a materialized directory.
+def default_prepare(series: Series) -> Callable[[int], Candidate]:
+    from materialize.bisect.candidates import prepare
+
+    cache: dict[int, Candidate] = {}
+
+    def _prep(position: int) -> Candidate:
+        if position not in cache:
+            cache[position] = prepare(series, position)
+        return cache[position]
+
+    return _prep
+
+
+PREPARE_FACTORY: Callable[[Series], Callable[[int], Candidate]] = default_prepare
+
+
+@click.group("bisect")
+def bisect_group() -> None:
+    """Find the patch that broke a gate or moved a metric, across (flaky, noisy) hardware runs."""
+
+
+def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateStore]:
+    return load_series(_series_path(series_opt)), StateStore(_work_dir(work_dir, series_opt))
+
+
+@bisect_group.command("start")
+@common
+@click.option(
+    "--good", required=True, help="a known-good position (0 or 'base' = upstream alone, or a patch name)"
+)
+@click.option("--bad", required=True, help="a known-bad position (number or patch name)")
+@click.option(
+    "--gate",
+    default=None,
+    help="bisect a correctness gate (pass/fail counts); default 'exit' = the command's exit code",
+)
+@click.option("--metric", default=None, help="bisect a metric (samples) instead of a gate")
+@click.option("--lower-is-better", "direction", flag_value="lower", default=True)
+@click.option("--higher-is-better", "direction", flag_value="higher")
+@click.option("--threshold", type=float, default=1.0, show_default=True, help="metric noise band in percent")
+@click.option(
+    "--requests",
+    type=int,
+    default=1,
+    show_default=True,
+    help="requests per gate run (e.g. 32 for a stage-3 gate)",
+)
+@click.option("--confidence", type=float, default=0.95, show_default=True)
+@click.option("--deterministic", is_flag=True, help="plain git-bisect semantics: one pass clears a position")
+@click.option(
+    "--switch-cost", type=float, default=0.5, show_default=True, help="cost of changing candidate, in runs"
+)
+def start_cmd(
+    series_opt,
+    work_dir,
+    good,
+    bad,
+    gate,
+    metric,
+    direction,
+    threshold,
+    requests,
+    confidence,
+    deterministic,
+    switch_cost,
+) -> None:
+    """Start a bisect between two series positions."""
+    series, store = _load(series_opt, work_dir)
+    with store.locked():
+        if store.exists():
+            raise BisectError(f"a bisect is already in progress in {store.dir}; 'bisect reset' first")
+        state = session.start(
+            series=str(series.path),
+            n_patches=len(series.patches),
+            good=_position(series, good),
+            bad=_position(series, bad),
+            gate=gate,
+            metric=metric,
+            direction=direction,
+            threshold_pct=threshold,
+            confidence=confidence,
+            requests=requests,
+            deterministic=deterministic,
+            switch_cost=switch_cost,
+        )
+        store.save(state)
+    click.echo(
+        f"bisecting positions {state.good}..{state.bad} ({state.bad - state.good} candidate patches); state in {store.dir}"
+    )
+    _finish(0)
+
+
+@bisect_group.command("next")
+@common
+def next_cmd(series_opt, work_dir) -> None:
+    """Materialize the next candidate and print its id and directory (or the verdict)."""
+    series, store = _load(series_opt, work_dir)
+    with store.locked():
+        state = store.load()
+        step = session.decide(state)
+        if step.status != "run":
+            click.echo(render(state, step, patch_names(series)))
+            _finish(0 if step.status == "found" else 1)
+            return
+        position, repeats = step.runs[0]
+        cand = PREPARE_FACTORY(series)(position)
+        session.note_candidate(state, position, cand.materialization_id)
+        store.save(state)
+    name = patch_names(series).get(position, "(upstream alone)")
+    click.echo(f"position {position} {name}")
+    click.echo(f"id {cand.materialization_id}")
+    click.echo(f"dir {cand.directory}")
+    how = "'good'/'bad'/'skip'" if state.mode == "gate" else "'record RUNFILE'"
+    click.echo(f"run it {repeats} time(s), then {how}")
+    _finish(0)
+
+
+def _mark(series_opt, work_dir, verdict, position, requests, failures) -> None:
+    series, store = _load(series_opt, work_dir)
+    with store.locked():
+        state = store.load()
+        pos = _position(series, position) if position is not None else None
+        obs = session.mark(state, verdict, pos, requests=requests, failures=failures)
+        store.save(state)
+    step = session.decide(state)
+    click.echo(f"{verdict} at position {obs.position}; " + _summary(step))
+    _finish(0)
+
+
+def _summary(step: session.Step) -> str:
+    if step.status == "found":
+        return f"first bad position {step.culprit}" + (
+            f" (P={step.probability:.3f})" if step.probability else ""
+        )
+    if step.status == "run":
+        best = f"best {step.culprit} P={step.probability:.3f}; " if step.probability is not None else ""
+        return best + "next: " + ", ".join(f"position {p} x{r}" for p, r in step.runs)
+    return f"{step.status}: {step.message}"
+
+
+@bisect_group.command("good")
+@common
+@click.argument("position", required=False)
+@click.option("--requests", type=int, default=None, help="requests in this run (default: from start)")
+def good_cmd(series_opt, work_dir, position, requests) -> None:
+    """The candidate (or POSITION) passed a run."""
+    _mark(series_opt, work_dir, "good", position, requests, None)
+
+
+@bisect_group.command("bad")
+@common
+@click.argument("position", required=False)
+@click.option("--requests", type=int, default=None)
+@click.option("--failures", type=int, default=None, help="failures seen (default: 'at least one')")
+def bad_cmd(series_opt, work_dir, position, requests, failures) -> None:
+    """The candidate (or POSITION) failed a run."""
+    _mark(series_opt, work_dir, "bad", position, requests, failures)
+
+
+@bisect_group.command("skip")
+@common
+@click.argument("position", required=False)
+def skip_cmd(series_opt, work_dir, position) -> None:
+    """The candidate (or POSITION) cannot be tested."""
+    series, store = _load(series_opt, work_dir)
+    with store.locked():
+        state = store.load()
+        pos = session.skip(state, _position(series, position) if position is not None else None)
+        store.save(state)
+    click.echo(f"skipped position {pos}; " + _summary(session.decide(state)))
+    _finish(0)
+
+
+def _id_checker(
+    series: Series, state: BisectState | None, check_ids: bool
+) -> Callable[[int], str | None] | None:
+    known = dict(state.ids) if state else {}
+    if not check_ids:
+        return (lambda pos: known.get(str(pos))) if known else None
+    cache: dict[int, str | None] = {int(k): v for k, v in known.items()}
+
+    def id_of(pos: int) -> str | None:
+        if pos not in cache:
+            try:
+                from materialize.engine import materialize
+            except ImportError:
+                cache[pos] = None
+            else:
+                cache[pos] = materialize(series, upto=pos).id
+        return cache[pos]
+
+    return id_of
+
+
+def _print_problems(bad: list[Checked]) -> None:
+    for c in bad:
+        for problem in c.problems:
+            click.echo(f"{c.line.where}: invalid: {problem}", err=True)
+
+
+def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
+    """Add valid, relevant records to the state (each file:line once). Returns (used, irrelevant)."""
+    seen = {o.source for o in state.observations}
+    used = irrelevant = 0
+    for c in checked:
+        rec = c.line.record
+        if not c.ok or rec is None or c.position is None:
+            continue
+        source = f"record {c.line.where}"
+        if source in seen:
+            continue
+        if state.mode == "gate" and (g := rec.gate(state.gate)):
+            session.observe(
+                state,
+                c.position,
+                source=source,
+                materialization_id=rec.materialization_id,
+                requests=g.requests,
+                failures=g.failures,
+                censored=g.censored,
+            )
+            used += 1
+        elif state.mode == "metric" and (m := rec.metric(state.metric or "")):
+            session.observe(
+                state, c.position, source=source, materialization_id=rec.materialization_id, samples=m.samples
+            )
+            used += 1
+        else:
+            irrelevant += 1
+    return used, irrelevant
+
+
+@bisect_group.command("record")
+@common
+@click.argument("runfiles", nargs=-1, required=True)
+@click.option(
+    "--check-ids/--no-check-ids",
+    default=False,
+    help="recompute each prefix's materialization id with the engine",
+)
+def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
+    """Feed run records (JSONL) into the bisect; invalid records are refused, loudly."""
+    series, store = _load(series_opt, work_dir)
+    with store.locked():
+        state = store.load()
+        checked = check_records(
+            iter_ledger(runfiles), SeriesIndex(series), _id_checker(series, state, check_ids)
+        )
+        bad = [c for c in checked if not c.ok]
+        _print_problems(bad)
+        used, irrelevant = _feed(state, checked)
+        store.save(state)
+    click.echo(
+        f"recorded {used} run(s); {len(bad)} invalid (not used); {irrelevant} without {state.gate if state.mode == 'gate' else state.metric!r}"
+    )
+    click.echo(_summary(session.decide(state)))
+    _finish(1 if bad else 0)
+
+
+@bisect_group.command("run", context_settings={"ignore_unknown_options": True})
+@common
+@click.option(
+    "--jobs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="candidates run at once (k-ary search); {job} picks a host",
+)
+@click.option("--max-runs", type=int, default=None, help="stop after this many hardware runs")
+@click.option("--timeout", type=float, default=None, help="seconds per run; a timeout counts as skip")
+@click.option(
+    "--ledger", default=None, help="append a run record per run to this JSONL (e.g. bench/runs/bisect.jsonl)"
+)
+@click.option(
+    "--ray-hosts",
+    default=None,
+    help="comma-separated Tenstorrent hosts: dispatch through Ray (one custom resource per host)",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, command) -> None:
+    """Run COMMAND on candidates until the culprit is found (exit 0), or not (exit 1)."""
+    from materialize.bisect.runner import LocalExecutor, run_loop
+
+    series, store = _load(series_opt, work_dir)
+    if jobs < 1:
+        raise BisectError("--jobs must be at least 1")
+    executor = LocalExecutor(jobs)
+    if ray_hosts:
+        from materialize.bisect.ray_executor import RayExecutor
+
+        executor = RayExecutor([h for h in ray_hosts.split(",") if h])
+    index = SeriesIndex(series)
+    step = run_loop(
+        store,
+        list(command),
+        PREPARE_FACTORY(series),
+        index.prefix_entries,
+        executor=executor,
+        ledger=Path(ledger) if ledger else None,
+        max_runs=max_runs,
+        timeout=timeout,
+        echo=click.echo,
+    )
+    state = store.load()
+    click.echo(render(state, step, patch_names(series)))
+    _finish(0 if step.status == "found" else 1)
+
+
+@bisect_group.command("status")
+@common
+@click.option("--plot", "plot_path", default=None, help="also draw the posterior / samples to this PNG")
+def status_cmd(series_opt, work_dir, plot_path) -> None:
+    """The posterior table (or metric table), bounds, and runs still needed."""
+    series, store = _load(series_opt, work_dir)
+    state = store.load()
+    step = session.decide(state)
+    names = patch_names(series)
+    click.echo(render(state, step, names))
+    if plot_path:
+        from materialize.bisect.plot import plot
+
+        click.echo(f"plot written to {plot(state, step, plot_path, names)}")
+    _finish(0)
+
+
+@bisect_group.command("log")
+@common
+def log_cmd(series_opt, work_dir) -> None:
+    """Print the replayable log."""
+    store = StateStore(_work_dir(work_dir, series_opt))
+    click.echo(render_log(store.load()), nl=False)
+    _finish(0)
+
+
+@bisect_group.command("replay")
+@common
+@click.argument("logfile", type=click.Path(dir_okay=False))
+def replay_cmd(series_opt, work_dir, logfile) -> None:
+    """Reset, then rebuild the bisect from a log (no hardware is run)."""
+    series, store = _load(series_opt, work_dir)
+    try:
+        text = Path(logfile).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BisectError(f"{logfile}: no such log file") from None
+    state = session.replay(parse_log(text, logfile), logfile, str(series.path), len(series.patches))
+    with store.locked():
+        store.reset()
+        store.save(state)
+    click.echo(f"replayed {len(state.log)} line(s); " + _summary(session.decide(state)))
+    _finish(0)
+
+
+@bisect_group.command("reset")
+@common
+def reset_cmd(series_opt, work_dir) -> None:
+    """Forget the bisect in progress (run records in the ledger are kept)."""
+    store = StateStore(_work_dir(work_dir, series_opt))
+    with store.locked():
+        existed = store.reset()
+    click.echo("bisect state removed" if existed else "no bisect in progress")
+    _finish(0)
+
+
+@bisect_group.command("infer")
+@common
+@click.option("--runs", "runs_paths", multiple=True, help=f"ledger files or dirs (default {DEFAULT_RUNS})")
+@click.option("--good", default="0", show_default=True)
+@click.option("--bad", default=None, help="default: the whole series")
+@click.option("--gate", default=None)
+@click.option("--metric", default=None)
+@click.option("--lower-is-better", "direction", flag_value="lower", default=True)
+@click.option("--higher-is-better", "direction", flag_value="higher")
+@click.option("--threshold", type=float, default=1.0, show_default=True)
+@click.option("--requests", type=int, default=1, show_default=True)
+@click.option("--confidence", type=float, default=0.95, show_default=True)
+@click.option("--check-ids/--no-check-ids", default=False)
+def infer_cmd(
+    series_opt,
+    work_dir,
+    runs_paths,
+    good,
+    bad,
+    gate,
+    metric,
+    direction,
+    threshold,
+    requests,
+    confidence,
+    check_ids,
+) -> None:
+    """Start (or extend) a bisect from what the ledger already knows: no hardware run repeated for nothing."""
+    series, store = _load(series_opt, work_dir)
+    paths = runs_paths or (DEFAULT_RUNS,)
+    with store.locked():
+        if store.exists():
+            state = store.load()
+        else:
+            state = session.start(
+                series=str(series.path),
+                n_patches=len(series.patches),
+                good=_position(series, good),
+                bad=len(series.patches) if bad is None else _position(series, bad),
+                gate=gate,
+                metric=metric,
+                direction=direction,
+                threshold_pct=threshold,
+                confidence=confidence,
+                requests=requests,
+            )
+        checked = check_records(
+            iter_ledger(paths), SeriesIndex(series), _id_checker(series, state, check_ids)
+        )
+        bad_records = [c for c in checked if not c.ok]
+        _print_problems(bad_records)
+        used, _ = _feed(state, checked)
+        step = session.decide(state)
+        if state.mode == "gate" and step.posterior is not None:
+            lo, hi = step.posterior.credible_range(state.confidence)
+            narrow = f"narrowest range holding {state.confidence:g} of the posterior: good={lo} bad={hi}"
+        else:
+            ms = step.metric
+            narrow = f"narrowest range from past runs: good={ms.low} bad={ms.high}" if ms else ""
+        store.save(state)
+    click.echo(
+        f"used {used} past run(s) from {len(ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
+    )
+    click.echo(narrow)
+    click.echo(render(state, step, patch_names(series)))
+    _finish(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# runs
+
+
+@click.group("runs")
+def runs_group() -> None:
+    """The run ledger (bench/runs/*.jsonl): list, show, validate."""
+
+
+@runs_group.command("list")
+@click.argument("paths", nargs=-1)
+def runs_list_cmd(paths) -> None:
+    """One line per recorded run."""
+    for line in iter_ledger(paths or (DEFAULT_RUNS,)):
+        rec = line.record
+        if rec is None:
+            click.echo(f"{line.where}  INVALID  {line.error}")
+            continue
+        gates = " ".join(f"{g.name}={g.failures}/{g.requests}" for g in rec.gates)
+        metrics = " ".join(f"{m.name}(n={len(m.samples)})" for m in rec.metrics)
+        click.echo(
+            f"{line.where}  {rec.time}  {rec.host}  {rec.materialization_id[:12]}  prefix={rec.position}  {gates} {metrics}".rstrip()
+        )
+    _finish(0)
+
+
+@runs_group.command("show")
+@click.argument("where")
+@click.option("--runs", "runs_paths", multiple=True)
+def runs_show_cmd(where, runs_paths) -> None:
+    """Show one record: FILE:LINE, or a materialization id prefix (all its runs)."""
+    import json
+
+    if ":" in where and where.rsplit(":", 1)[1].isdigit():
+        file, number = where.rsplit(":", 1)
+        lines = [ln for ln in iter_ledger([file]) if ln.line == int(number)]
+    else:
+        lines = [
+            ln
+            for ln in iter_ledger(runs_paths or (DEFAULT_RUNS,))
+            if ln.record and ln.record.materialization_id.startswith(where)
+        ]
+    if not lines:
+        raise LedgerError(f"no record at {where}")
+    for ln in lines:
+        click.echo(f"# {ln.where}")
+        if ln.record is None:
+            click.echo(f"INVALID: {ln.error}")
+        else:
+            click.echo(json.dumps(ln.record.model_dump(by_alias=True), indent=2))
+    _finish(0)
+
+
+@runs_group.command("validate")
+@click.argument("paths", nargs=-1)
+@click.option("--series", "series_opt", default=None)
+@click.option(
+    "--check-ids/--no-check-ids", default=True, help="recompute prefix ids with the engine (cached)"
+)
+def runs_validate_cmd(paths, series_opt, check_ids) -> None:
+    """Flag records that are not evidence: wrong schema, unknown prefix/id, banner mismatch, degenerate output."""
+    series = load_series(_series_path(series_opt))
+    checked = check_records(
+        iter_ledger(paths or (DEFAULT_RUNS,)), SeriesIndex(series), _id_checker(series, None, check_ids)
+    )
+    bad = [c for c in checked if not c.ok]
+    _print_problems(bad)
+    click.echo(f"{len(checked) - len(bad)} valid, {len(bad)} invalid record(s)")
+    _finish(1 if bad else 0)

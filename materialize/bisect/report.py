@@ -1,0 +1,113 @@
+"""Human-readable bisect status: the posterior table, the bounds, how far from done.
+
+Numbers are always shown with what they rest on ("0/256 => rate < 1.17% at 95%"), never as a bare
+percentage from one run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from materialize.bisect.posterior import runs_to_reach
+from materialize.bisect.session import Step, gate_data, metric_samples
+from materialize.bisect.state import BisectState
+from materialize.bisect.stats import compare, describe_rate
+
+
+def _name(names: dict[int, str], position: int) -> str:
+    if position == 0:
+        return "(upstream alone)"
+    return names.get(position, f"patch {position}")
+
+
+def render(state: BisectState, step: Step, names: dict[int, str] | None = None) -> str:
+    """The ``bisect status`` text."""
+    names = names or {}
+    lines = [
+        f"bisect {state.mode} {state.gate if state.mode == 'gate' else state.metric!s}: "
+        f"good={state.good} bad={state.bad} confidence={state.confidence:g}; "
+        f"{len(state.observations)} observations, skipped={sorted(state.skipped) or '-'}"
+    ]
+    if state.mode == "gate":
+        lines += _gate_table(state, step, names)
+    else:
+        lines += _metric_table(state, step, names)
+    lines.append("")
+    if step.status == "found":
+        c = step.culprit or 0
+        prob = f" (P={step.probability:.3f})" if step.probability is not None else ""
+        lines.append(f"{_name(names, c)} at position {c} is the first bad patch{prob}")
+    elif step.status == "run":
+        todo = ", ".join(f"position {p} x{r}" for p, r in step.runs)
+        lines.append(f"next: {todo}" + (f"  ({step.message})" if step.message else ""))
+    else:
+        lines.append(f"{step.status}: {step.message}")
+    return "\n".join(lines)
+
+
+def _gate_table(state: BisectState, step: Step, names: dict[int, str]) -> list[str]:
+    post = step.posterior
+    assert post is not None
+    data = gate_data(state)
+    probs = {int(c): float(p) for c, p in zip(post.culprits, post.probs, strict=True)}
+    out = ["", f"{'pos':>4}  {'patch':<34} {'P(culprit)':>10}  {'runs':>5}  evidence"]
+    for k in range(state.good, state.bad + 1):
+        c = data.get(k)
+        runs = sum(1 for o in state.observations if o.position == k and o.requests)
+        evidence = ""
+        if c is not None:
+            parts = []
+            if c.requests:
+                parts.append(describe_rate(c.failures, c.requests, state.confidence))
+            if c.runs_failed:
+                parts.append(f"{c.runs_failed} failing run(s) of {state.requests} requests")
+            evidence = "; ".join(parts)
+        if k in state.skipped:
+            evidence = (evidence + "; " if evidence else "") + "skipped"
+        p = f"{probs[k]:.3f}" if k in probs else "-"
+        out.append(f"{k:>4}  {_name(names, k)[:34]:<34} {p:>10}  {runs:>5}  {evidence}")
+    p0, p1 = post.rate_means()
+    out.append("")
+    out.append(f"posterior mean rates: baseline {p0 * 100:.3g}%/request, culprit {p1 * 100:.3g}%/request")
+    more = runs_to_reach(post, 0.99)
+    best, prob = post.best()
+    if more is None:
+        out.append("runs to reach 0.99: unknown (baseline and culprit rates are not yet distinguishable)")
+    elif more == 0:
+        out.append(f"position {best} already has P={prob:.3f} >= 0.99")
+    else:
+        out.append(
+            f"about {more} more run(s) at positions {best - 1}/{best} would lift P({best}) to 0.99 (Wald estimate)"
+        )
+    return out
+
+
+def _metric_table(state: BisectState, step: Step, names: dict[int, str]) -> list[str]:
+    samples = metric_samples(state)
+    good = samples.get(state.good, [])
+    band = state.threshold
+    verdicts = step.metric.verdicts if step.metric else {}
+    better = "lower" if state.direction == "lower" else "higher"
+    out = [
+        "",
+        f"{'pos':>4}  {'patch':<34} {'n':>4} {'median':>12} {'vs good':>9}  verdict   ({better} is better)",
+    ]
+    for k in sorted(samples):
+        s = samples[k]
+        med = float(np.median(s))
+        vs = ""
+        if good and k != state.good:
+            cmp = compare(good, s, noise_band=band)
+            vs = f"{cmp.shift * 100:+.2f}%"
+        verdict = {state.good: "good end", state.bad: "bad end"}.get(k, verdicts.get(k, ""))
+        out.append(f"{k:>4}  {_name(names, k)[:34]:<34} {len(s):>4} {med:>12.6g} {vs:>9}  {verdict}")
+    if step.metric and step.metric.ends:
+        e = step.metric.ends
+        out.append("")
+        out.append(
+            f"ends: {e.verdict} (Mann-Whitney p={e.p_value:.3g}, shift {e.shift * 100:+.2f}%, "
+            f"noise band {band * 100:.2f}%, n={e.n_a}/{e.n_b})"
+        )
+    if step.metric and step.metric.uncertain:
+        out.append(f"decided by nearest median after max samples (uncertain): {step.metric.uncertain}")
+    return out

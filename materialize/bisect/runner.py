@@ -1,0 +1,315 @@
+"""``bisect run``: run the user's command on candidates until the culprit is known.
+
+The command sees ``MATERIALIZED_DIR``, ``MATERIALIZATION_ID``, ``MATERIALIZE_BISECT_POSITION`` and
+``MATERIALIZE_LEDGER`` (a fresh JSONL file it may append run records to); ``{job}``, ``{id}``,
+``{dir}`` and ``{position}`` in its arguments are substituted (``{job}`` is the slot 0..N-1, so a
+template can pick one of N hardware hosts). Its result, in order of preference:
+
+1. run records it appended to ``MATERIALIZE_LEDGER`` (validated; their gate counts / metric samples);
+2. JSON lines on stdout: ``{"metric": NAME, "value": X}``, ``{"name": NAME, "samples": [...]}`` or
+   ``{"gate": NAME, "requests": N, "failures": F}``;
+3. the exit code, as git bisect reads it: 0 pass, 125 skip, 1-124 fail (126+ aborts the bisect).
+
+State is saved after every single result, so killing ``run`` loses at most the runs in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from materialize.bisect import session
+from materialize.bisect.candidates import Candidate
+from materialize.bisect.state import BisectError, BisectState, StateStore
+from materialize.ledger import RunRecord, append_record, now_iso, read_ledger
+
+SKIP = 125
+
+
+@dataclass(frozen=True)
+class Task:
+    """One hardware run of one candidate."""
+
+    slot: int
+    candidate: Candidate
+    argv: list[str]
+    env: dict[str, str]
+    ledger: Path
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: Task
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Executor(Protocol):
+    """Runs tasks, at most ``jobs`` at once, yielding results as they finish."""
+
+    jobs: int
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[TaskResult]: ...
+
+
+def run_task(task: Task) -> TaskResult:
+    """Execute one task locally (argv list, never a shell)."""
+    env = dict(os.environ)
+    env.update(task.env)
+    try:
+        proc = subprocess.run(
+            task.argv, env=env, capture_output=True, text=True, timeout=task.timeout, check=False
+        )
+    except FileNotFoundError:
+        return TaskResult(task, 127, "", f"command not found: {task.argv[0]}")
+    except subprocess.TimeoutExpired:
+        return TaskResult(task, SKIP, "", f"timed out after {task.timeout}s (counted as skip)")
+    return TaskResult(task, proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class LocalExecutor:
+    """The default: N subprocesses at once on this machine (``{job}`` tells them apart)."""
+
+    jobs: int = 1
+
+    def run(self, tasks: Sequence[Task]) -> Iterator[TaskResult]:
+        pending = list(tasks)
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            running: set[Future[TaskResult]] = set()
+            while pending or running:
+                while pending and len(running) < self.jobs:
+                    running.add(pool.submit(run_task, pending.pop(0)))
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield fut.result()
+
+
+def substitute(template: Sequence[str], slot: int, cand: Candidate) -> list[str]:
+    values = {
+        "job": str(slot),
+        "id": cand.materialization_id,
+        "dir": str(cand.directory),
+        "position": str(cand.position),
+    }
+    out = []
+    for arg in template:
+        for key, val in values.items():
+            arg = arg.replace("{" + key + "}", val)
+        out.append(arg)
+    return out
+
+
+@dataclass
+class Outcome:
+    """What one finished run told us."""
+
+    kind: str  # "gate", "metric", "skip", "none"
+    requests: int = 0
+    failures: int = 0
+    censored: bool = False
+    samples: list[float] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
+    note: str = ""
+
+
+def interpret(state: BisectState, result: TaskResult) -> Outcome:
+    """Turn a finished run into evidence (records > JSON lines > exit code)."""
+    cand = result.task.candidate
+    if result.returncode >= 126 or result.returncode < 0:
+        raise BisectError(
+            f"bisect run: command exited {result.returncode} at position {cand.position}; aborting "
+            f"(126+ and signals mean the command itself is broken): {result.stderr.strip()[-300:]}"
+        )
+    if result.returncode == SKIP:
+        return Outcome("skip", note="exit 125")
+    records = _own_records(result.task)
+    want_metric = state.mode == "metric"
+    if records:
+        out = Outcome("none", records=records)
+        for rec in records:
+            if rec.materialization_id != cand.materialization_id:
+                raise BisectError(
+                    f"{result.task.ledger}: record names materialization {rec.materialization_id[:12]} "
+                    f"but the candidate was {cand.materialization_id[:12]}"
+                )
+            if want_metric and (m := rec.metric(state.metric or "")):
+                out.kind = "metric"
+                out.samples.extend(m.samples)
+            elif not want_metric and (g := rec.gate(state.gate)):
+                out.kind = "gate"
+                out.requests += g.requests
+                out.failures += g.failures
+                out.censored = out.censored or g.censored
+        if out.kind != "none":
+            return out
+    for line in result.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if want_metric:
+            if obj.get("metric") == state.metric and isinstance(obj.get("value"), int | float):
+                return Outcome("metric", samples=[float(obj["value"])])
+            if obj.get("name") == state.metric and isinstance(obj.get("samples"), list):
+                return Outcome("metric", samples=[float(x) for x in obj["samples"]])
+        elif obj.get("gate") == state.gate and isinstance(obj.get("requests"), int):
+            return Outcome("gate", int(obj["requests"]), int(obj.get("failures", 0)))
+    if want_metric:
+        return Outcome("skip", note=f"exit {result.returncode} and no {state.metric!r} metric on stdout")
+    failed = result.returncode != 0
+    return Outcome(
+        "gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {result.returncode}"
+    )
+
+
+def _own_records(task: Task) -> list[RunRecord]:
+    if not task.ledger.exists() or task.ledger.stat().st_size == 0:
+        return []
+    lines = read_ledger(task.ledger)
+    bad = [ln for ln in lines if ln.record is None]
+    if bad:
+        raise BisectError(f"{bad[0].where}: the command wrote an invalid run record: {bad[0].error}")
+    return [ln.record for ln in lines if ln.record is not None]
+
+
+def make_record(
+    state: BisectState, cand: Candidate, prefix: list[dict[str, str]], out: Outcome, argv: list[str]
+) -> dict:
+    """A run record for a run whose command did not write its own."""
+    rec: dict = {
+        "schema": 1,
+        "materialization_id": cand.materialization_id,
+        "series_prefix": prefix,
+        "flags": {},
+        "profile": None,
+        "profile_hash": None,
+        "host": socket.gethostname(),
+        "time": now_iso(),
+        "gates": [],
+        "metrics": [],
+        "banners_seen": [],
+        "notes": f"bisect run: {' '.join(argv)} ({out.note})",
+    }
+    if out.kind == "gate":
+        rec["gates"] = [
+            {"name": state.gate, "requests": out.requests, "failures": out.failures, "censored": out.censored}
+        ]
+    elif out.kind == "metric":
+        rec["metrics"] = [{"name": state.metric, "unit": "", "samples": out.samples}]
+    return rec
+
+
+def run_loop(
+    store: StateStore,
+    template: Sequence[str],
+    prepare: Callable[[int], Candidate],
+    prefix_of: Callable[[int], list[dict[str, str]]],
+    *,
+    executor: Executor,
+    ledger: Path | None = None,
+    max_runs: int | None = None,
+    timeout: float | None = None,
+    echo: Callable[[str], None] = print,
+) -> session.Step:
+    """Decide, materialize, run, record; repeat until found, inconclusive or out of budget."""
+    runs = 0
+    metric_failures: dict[int, int] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="bisect-run-"))
+    try:
+        while True:
+            with store.locked():
+                state = store.load()
+                step = session.decide(state, jobs=executor.jobs)
+                if step.status != "run":
+                    return step
+                if max_runs is not None and runs >= max_runs:
+                    step.message = f"stopped after {runs} runs (--max-runs); best so far {step.culprit}"
+                    return step
+                tasks: list[Task] = []
+                for position, repeats in step.runs:
+                    cand = prepare(position)
+                    session.note_candidate(state, position, cand.materialization_id)
+                    for _ in range(repeats):
+                        slot = len(tasks) % executor.jobs
+                        own = scratch / f"run-{runs + len(tasks)}.jsonl"
+                        env = {
+                            "MATERIALIZED_DIR": str(cand.directory),
+                            "MATERIALIZATION_ID": cand.materialization_id,
+                            "MATERIALIZE_BISECT_POSITION": str(position),
+                            "MATERIALIZE_LEDGER": str(own),
+                        }
+                        tasks.append(Task(slot, cand, substitute(template, slot, cand), env, own, timeout))
+                if max_runs is not None:
+                    tasks = tasks[: max(1, max_runs - runs)]
+                store.save(state)
+            for result in executor.run(tasks):
+                runs += 1
+                with store.locked():
+                    state = store.load()
+                    out = interpret(state, result)
+                    pos = result.task.candidate.position
+                    _record(state, result, out, pos, metric_failures, echo)
+                    store.save(state)
+                if ledger is not None and out.kind in ("gate", "metric"):
+                    if out.records:
+                        for rec in out.records:
+                            append_record(ledger, rec)
+                    else:
+                        append_record(
+                            ledger,
+                            make_record(state, result.task.candidate, prefix_of(pos), out, result.task.argv),
+                        )
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _record(
+    state: BisectState,
+    result: TaskResult,
+    out: Outcome,
+    pos: int,
+    metric_failures: dict[int, int],
+    echo: Callable[[str], None],
+) -> None:
+    cid = result.task.candidate.materialization_id
+    src = "run"
+    if out.kind == "gate":
+        session.observe(
+            state,
+            pos,
+            source=src,
+            materialization_id=cid,
+            requests=out.requests,
+            failures=out.failures,
+            censored=out.censored,
+        )
+        verdict = (
+            "pass"
+            if out.failures == 0
+            else f"FAIL ({out.failures}{'+' if out.censored else ''}/{out.requests})"
+        )
+        echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {verdict}")
+    elif out.kind == "metric":
+        session.observe(state, pos, source=src, materialization_id=cid, samples=out.samples)
+        echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {state.metric}={out.samples}")
+    else:
+        echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: skip ({out.note})")
+        metric_failures[pos] = metric_failures.get(pos, 0) + 1
+        if out.note == "exit 125" or metric_failures[pos] >= 3:
+            session.skip(state, pos)

@@ -1,0 +1,354 @@
+"""The bisect state machine: start, good/bad/skip, observations, the next step, replay.
+
+Pure functions over ``BisectState`` (no engine, no hardware, no terminal), so that the CLI, the
+``run`` loop, ``replay`` and the benchmark simulator all drive the same code. Every mutation
+appends one log line with explicit positions; replaying the log rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal
+
+from materialize.bisect.metric import MetricModel, MetricStep
+from materialize.bisect.metric import decide as metric_decide
+from materialize.bisect.posterior import Counts, GateModel, Posterior, choose, posterior
+from materialize.bisect.state import BisectError, BisectState, Observation
+
+
+def _fmt(value: float) -> str:
+    return repr(float(value)).removesuffix(".0") if float(value).is_integer() else repr(float(value))
+
+
+def start(
+    *,
+    series: str,
+    n_patches: int,
+    good: int,
+    bad: int,
+    gate: str | None = None,
+    metric: str | None = None,
+    direction: Literal["lower", "higher"] = "lower",
+    threshold_pct: float = 1.0,
+    confidence: float = 0.95,
+    requests: int = 1,
+    deterministic: bool = False,
+    switch_cost: float = 0.5,
+) -> BisectState:
+    """A fresh bisect between two series positions (0 = upstream alone)."""
+    if not 0 <= good < bad <= n_patches:
+        raise BisectError(f"need 0 <= good < bad <= {n_patches} (series length); got good={good} bad={bad}")
+    if gate and metric:
+        raise BisectError("bisect either a gate (--gate) or a metric (--metric), not both")
+    if not 0.5 < confidence < 1:
+        raise BisectError(f"--confidence must be in (0.5, 1); got {confidence}")
+    if requests < 1:
+        raise BisectError("--requests must be at least 1")
+    if threshold_pct <= 0:
+        raise BisectError("--threshold must be a positive percentage")
+    mode = "metric" if metric else "gate"
+    state = BisectState(
+        series=series,
+        mode=mode,
+        good=good,
+        bad=bad,
+        n_patches=n_patches,
+        gate=gate or "exit",
+        metric=metric,
+        direction=direction,
+        threshold=threshold_pct / 100.0,
+        confidence=confidence,
+        requests=requests,
+        deterministic=deterministic,
+        switch_cost=switch_cost,
+    )
+    state.log.append(start_line(state))
+    return state
+
+
+def start_line(state: BisectState) -> str:
+    parts = ["start", "--good", str(state.good), "--bad", str(state.bad)]
+    if state.mode == "metric":
+        parts += ["--metric", shlex.quote(state.metric or "")]
+        parts += ["--lower-is-better" if state.direction == "lower" else "--higher-is-better"]
+        parts += ["--threshold", _fmt(state.threshold * 100)]
+    else:
+        parts += ["--gate", shlex.quote(state.gate), "--requests", str(state.requests)]
+        if state.deterministic:
+            parts.append("--deterministic")
+    parts += ["--confidence", _fmt(state.confidence), "--switch-cost", _fmt(state.switch_cost)]
+    return " ".join(parts)
+
+
+def _check_position(state: BisectState, position: int | None) -> int:
+    if position is None:
+        if state.current is None:
+            raise BisectError("no current candidate: run 'bisect next' first or give a position")
+        position = state.current
+    if not 0 <= position <= state.n_patches:
+        raise BisectError(f"position {position} is outside the series (0..{state.n_patches})")
+    return position
+
+
+def _id_opt(mid: str | None) -> str:
+    return f" --id {mid}" if mid else ""
+
+
+def mark(
+    state: BisectState,
+    verdict: Literal["good", "bad"],
+    position: int | None = None,
+    *,
+    requests: int | None = None,
+    failures: int | None = None,
+) -> Observation:
+    """``good``/``bad``: one run at a position passed/failed its gate (a pass is evidence, not proof)."""
+    if state.mode != "gate":
+        raise BisectError("good/bad apply to gate bisects; a metric bisect takes samples ('record' or 'run')")
+    position = _check_position(state, position)
+    n = requests if requests is not None else state.requests
+    if verdict == "good":
+        if failures:
+            raise BisectError("'good' means no failures; use 'bad --failures N' for a run with failures")
+        obs = Observation(position, "good", state.ids.get(str(position)), n, 0, False)
+    else:
+        censored = failures is None
+        obs = Observation(position, "bad", state.ids.get(str(position)), n, failures or 1, censored)
+        if obs.failures > n:
+            raise BisectError(f"--failures {failures} exceeds --requests {n}")
+    state.observations.append(obs)
+    line = f"{verdict} {position} --requests {n}"
+    if verdict == "bad" and failures is not None:
+        line += f" --failures {failures}"
+    state.log.append(line + _id_opt(obs.materialization_id))
+    return obs
+
+
+def skip(state: BisectState, position: int | None = None) -> int:
+    """``skip``: this position cannot be tested (does not build, no hardware); choose around it."""
+    position = _check_position(state, position)
+    if position not in state.skipped:
+        state.skipped.append(position)
+    state.log.append(f"skip {position}")
+    if state.current == position:
+        state.current = None
+    return position
+
+
+def observe(
+    state: BisectState,
+    position: int,
+    *,
+    source: str,
+    materialization_id: str | None = None,
+    requests: int = 0,
+    failures: int = 0,
+    censored: bool = False,
+    samples: list[float] | None = None,
+) -> Observation:
+    """A result from a run record or an automated run, logged with its numbers so replay needs no files."""
+    position = _check_position(state, position)
+    if samples:
+        if state.mode != "metric":
+            raise BisectError("metric samples given to a gate bisect")
+        obs = Observation(position, source, materialization_id, samples=[float(s) for s in samples])
+        line = f"sample {position} --values {','.join(repr(float(s)) for s in samples)}"
+    else:
+        if state.mode != "gate":
+            raise BisectError("gate counts given to a metric bisect")
+        if not 0 <= failures <= requests or requests < 1:
+            raise BisectError(f"bad gate counts: {failures} failures of {requests} requests")
+        obs = Observation(position, source, materialization_id, requests, failures, censored)
+        line = f"observe {position} --requests {requests} --failures {failures}" + (
+            " --censored" if censored else ""
+        )
+    state.observations.append(obs)
+    state.log.append(line + _id_opt(materialization_id) + f" --source {shlex.quote(source)}")
+    return obs
+
+
+def note_candidate(state: BisectState, position: int, materialization_id: str | None) -> None:
+    """``next`` chose and materialized a candidate: remember it (log as a comment, replay ignores it)."""
+    state.current = position
+    if materialization_id:
+        state.ids[str(position)] = materialization_id
+    state.log.append(f"# next {position}" + (f" id {materialization_id}" if materialization_id else ""))
+
+
+# ----------------------------------------------------------------------------------------------
+# Deciding
+
+
+@dataclass
+class Step:
+    """The answer to "what now?": runs to do, or the culprit and how sure we are."""
+
+    status: Literal["run", "found", "no-regression", "inconclusive"]
+    runs: list[tuple[int, int]] = field(default_factory=list)  # (position, repeats)
+    culprit: int | None = None
+    probability: float | None = None
+    message: str = ""
+    posterior: Posterior | None = None
+    metric: MetricStep | None = None
+
+
+def gate_data(state: BisectState) -> dict[int, Counts]:
+    data: dict[int, Counts] = {}
+    for o in state.observations:
+        if o.requests:
+            data.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
+    return data
+
+
+def metric_samples(state: BisectState) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for o in state.observations:
+        if o.samples:
+            out.setdefault(o.position, []).extend(o.samples)
+    return out
+
+
+def gate_model(state: BisectState) -> GateModel:
+    return GateModel(
+        good=state.good,
+        bad=state.bad,
+        requests_per_run=state.requests,
+        confidence=state.confidence,
+        deterministic=state.deterministic,
+        switch_cost=state.switch_cost,
+    )
+
+
+def metric_model(state: BisectState) -> MetricModel:
+    return MetricModel(good=state.good, bad=state.bad, direction=state.direction, threshold=state.threshold)
+
+
+def decide(state: BisectState, jobs: int = 1) -> Step:
+    """The next runs, or the verdict, from everything observed so far."""
+    if state.mode == "metric":
+        ms = metric_decide(metric_model(state), metric_samples(state), state.skipped, jobs)
+        return Step(ms.status, ms.runs, ms.culprit, None, ms.message, None, ms)
+    post = posterior(gate_model(state), gate_data(state), n_positions=state.n_patches)
+    best, prob = post.best()
+    if prob >= state.confidence:
+        return Step("found", [], best, prob, f"position {best} is the first bad prefix (P={prob:.3f})", post)
+    choices = choose(post, state.skipped, jobs)
+    if not choices:
+        lo, hi = post.credible_range(state.confidence)
+        return Step(
+            "inconclusive",
+            [],
+            best,
+            prob,
+            f"no remaining candidate can tell positions {lo + 1}..{hi} apart (skipped); best {best} P={prob:.3f}",
+            post,
+        )
+    return Step("run", [(c.position, c.repeats) for c in choices], best, prob, "", post)
+
+
+# ----------------------------------------------------------------------------------------------
+# Replay
+
+
+def _options(argv: list[str], source: str) -> tuple[list[str], dict[str, str | bool]]:
+    positional: list[str] = []
+    opts: dict[str, str | bool] = {}
+    i = 0
+    flags = {"--deterministic", "--censored", "--lower-is-better", "--higher-is-better"}
+    while i < len(argv):
+        tok = argv[i]
+        if tok in flags:
+            opts[tok[2:]] = True
+            i += 1
+        elif tok.startswith("--"):
+            if i + 1 >= len(argv):
+                raise BisectError(f"{source}: option {tok} needs a value")
+            opts[tok[2:]] = argv[i + 1]
+            i += 2
+        else:
+            positional.append(tok)
+            i += 1
+    return positional, opts
+
+
+def apply_line(
+    state: BisectState | None, argv: list[str], source: str, series: str, n_patches: int
+) -> BisectState:
+    """Apply one log command; ``start`` creates the state."""
+    verb, rest = argv[0], argv[1:]
+    pos, opts = _options(rest, source)
+    try:
+        if verb == "start":
+            return start(
+                series=series,
+                n_patches=n_patches,
+                good=int(opts["good"]),
+                bad=int(opts["bad"]),
+                gate=str(opts["gate"]) if "gate" in opts else None,
+                metric=str(opts["metric"]) if "metric" in opts else None,
+                direction="higher" if opts.get("higher-is-better") else "lower",
+                threshold_pct=float(opts.get("threshold", 1.0)),
+                confidence=float(opts.get("confidence", 0.95)),
+                requests=int(opts.get("requests", 1)),
+                deterministic=bool(opts.get("deterministic", False)),
+                switch_cost=float(opts.get("switch-cost", 0.5)),
+            )
+        if state is None:
+            raise BisectError(f"{source}: '{verb}' before 'start'")
+        position = int(pos[0]) if pos else None
+        mid = str(opts["id"]) if "id" in opts else None
+        if mid and position is not None:
+            state.ids.setdefault(str(position), mid)
+        if verb in ("good", "bad"):
+            mark(
+                state,
+                verb,  # type: ignore[arg-type]
+                position,
+                requests=int(opts["requests"]) if "requests" in opts else None,
+                failures=int(opts["failures"]) if "failures" in opts else None,
+            )
+        elif verb == "skip":
+            skip(state, position)
+        elif verb == "observe":
+            observe(
+                state,
+                _need(position, source),
+                source=str(opts.get("source", "replay")),
+                materialization_id=mid,
+                requests=int(opts["requests"]),
+                failures=int(opts.get("failures", 0)),
+                censored=bool(opts.get("censored", False)),
+            )
+        elif verb == "sample":
+            values = [float(v) for v in str(opts["values"]).split(",") if v]
+            observe(
+                state,
+                _need(position, source),
+                source=str(opts.get("source", "replay")),
+                materialization_id=mid,
+                samples=values,
+            )
+        else:
+            raise BisectError(f"{source}: unknown bisect command {verb!r}")
+    except KeyError as exc:
+        raise BisectError(f"{source}: '{verb}' is missing --{exc.args[0]}") from None
+    except ValueError as exc:
+        raise BisectError(f"{source}: '{verb}': {exc}") from None
+    return state
+
+
+def _need(position: int | None, source: str) -> int:
+    if position is None:
+        raise BisectError(f"{source}: a position is required")
+    return position
+
+
+def replay(lines: list[tuple[int, list[str]]], source: str, series: str, n_patches: int) -> BisectState:
+    """Rebuild a state from a log (``bisect log`` output): the same lines give the same state."""
+    state: BisectState | None = None
+    for number, argv in lines:
+        state = apply_line(state, argv, f"{source}:{number}", series, n_patches)
+    if state is None:
+        raise BisectError(f"{source}: the log has no 'start' line")
+    return state

@@ -1,0 +1,185 @@
+"""Persistent bisect state under ``<work>/bisect/``: survives a crash and a reboot.
+
+Everything a bisect knows lives in one JSON document (``state.json``) rewritten atomically (temp
+file, fsync, ``os.replace``) after every change, so a kill at any instant leaves either the old or
+the new state, never half of one. The same document carries the log: one git-bisect-like line per
+user action with explicit positions, so ``replay`` re-derives the exact state without re-running
+hardware. A human-readable copy of the log is written next to it (``log``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from filelock import FileLock, Timeout
+
+from materialize.errors import BusyError, MaterializeError
+
+STATE_FORMAT = 1
+Mode = Literal["gate", "metric"]
+
+
+class BisectError(MaterializeError):
+    """Bisect used wrongly (no bisect started, a position out of range, a malformed log line)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Observation:
+    """One result at one position: gate counts, or metric samples."""
+
+    position: int
+    source: str  # "good", "bad", "run", "record <file>:<line>", "replay"
+    materialization_id: str | None = None
+    requests: int = 0
+    failures: int = 0
+    censored: bool = False
+    samples: list[float] = field(default_factory=list)
+
+
+@dataclass
+class BisectState:
+    """The whole bisect, as saved."""
+
+    series: str
+    mode: Mode
+    good: int
+    bad: int
+    n_patches: int
+    gate: str = "exit"
+    metric: str | None = None
+    direction: Literal["lower", "higher"] = "lower"
+    threshold: float = 0.01
+    confidence: float = 0.95
+    requests: int = 1  # requests per run when only pass/fail is known
+    deterministic: bool = False
+    switch_cost: float = 0.5
+    observations: list[Observation] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    ids: dict[str, str] = field(default_factory=dict)  # position -> materialization id
+    current: int | None = None
+    log: list[str] = field(default_factory=list)
+    format: int = STATE_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> BisectState:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BisectError(f"{source}:{exc.lineno}: corrupt bisect state: {exc.msg}") from None
+        if not isinstance(data, dict) or data.get("format") != STATE_FORMAT:
+            raise BisectError(f"{source}: unknown bisect state format (expected {STATE_FORMAT})")
+        try:
+            data["observations"] = [Observation(**o) for o in data.get("observations", [])]
+            return cls(**data)
+        except TypeError as exc:
+            raise BisectError(f"{source}: corrupt bisect state: {exc}") from None
+
+    def counts_at(self, position: int) -> list[Observation]:
+        return [o for o in self.observations if o.position == position]
+
+    def runs_used(self) -> int:
+        return sum(1 for o in self.observations if o.source not in ("replay-note",))
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a crash leaves the old content or the new, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class StateStore:
+    """The ``<work>/bisect`` directory: state, human log, lock."""
+
+    def __init__(self, work_dir: str | Path) -> None:
+        self.dir = Path(work_dir) / "bisect"
+        self.state_path = self.dir / "state.json"
+        self.log_path = self.dir / "log"
+
+    def exists(self) -> bool:
+        return self.state_path.exists()
+
+    def load(self) -> BisectState:
+        try:
+            text = self.state_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise BisectError(
+                f"no bisect in progress ({self.state_path} not found); run 'bisect start'"
+            ) from None
+        return BisectState.from_json(text, str(self.state_path))
+
+    def save(self, state: BisectState) -> None:
+        atomic_write(self.state_path, state.to_json() + "\n")
+        atomic_write(self.log_path, render_log(state))
+
+    def reset(self) -> bool:
+        existed = self.state_path.exists()
+        self.state_path.unlink(missing_ok=True)
+        self.log_path.unlink(missing_ok=True)
+        return existed
+
+    @contextmanager
+    def locked(self, wait: float = 10.0) -> Iterator[None]:
+        """One bisect command at a time per work dir (two ``bisect run`` would double-book hardware)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.dir / ".lock"))
+        try:
+            lock.acquire(timeout=wait)
+        except Timeout:
+            raise BusyError(f"another bisect command holds {self.dir / '.lock'}") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+LOG_HEADER = "# materialize bisect log: replay with 'materialize bisect replay FILE'\n"
+
+
+def render_log(state: BisectState) -> str:
+    return LOG_HEADER + "".join(line + "\n" for line in state.log)
+
+
+def parse_log(text: str, source: str) -> list[tuple[int, list[str]]]:
+    """(line number, argv) for every command line of a log; comments and blanks skipped."""
+    import shlex
+
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            out.append((number, shlex.split(stripped)))
+        except ValueError as exc:
+            raise BisectError(f"{source}:{number}: cannot parse log line: {exc}") from None
+    return out
+
+
+def state_dict(state: BisectState) -> dict[str, Any]:
+    return asdict(state)

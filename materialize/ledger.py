@@ -1,0 +1,291 @@
+"""The run ledger: one JSON object per line in ``bench/runs/*.jsonl``, one line per hardware run.
+
+Hardware runs are slow and scarce, so every run is written down once and reused by every later
+question (``runs validate``, ``bisect infer``). A record says *which code ran* (materialization id
+and the series prefix with each patch's sha256), *how* (flags, profile, host, time) and *what
+happened* (gates as request/failure counts, metrics as raw samples, banners seen, outputs). Raw
+counts and samples, never percentages: n=1 quoted as a percentage is how the seeds went wrong.
+
+Schema v1 (documented for harness authors in ``bench/runs/README.md``)::
+
+    {"schema": 1,
+     "materialization_id": "<hex>",
+     "series_prefix": [{"name": "0001-foo", "sha256": "<64 hex>"}, ...],   # in series order
+     "flags": {"QWEN36_SDPA_STREAMING": "1"} | ["QWEN36_SDPA_STREAMING"],
+     "profile": "prod" | null, "profile_hash": "<hex>" | null,
+     "host": "cfx-llm2", "time": "2026-09-19T11:20:00Z",
+     "gates": [{"name": "stage3", "requests": 32, "failures": 1, "censored": false}],
+     "metrics": [{"name": "makespan_conc8", "unit": "s", "samples": [294.7, 295.1]}],
+     "banners_seen": ["QWEN36_SDPA_STREAMING engaged"],
+     "outputs": [{"name": "stage3-q17", "text": "...", "sha256": null, "expect_sha256": null}],
+     "notes": "free text"}
+
+Keys starting with ``x_`` are allowed for harness-specific extras; any other unknown key is a
+schema error (a typo must not silently drop a gate).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from materialize.errors import MaterializeError
+
+SCHEMA_VERSION = 1
+_HEX = r"^[0-9a-f]{6,128}$"
+_SHA256 = r"^[0-9a-f]{64}$"
+
+
+class LedgerError(MaterializeError):
+    """A ledger file or record is malformed; the message names file and line."""
+
+    exit_code = 2
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrefixEntry(_Strict):
+    """One applied patch of the prefix that ran: its series name and the sha256 of its bytes."""
+
+    name: str
+    sha256: Annotated[str, Field(pattern=_SHA256)]
+
+
+class Gate(_Strict):
+    """A correctness gate: ``failures`` of ``requests`` failed.
+
+    ``censored`` is true when only pass/fail is known (an exit code): ``failures`` is then a lower
+    bound (1 for a failing run), which the bisect statistics treat as "at least one failure".
+    """
+
+    name: str
+    requests: Annotated[int, Field(ge=1)]
+    failures: Annotated[int, Field(ge=0)]
+    censored: bool = False
+
+    @model_validator(mode="after")
+    def _failures_within_requests(self) -> Gate:
+        if self.failures > self.requests:
+            raise ValueError(f"gate {self.name!r}: failures ({self.failures}) > requests ({self.requests})")
+        return self
+
+    @property
+    def passed(self) -> bool:
+        return self.failures == 0
+
+
+class Metric(_Strict):
+    """Raw samples of one measurement (never a pre-averaged percentage)."""
+
+    name: str
+    unit: str
+    samples: Annotated[list[float], Field(min_length=1)]
+
+
+class Output(_Strict):
+    """A model output the harness captured, so degenerate or non-baseline text can be detected."""
+
+    name: str
+    text: str | None = None
+    sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
+    expect_sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
+
+
+class RunRecord(BaseModel):
+    """One hardware run (schema v1)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    schema_: Literal[1] = Field(alias="schema")
+    materialization_id: Annotated[str, Field(pattern=_HEX)]
+    series_prefix: list[PrefixEntry]
+    flags: dict[str, str] | list[str] = Field(default_factory=dict)
+    profile: str | None = None
+    profile_hash: str | None = None
+    host: str
+    time: str
+    gates: list[Gate] = Field(default_factory=list)
+    metrics: list[Metric] = Field(default_factory=list)
+    banners_seen: list[str] = Field(default_factory=list)
+    outputs: list[Output] = Field(default_factory=list)
+    notes: str = ""
+
+    @field_validator("time")
+    @classmethod
+    def _iso_time(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError("time must be ISO 8601, e.g. 2026-09-19T11:20:00Z") from None
+        return value
+
+    @model_validator(mode="after")
+    def _only_x_extras(self) -> RunRecord:
+        unknown = sorted(k for k in (self.model_extra or {}) if not k.startswith("x_"))
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} (harness extras must start with 'x_')")
+        return self
+
+    @property
+    def position(self) -> int:
+        """Number of patches in the prefix that ran (0 = upstream alone)."""
+        return len(self.series_prefix)
+
+    def enabled_flags(self) -> set[str]:
+        """Flags the run engaged: list entries, or mapping entries whose value is not falsy."""
+        if isinstance(self.flags, list):
+            return set(self.flags)
+        return {
+            k for k, v in self.flags.items() if str(v).strip().lower() not in ("", "0", "false", "no", "off")
+        }
+
+    def gate(self, name: str) -> Gate | None:
+        found = [g for g in self.gates if g.name == name]
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0]
+        # Several entries for one gate in one run add up (e.g. one per conc level).
+        return Gate(
+            name=name,
+            requests=sum(g.requests for g in found),
+            failures=sum(g.failures for g in found),
+            censored=any(g.censored for g in found),
+        )
+
+    def metric(self, name: str) -> Metric | None:
+        samples = [s for m in self.metrics if m.name == name for s in m.samples]
+        if not samples:
+            return None
+        unit = next(m.unit for m in self.metrics if m.name == name)
+        return Metric(name=name, unit=unit, samples=samples)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, exclude_none=False), sort_keys=False)
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    """One line of a ledger file: a parsed record, or the error that prevents parsing it."""
+
+    source: Path
+    line: int
+    record: RunRecord | None
+    error: str | None = None
+    raw: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "required key is missing"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def parse_record(data: Any) -> RunRecord:
+    """Validate one decoded record; raises ValueError with a readable message."""
+    if not isinstance(data, dict):
+        raise ValueError("a record is a JSON object")
+    if data.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"schema must be {SCHEMA_VERSION} (got {data.get('schema')!r})")
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(_format_validation(exc)) from None
+
+
+def read_ledger(path: str | Path) -> list[LedgerLine]:
+    """Every non-blank line of one JSONL file, parsed or with its error (never silently dropped)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LedgerError(f"{path}: no such ledger file") from None
+    except UnicodeDecodeError as exc:
+        raise LedgerError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    out: list[LedgerLine] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            out.append(LedgerLine(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        try:
+            out.append(
+                LedgerLine(path, number, parse_record(data), None, data if isinstance(data, dict) else None)
+            )
+        except ValueError as exc:
+            out.append(LedgerLine(path, number, None, str(exc), data if isinstance(data, dict) else None))
+    return out
+
+
+def ledger_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand directories to their ``*.jsonl`` files (sorted), keep files as given."""
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.jsonl")))
+        else:
+            files.append(p)
+    return files
+
+
+def iter_ledger(paths: Iterable[str | Path]) -> Iterator[LedgerLine]:
+    for f in ledger_files(paths):
+        yield from read_ledger(f)
+
+
+def append_record(path: str | Path, record: RunRecord | dict[str, Any]) -> RunRecord:
+    """Validate and append one record as a single line, under a lock, flushed to disk.
+
+    One ``write`` of a whole line to a file opened with O_APPEND, under a lock file, so concurrent
+    writers (``serve up`` and ``bisect run`` on the same ledger) never interleave half-lines.
+    """
+    path = Path(path)
+    if isinstance(record, dict):
+        try:
+            record = parse_record(record)
+        except ValueError as exc:
+            raise LedgerError(f"{path}: refusing to append an invalid record: {exc}") from None
+    line = (record.to_json() + "\n").encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # A previous writer killed mid-line would glue our record onto its fragment: start fresh.
+            if os.fstat(fd).st_size > 0:
+                with open(path, "rb") as fh:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        line = b"\n" + line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return record
+
+
+def now_iso() -> str:
+    """UTC time in the format records use."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
