@@ -12,7 +12,6 @@ import os
 import psutil
 import pytest
 
-from materialize.ledger import read_ledger
 from materialize.serve.launch import process_env
 from materialize.serve.preflight import PreflightError
 from materialize.serve.up import prepare, serve_up
@@ -31,9 +30,13 @@ def up(write_profile, tmp_path):
 
 
 def ledger(tmp_path, name="fake"):
-    lines = read_ledger(tmp_path / "runs" / f"{name}.jsonl")
-    assert all(line.error is None for line in lines), [line.error for line in lines]
-    return [line.record for line in lines]
+    """The records as written (plain JSON lines)."""
+    text = (tmp_path / "runs" / f"{name}.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def gate_map(record):
+    return {g["name"]: (g["requests"], g["failures"]) for g in record["gates"]}
 
 
 def assert_stopped(result):
@@ -47,15 +50,18 @@ def test_good_run_passes_and_is_recorded(up, tmp_path):
     log = result.log_path.read_text()
     assert "QWEN36_SDPA_STREAMING engaged" in log and "chunk trace captured" in log
     (record,) = ledger(tmp_path)
-    assert record.materialization_id == prep.plan.materialization_id == prep.manifest["id"]
-    assert [p.name for p in record.series_prefix] == [p["name"] for p in prep.manifest["patches"]]
-    assert record.flags == {"QWEN36_PREFIX_PREFILL_TRACE": "1", "QWEN36_SDPA_STREAMING": "1"}
-    assert record.profile_hash == prep.profile.hash()
-    assert {g.name: (g.requests, g.failures) for g in record.gates} == {
+    assert record["schema"] == 1
+    assert record["materialization_id"] == prep.plan.materialization_id == prep.manifest["id"]
+    assert record["series_prefix"] == [{"name": p["name"], "sha256": p["sha256"]} for p in prep.manifest["patches"]]
+    assert record["flags"] == {"QWEN36_PREFIX_PREFILL_TRACE": "1", "QWEN36_SDPA_STREAMING": "1"}
+    assert record["profile"] == "fake" and record["profile_hash"] == prep.profile.hash()
+    assert gate_map(record) == {
         "ready": (1, 0), "banners": (2, 0), "models": (1, 0), "tool_call_stream": (2, 0), "tool_call_nonstream": (1, 0)}
-    assert record.banners_seen == ["QWEN36_SDPA_STREAMING engaged",
-                                   "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"]
-    assert record.metric("time_to_ready").samples[0] > 0
+    assert record["banners_seen"] == ["QWEN36_SDPA_STREAMING engaged",
+                                      "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"]
+    metrics = {m["name"]: m for m in record["metrics"]}
+    assert metrics["time_to_ready"]["unit"] == "s" and metrics["time_to_ready"]["samples"][0] > 0
+    assert len(metrics["tool_call_stream_latency"]["samples"]) == 2
     # The server really ran from the materialized source and was stopped.
     assert prep.plan.env["PYTHONPATH"].startswith(str(tmp_path / "out"))
     assert result.record["x_plan_hash"] == prep.plan.hash()
@@ -72,8 +78,8 @@ def test_missing_banner_stops_the_server_and_names_it(up, tmp_path):
     assert "chunk trace captured" in result.reason
     assert result.gate_results == []  # gates never ran on a server whose patch did not engage
     (record,) = ledger(tmp_path)
-    assert {g.name: g.failures for g in record.gates} == {"ready": 0, "banners": 1}
-    assert "did not appear" in record.notes
+    assert gate_map(record) == {"ready": (1, 0), "banners": (2, 1)}
+    assert "did not appear" in record["notes"]
     assert_stopped(result)
 
 
@@ -84,7 +90,7 @@ def test_never_ready_times_out_and_stops(up, tmp_path):
     assert result.exit_code == 1
     assert "not ready within 1.5s" in result.reason
     (record,) = ledger(tmp_path)
-    assert [(g.name, g.failures) for g in record.gates] == [("ready", 1)]
+    assert gate_map(record) == {"ready": (1, 1)}
     assert "QWEN36_SDPA_STREAMING engaged" in result.log_path.read_text()
     assert_stopped(result)
 
@@ -106,7 +112,7 @@ def test_wrong_parser_fails_the_gates_end_to_end(up, tmp_path):
     assert failed == {"tool_call_stream", "tool_call_nonstream"}
     assert "0 tool-call deltas" in result.reason or "tool_call_stream 2/2" in result.reason
     (record,) = ledger(tmp_path)
-    assert {g.name: g.failures for g in record.gates}["tool_call_stream"] == 2
+    assert gate_map(record)["tool_call_stream"] == (2, 2)
 
 
 def test_flags_in_the_callers_shell_never_reach_the_server(up, monkeypatch):
@@ -130,3 +136,28 @@ def test_mount_sources_are_checked_before_launch(write_profile, tmp_path):
     with pytest.raises(PreflightError, match="mount source"):
         serve_up(prep, log_dir=tmp_path / "logs", ledger_dir=None, echo=lambda _: None)
     assert not (tmp_path / "logs").exists() or not os.listdir(tmp_path / "logs")
+
+
+def test_records_validate_against_the_ledger_schema(up, tmp_path):
+    ledger_mod = pytest.importorskip("materialize.ledger")
+    up(process_profile(free_port()))
+    data = process_profile(free_port())
+    data["env"]["FAKE_VLLM_NEVER_READY"] = "1"
+    data["readiness"] = {"timeout_s": 1.0, "poll_interval_s": 0.1}
+    up(data)
+    lines = ledger_mod.read_ledger(tmp_path / "runs" / "fake.jsonl")
+    assert len(lines) == 2 and all(line.error is None for line in lines), [line.error for line in lines]
+    good, never_ready = (line.record for line in lines)
+    assert good.gate("tool_call_stream").failures == 0 and never_ready.gate("ready").failures == 1
+
+
+def test_record_is_written_even_without_the_ledger_module(tmp_path, monkeypatch):
+    import sys
+
+    from materialize.serve.up import append_run
+
+    monkeypatch.setitem(sys.modules, "materialize.ledger", None)  # import now raises ImportError
+    record = {"schema": 1, "profile": "p", "materialization_id": "ab" * 8, "series_prefix": []}
+    path = append_run(tmp_path / "runs", record)
+    append_run(tmp_path / "runs", record)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [record, record]
