@@ -90,6 +90,8 @@ class _Applier:
         if count <= 0:
             return True
         if start >= 1 and start + count - 1 <= len(self.input):
+            if self.input[start - 1] != h.old[prefix_fuzz]:
+                return False  # cheap reject: most candidate positions fail on the first line
             return self.input[start - 1 : start - 1 + count] == list(h.old[prefix_fuzz : prefix_fuzz + count])
         return all(self._fetch(start + i) == h.old[prefix_fuzz + i] for i in range(count))
 

@@ -32,7 +32,7 @@ from materialize.patching.paths import (
 )
 
 # Lines that belong to a plain diff's per-file preamble rather than to the free-text header.
-_PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff |RCS file: |retrieving revision |Only in )")
+_PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
 _EXT_HEADER = re.compile(
     rb"^(old mode |new mode |deleted file mode |new file mode |copy from |copy to |rename from |rename to "
     rb"|similarity index |dissimilarity index |index )"

@@ -9,6 +9,7 @@ report (line, offset, fuzz). ``MATERIALIZE_SOAK=N`` raises the example count for
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -136,6 +137,44 @@ def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
         return
     parsed = parse_patch(patch, source="random.diff", strip=1)
     assert len(parsed.files) == 1
+    for fuzz in range(4):
+        ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
+        _compare(ours, patch, target, fuzz)
+
+
+_HUNK_HEADER = re.compile(rb"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@", re.MULTILINE)
+
+
+@st.composite
+def perturbed(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A scenario whose hunk headers lie about positions and whose hunks may be out of order."""
+    patch, _old, target = draw(scenario())
+    head, *hunks = re.split(rb"(?m)^(?=@@ )", patch)
+
+    def shift(m: re.Match[bytes]) -> bytes:
+        old, new = int(m.group(1)), int(m.group(3))
+        delta = draw(st.integers(-4, 4))
+        old = max(old + delta, 1 if old else 0)
+        new = max(new + delta, 1 if new else 0)
+        return b"@@ -%d%s +%d%s @@" % (old, m.group(2), new, m.group(4))
+
+    hunks = [_HUNK_HEADER.sub(shift, h) for h in hunks]
+    if len(hunks) > 1 and draw(st.booleans()):
+        i = draw(st.integers(0, len(hunks) - 2))
+        hunks[i], hunks[i + 1] = hunks[i + 1], hunks[i]
+    return head + b"".join(hunks), target
+
+
+@settings(
+    max_examples=max(EXAMPLES // 2, 1),
+    derandomize=not SOAK,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+@given(perturbed())
+def test_matches_gnu_patch_with_lying_headers(case: tuple[bytes, bytes]) -> None:
+    patch, target = case
+    parsed = parse_patch(patch, source="random.diff", strip=1)
     for fuzz in range(4):
         ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
         _compare(ours, patch, target, fuzz)
