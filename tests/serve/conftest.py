@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import git
 import pytest
 import yaml
 
@@ -84,6 +85,14 @@ def write_series(root: Path) -> Path:
     (root / "upstream/plugin/vllm/tool_parsers").mkdir(parents=True)
     (root / "upstream/plugin/vllm/tool_parsers/__init__.py").write_text(REGISTRY)
     (root / "upstream/plugin/vllm/scheduler.py").write_text(SCHEDULER)
+    # The plugin upstream is a git repository (made with gitpython) pinned at a commit, as a real
+    # plugin checkout would be; tt-metal stays a plain directory pin.
+    repo = git.Repo.init(root / "upstream/plugin")
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "fixture")
+        config.set_value("user", "email", "fixture@localhost")
+    repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py"])
+    plugin_sha = repo.index.commit("vllm plugin fixture").hexsha
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)
     (patches / "plugin").mkdir(parents=True)
@@ -99,7 +108,8 @@ def write_series(root: Path) -> Path:
         "patches_dir": "../patches",
         "targets": {
             "tt-metal": {"pin": {"kind": "path", "path": "../upstream/tt-metal"}, "install_path": "/opt/venv/site-packages"},
-            "plugin": {"pin": {"kind": "path", "path": "../upstream/plugin"}, "install_path": "/opt/vllm"},
+            "plugin": {"pin": {"kind": "git", "url": "../upstream/plugin", "rev": plugin_sha, "sha": plugin_sha},
+                       "install_path": "/opt/vllm"},
         },
         "patches": [
             {"patch": "tt-metal/0001-sdpa-streaming.patch", "target": "tt-metal", "flag": "QWEN36_SDPA_STREAMING",

@@ -121,3 +121,20 @@ def test_pythonpath_needs_full_output(write_profile, series_root, outputs):
 def test_rule_violation_refuses_to_plan(write_profile, series_root, outputs):
     with pytest.raises(ProfileError, match="tool-call-parser-matches-model"):
         plan_for(write_profile, series_root, base_profile(vllm={"tool_call_parser": "hermes"}), outputs["overlay"])
+
+
+def test_docker_argv_shape(write_profile, series_root, outputs):
+    data = base_profile(launcher={"kind": "docker", "image": "img:1", "container_name": "tt-serving",
+                                  "docker_args": ["--network", "host"]})
+    plan = plan_for(write_profile, series_root, data, outputs["overlay"])
+    image_at = plan.argv.index("img:1")
+    assert plan.argv[:6] == ["docker", "run", "--rm", "--name", "tt-serving", "--init"]
+    assert plan.argv[image_at + 1:] == plan.server_argv
+    assert plan.argv[image_at - 2:image_at] == ["--network", "host"]
+    head = plan.argv[6:image_at - 2]
+    pairs = list(zip(head[::2], head[1::2], strict=True))
+    assert [v for k, v in pairs if k == "--device"] == plan.devices
+    assert [v for k, v in pairs if k == "-e"] == [f"{k}={v}" for k, v in plan.env.items()]
+    assert [v for k, v in pairs if k == "-v"] == [f"{m.source}:{m.target}:ro" for m in plan.mounts]
+    assert {k for k, _ in pairs} == {"--device", "-e", "-v"}
+    assert plan.container_name == "tt-serving" and "rm -f" not in " ".join(plan.argv)
