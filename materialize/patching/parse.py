@@ -84,7 +84,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     cursor = _Cursor()
     try:
         parsed = UnidiffPatchSet(cursor.feed(raw))
-    except UnidiffParseError as exc:
+    except (UnidiffParseError, ValueError) as exc:
         raise PatchFormatError(f"{source}:{cursor.line}: malformed patch: {exc}") from None
     ctx = _Context(source=source, raw=raw, strip=strip)
     files: list[FilePatch] = []
@@ -92,6 +92,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
         fp = ctx.file_patch(pf)
         if fp is not None:
             files.append(fp)
+    _reject_other_formats(ctx, parsed)
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     return PatchSet(source=source, header=header, files=tuple(files))
@@ -144,13 +145,16 @@ class _Context:
     def _hunk_header_line(h: UnidiffHunk) -> int:
         """The ``@@`` line sits right before the first body line unidiff numbered."""
         numbered = [ln.diff_line_no for ln in h if ln.diff_line_no]
-        return min(numbered) - 1
+        # An empty hunk ("@@ -0,0 +0,0 @@") only survives unidiff at the very end of the input.
+        return min(numbered) - 1 if numbered else -1
 
     # -- hunks -----------------------------------------------------------------------------------
 
     def hunk(self, h: UnidiffHunk) -> Hunk:
         """Convert a hunk, taking every content byte from the raw line."""
         header_line = self._hunk_header_line(h)
+        if header_line < 0:
+            header_line = len(self.raw)
         body = [ln for ln in h if ln.line_type in (" ", "-", "+") and ln.diff_line_no]
         if not any(ln.line_type != " " for ln in body):
             raise self.error(header_line, "malformed patch: hunk contains no changed lines")
@@ -264,6 +268,31 @@ class _Context:
         if stripped is None:
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
         return stripped
+
+
+_CONTEXT_HUNK = re.compile(rb"^\*{15}")
+_NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
+
+
+def _reject_other_formats(ctx: _Context, parsed: UnidiffPatchSet) -> None:
+    """Refuse context/normal diffs outside unified hunks instead of silently ignoring them.
+
+    GNU patch would apply those formats; we only support unified diffs, and a patch that silently
+    does nothing would be worse than an error.
+    """
+    in_hunks = {ln.diff_line_no for pf in parsed for h in pf for ln in h if ln.diff_line_no}
+    for number, line in enumerate(ctx.raw, 1):
+        if number in in_hunks:
+            continue
+        nxt = ctx.line(number + 1)
+        if _CONTEXT_HUNK.match(line) and ctx.line(number + 1).startswith(b"*** "):
+            raise ctx.error(
+                number, "unsupported patch format: context diff (only unified diffs are supported)"
+            )
+        if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> ") and number + 1 not in in_hunks:
+            raise ctx.error(
+                number, "unsupported patch format: normal diff (only unified diffs are supported)"
+            )
 
 
 def _header_name(name: str | None) -> bytes:

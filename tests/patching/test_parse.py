@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from materialize.errors import PatchApplyError, PatchFormatError
 from materialize.patching import apply_file, parse_patch
@@ -274,3 +276,46 @@ def test_parses_system_patches_without_crashing() -> None:
             parse_patch(data, source=str(path), strip=1)
         except PatchFormatError as exc:
             assert str(exc).startswith(f"{path}:")
+
+
+def test_context_and_normal_diffs_are_refused_not_ignored() -> None:
+    context = b"*** a/f\t2020\n--- b/f\t2020\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"
+    with pytest.raises(PatchFormatError, match=r"^c\.diff:3: unsupported patch format: context"):
+        parse_patch(context, source="c.diff")
+    normal = b"1c1\n< a\n---\n> b\n"
+    with pytest.raises(PatchFormatError, match=r"^n\.diff:1: unsupported patch format: normal"):
+        parse_patch(normal, source="n.diff")
+
+
+_VALID = FORMAT_PATCH + (
+    b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n"
+)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.data())
+def test_mangled_patches_raise_only_patch_format_error(data: st.DataObject) -> None:
+    lines = _VALID.split(b"\n")
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(lines) - 1))
+        op = data.draw(st.sampled_from(["drop", "dup", "prefix", "bytes"]))
+        if op == "drop":
+            del lines[pos]
+        elif op == "dup":
+            lines.insert(pos, lines[pos])
+        elif op == "prefix":
+            lines[pos] = (
+                data.draw(st.sampled_from([b"+", b"-", b" ", b"\\", b"@@ -1 +1 @@", b"\r"])) + lines[pos]
+            )
+        else:
+            lines[pos] = data.draw(st.binary(max_size=8))
+    patch = b"\n".join(lines)
+    try:
+        ps = parse_patch(patch, source="m.patch")
+    except PatchFormatError as exc:
+        assert str(exc).startswith("m.patch:")
+        return
+    for fp in ps.files:
+        if not fp.is_binary:
+            apply_file(b"a\nb\n", fp, max_fuzz=2)
+            apply_file(None, fp)
