@@ -315,5 +315,55 @@ def import_git(series_path: Path, target: str, rev_range: str, repo_path: Path |
     return 0
 
 
-COMMANDS: list[click.Command] = [export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new, add, edit_cmd, refresh,
+def _outcome_table(outcomes) -> None:
+    from rich.table import Table
+
+    table = Table(title="rebase", show_lines=False)
+    for column in ("#", "patch", "status", "hunks", "detail"):
+        table.add_column(column)
+    for o in outcomes:
+        hunks = ", ".join(f"{k} {v}" for k, v in sorted(o.hunks.items()))
+        table.add_row(str(o.position), o.name, o.status, hunks, o.detail)
+    out.print(table)
+
+
+@click.command()
+@series_option
+@click.option("--to", "spec", help="new pin: pypi:NAME==VERSION, git+PATH_OR_URL@REV, a directory or an archive")
+@click.option("--report", "report_only", is_flag=True, help="only print the upstream-watch table; change nothing")
+@click.option("-o", "report_file", type=click.Path(path_type=Path), help="also write the report (markdown) here")
+@click.option("--continue", "continue_", is_flag=True, help="go on after resolving a conflict")
+@click.option("--skip", is_flag=True, help="drop the conflicting patch and go on")
+@click.option("--abort", is_flag=True, help="restore the series, its patch files and the workspace exactly")
+@click.argument("target", required=False)
+def rebase(series_path: Path, target: str | None, spec: str | None, report_only: bool, report_file: Path | None,
+           continue_: bool, skip: bool, abort: bool) -> int:
+    """Move TARGET's pin to --to SPEC and carry the series across (git rebase habits)."""
+    from materialize.workspace import rebase as rb
+
+    ws = _ws(series_path)
+    if sum([continue_, skip, abort]) > 1:
+        raise click.UsageError("--continue, --skip and --abort exclude each other")
+    if abort:
+        rb.abort(ws)
+        out.print("rebase aborted; series, patches and workspace restored", markup=False)
+        return 0
+    if continue_ or skip:
+        outcomes = rb.proceed(ws, skip=skip)
+    else:
+        if target is None or spec is None:
+            raise click.UsageError("rebase needs TARGET and --to SPEC (or --continue/--skip/--abort)")
+        if report_only:
+            outcomes = rb.report(ws, target, spec)
+            if report_file:
+                report_file.write_text(rb.render_report(outcomes, target, spec))
+            _outcome_table(outcomes)
+            return 1 if any(o.status == "conflict" for o in outcomes) else 0
+        outcomes = rb.start(ws, target, spec)
+    _outcome_table(outcomes)
+    out.print("rebase complete", markup=False)
+    return 0
+
+
+COMMANDS: list[click.Command] = [rebase, export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new, add, edit_cmd, refresh,
                                  diff, fold, rename, delete, move, header, recover]

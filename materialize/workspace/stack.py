@@ -59,7 +59,7 @@ def check_stack_matches(ws: Workspace, state: State) -> None:
 
 def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False) -> MoveResult:
     """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto."""
-    state = ws.load()
+    state = ws.load(follow_pins=force and op == "goto")
     if position == state.position and not force:
         return MoveResult(position, state.top)
     if op != "goto" or not force:
@@ -84,6 +84,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
         state.position = position
         state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
         state.added = {top: state.added.get(top, [])} if top is not None and top in state.added else {}
+        state.pins = ws.pins()
         ws.save(state, journal)
     return MoveResult(position, top, saved, stopped)
 

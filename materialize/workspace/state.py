@@ -51,15 +51,17 @@ class State:
     bases: dict[str, str] = field(default_factory=dict)  # target -> pinned base tree
     files: dict[str, dict[str, str | None]] = field(default_factory=dict)  # target -> path -> blob|None
     added: dict[str, list[str]] = field(default_factory=dict)  # top patch name -> files added to it
+    pins: dict[str, Any] = field(default_factory=dict)  # target -> the pin the bases were resolved from
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "series": self.series, "position": self.position, "applied": self.applied,
-                "trees": self.trees, "bases": self.bases, "files": self.files, "added": self.added}
+                "trees": self.trees, "bases": self.bases, "files": self.files, "added": self.added, "pins": self.pins}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> State:
         return cls(series=data["series"], position=data["position"], applied=data["applied"],
-                   trees=data["trees"], bases=data["bases"], files=data["files"], added=data.get("added", {}))
+                   trees=data["trees"], bases=data["bases"], files=data["files"], added=data.get("added", {}),
+                   pins=data.get("pins", {}))
 
     @property
     def top(self) -> str | None:
@@ -116,9 +118,14 @@ class Workspace:
             )
 
     # -- state ----------------------------------------------------------------------------------
-    def load(self) -> State:
-        """The recorded state, or a fresh one at position 0 (the pinned upstreams alone)."""
-        self.check_no_pending()
+    def load(self, *, in_journal: bool = False, follow_pins: bool = False) -> State:
+        """The recorded state, or a fresh one at position 0 (the pinned upstreams alone).
+
+        Refuses while an interrupted operation's journal exists, unless called from inside the
+        operation that owns it (``in_journal``).
+        """
+        if not in_journal:
+            self.check_no_pending()
         if self.state_file.exists():
             state = State.from_json(json.loads(self.state_file.read_text()))
             if Path(state.series) != self.series.path:
@@ -126,12 +133,41 @@ class Workspace:
                     f"{self.root} is the workspace of {state.series}, not {self.series.path}; "
                     f"set {WORK_ENV} to use another directory"
                 )
+            self._check_pins(state, follow_pins)
             return state
         from materialize.workspace.trees import base_trees
 
         bases = base_trees(self.series, self.store)
         return State(series=str(self.series.path), trees=dict(bases), bases=dict(bases),
-                     files={t: {} for t in bases})
+                     files={t: {} for t in bases}, pins=self.pins())
+
+    def pins(self) -> dict[str, Any]:
+        return {t: spec.pin.model_dump() for t, spec in sorted(self.series.targets.items())}
+
+    def _check_pins(self, state: State, follow: bool = False) -> None:
+        """A pin edited behind our back: follow it at position 0 (or when told to), else refuse naming it.
+
+        Following changes only the bases; the trees stay those the disk was written from, so a forced
+        move still compares (and saves) unrefreshed work against what the user really had.
+        """
+        current = self.pins()
+        if not state.pins or state.pins == current:
+            state.pins = current
+            return
+        moved = sorted(t for t in current if state.pins.get(t) != current[t])
+        if not follow and (state.position or any(state.files.get(t) for t in moved)):
+            raise MaterializeError(
+                f"the pin of {', '.join(moved)} changed in {self.series.path} while patches were applied in "
+                f"{self.root}; `materialize rebase` moves pins, or `materialize goto 0 --force` resets the workspace"
+            )
+        from materialize.workspace.trees import base_trees
+
+        bases = base_trees(self.series, self.store)
+        for target in moved:
+            state.bases[target] = bases[target]
+            if not state.files.get(target):
+                state.trees[target] = bases[target]
+        state.pins = current
 
     def save(self, state: State, journal: Journal) -> None:
         journal.write(self.state_file, json.dumps(state.to_json(), indent=1, sort_keys=True).encode())
@@ -209,7 +245,7 @@ class Workspace:
                     listing.append(f"{kind}\t{target}/{path}")
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "SAVED.txt").write_text(
-            f"Saved by `materialize {op} --force` at {stamp} (position {state.position}, top {state.top}).\n"
+            f"Saved by materialize ({op}) at {stamp} (position {state.position}, top {state.top}).\n"
             "Copy a file back into work/<target>/ and `materialize refresh` to put it into a patch.\n\n"
             + "\n".join(listing) + "\n"
         )

@@ -216,3 +216,21 @@ def test_refresh_of_a_lower_patch_is_refused_when_a_later_one_shares_files(proje
     run(project, "refresh")
     with pytest.raises(MaterializeError, match="later applied patch 0002-b also changes"):
         run(project, "refresh", "0001-a")
+
+
+def test_a_pin_edited_by_hand_is_followed_at_position_0_and_refused_above(project: Path) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# a\n")
+    run(project, "refresh")
+    yaml_path = project / "series" / "default.yaml"
+    other = project / "upstream" / "tt-metal-2"
+    import shutil
+
+    shutil.copytree(project / "upstream" / "tt-metal", other)
+    yaml_path.write_text(yaml_path.read_text().replace("path: ../upstream/tt-metal\n", "path: ../upstream/tt-metal-2\n"))
+    with pytest.raises(MaterializeError, match="pin of tt-metal changed"):
+        run(project, "pop")
+    assert run(project, "goto", "0", "--force") == 0
+    assert run(project, "push") == 0

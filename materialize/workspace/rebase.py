@@ -1,0 +1,466 @@
+"""Move a target's pin to another upstream and carry the series across, the way ``git rebase`` does.
+
+For each patch of the target, in series order, on the new base: *clean* (kept byte for byte),
+*offset* / *fuzz* (applied, then regenerated with ``diffgen`` so the series is exact again, untouched
+hunks keeping their bytes), *already-upstream* (the patch reverse-applies or changes nothing: dropped
+from the series, like git drops an empty commit), *merged* (hunks failed but a 3-way merge with the
+patch's old base from the store is clean) or *conflict*. A conflict stops the rebase with conflict
+markers in ``work/<target>/`` and the patch on top of the workspace stack; ``--continue`` regenerates
+it from the resolved files, ``--skip`` drops it, ``--abort`` restores the series file, every patch file
+and the workspace position byte for byte. ``--report`` classifies every patch without writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from materialize.engine import apply_patch, materialize
+from materialize.errors import MaterializeError, PatchApplyError
+from materialize.patching import apply_file, parse_patch
+from materialize.patching.model import FilePatch, HunkLine
+from materialize.paths import safe_relpath
+from materialize.series import PatchEntry
+from materialize.store import REGULAR, Store
+from materialize.upstream import parse_spec, resolve
+from materialize.workspace import patchtext
+from materialize.workspace.diffgen import FileChange, regenerate
+from materialize.workspace.journal import Journal
+from materialize.workspace.seriesedit import SeriesDoc
+from materialize.workspace.stack import move_to
+from materialize.workspace.state import Workspace
+from materialize.workspace.trees import trees_at
+
+MAX_FUZZ = 3
+MARKERS = (b"<<<<<<< ", b">>>>>>> ")
+
+
+class RebaseConflict(MaterializeError):
+    """The rebase stopped at a conflict; the workspace holds the markers."""
+
+    exit_code = 1
+
+
+@dataclass
+class Outcome:
+    """One patch's fate on the new base."""
+
+    name: str
+    position: int
+    status: str  # clean | offset | fuzz | merged | conflict | already-upstream | skipped
+    hunks: dict[str, int] = field(default_factory=dict)  # status -> count
+    files: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Attempt:
+    """Applying one patch to a tree without raising: results per file, the merged content if any."""
+
+    contents: dict[str, tuple[str, bytes] | None]
+    statuses: list[tuple[str, str, str]]  # (file, hunk header, status)
+    failed: list[str]  # files with failed hunks or file-level errors
+    noop: bool = False
+    reverse_applies: bool = False
+
+
+def _reverse(fp: FilePatch) -> FilePatch:
+    swap = {"+": "-", "-": "+", " ": " "}
+    hunks = tuple(
+        dataclasses.replace(
+            h, source_start=h.target_start, source_length=h.target_length,
+            target_start=h.source_start, target_length=h.source_length,
+            lines=tuple(HunkLine(swap[line.kind], line.content, line.no_newline) for line in h.lines),  # type: ignore[arg-type]
+        )
+        for h in fp.hunks
+    )
+    return dataclasses.replace(fp, old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete,
+                               is_delete=fp.is_new, old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks)
+
+
+def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: int = MAX_FUZZ) -> Attempt:
+    """Apply ``data`` to ``tree`` hunk by hunk like the engine, but report instead of raising."""
+    patchset = parse_patch(data, source=str(entry.path), strip=entry.strip)
+    contents: dict[str, tuple[str, bytes] | None] = {}
+    statuses: list[tuple[str, str, str]] = []
+    failed: list[str] = []
+    reverse_ok = True
+
+    def current(path: str) -> tuple[str, bytes] | None:
+        if path in contents:
+            return contents[path]
+        found = store.lookup(tree, path)
+        return (found.mode, store.read_blob_by_id(found.sha)) if found else None
+
+    for fp in patchset.files:
+        where = f"{entry.path}:{fp.patch_line}"
+        old = safe_relpath(fp.old_path, origin=where) if fp.old_path else None
+        new = safe_relpath(fp.new_path, origin=where) if fp.new_path else None
+        dest = new or old
+        assert dest is not None
+        src = old if old is not None and (fp.is_rename or current(old) is not None) else dest
+        before = current(src)
+        result = apply_file(before[1] if before else None, fp, max_fuzz=max_fuzz)
+        for h in result.hunks:
+            statuses.append((dest, h.hunk.header, h.status))
+        if not result.ok:
+            failed.append(dest)
+            if result.error and not result.hunks:
+                statuses.append((dest, "(file)", "failed"))
+            now = current(dest)
+            back = apply_file(now[1] if now else None, _reverse(fp), max_fuzz=0)
+            reverse_ok = reverse_ok and back.ok
+            continue
+        if fp.is_rename and old is not None and old != dest:
+            contents[old] = None
+        if result.content is None:
+            contents[dest] = None
+        else:
+            contents[dest] = (fp.new_mode or (before[0] if before else REGULAR), result.content)
+    noop = bool(contents) and not failed and all(current_in_tree(store, tree, p) == c for p, c in contents.items())
+    return Attempt(contents, statuses, failed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
+
+
+def current_in_tree(store: Store, tree: str, path: str) -> tuple[str, bytes] | None:
+    found = store.lookup(tree, path)
+    return (found.mode, store.read_blob_by_id(found.sha)) if found else None
+
+
+def merge3(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> tuple[bytes, bool]:
+    """``git merge-file``: (result, clean?) merging base→theirs into ours."""
+    with tempfile.TemporaryDirectory(prefix="materialize-merge-") as tmp:
+        paths = []
+        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            p = Path(tmp) / name
+            p.write_bytes(data)
+            paths.append(str(p))
+        proc = subprocess.run(
+            ["git", "merge-file", "-p", "-L", labels[0], "-L", labels[1], "-L", labels[2], *paths],
+            capture_output=True,
+        )
+    if proc.returncode < 0 or proc.returncode > 127:
+        raise MaterializeError(f"git merge-file failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout, proc.returncode == 0
+
+
+def _counts(statuses: list[tuple[str, str, str]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for _f, _h, status in statuses:
+        out[status] = out.get(status, 0) + 1
+    return out
+
+
+def _regenerate(store: Store, tree: str, entry: PatchEntry, data: bytes,
+                contents: dict[str, tuple[str, bytes] | None]) -> bytes:
+    """The patch rewritten to apply exactly on ``tree`` and produce ``contents``."""
+    old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    renames = {s.new_path: s.old_path for s in old.sections if s.rename and s.new_path and s.old_path}
+    changes = []
+    for path, cur in contents.items():
+        if path in renames.values() and cur is None:
+            continue
+        src = renames.get(path, path)
+        base = current_in_tree(store, tree, src)
+        changes.append(FileChange(path=path, old_path=src if src != path else None,
+                                  base=base[1] if base else None, cur=cur[1] if cur else None,
+                                  prev=cur[1] if cur else None,
+                                  old_mode=base[0] if base else None, new_mode=cur[0] if cur else None))
+    new = regenerate(old, changes, strip=entry.strip)
+    check_tree, _report = apply_patch(store, tree, dataclasses.replace(entry, max_fuzz=0), new)
+    for path, cur in contents.items():
+        if current_in_tree(store, check_tree, path) != cur:
+            raise MaterializeError(f"rebase: regenerated {entry.name} does not reproduce {path}; stopped")
+    return new
+
+
+# -- the persistent rebase --------------------------------------------------------------------------
+class Rebase:
+    """State of a rebase in progress, in ``work/.materialize/rebase/``."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.dir = ws.meta / "rebase"
+        self.file = self.dir / "rebase.json"
+        self.data: dict[str, Any] = {}
+
+    def active(self) -> bool:
+        return self.file.exists()
+
+    def load(self) -> None:
+        if not self.active():
+            raise MaterializeError("no rebase in progress")
+        self.data = json.loads(self.file.read_text())
+
+    def save(self, journal: Journal) -> None:
+        journal.write(self.file, json.dumps(self.data, indent=1).encode())
+
+
+def _old_chain(ws: Workspace, target: str) -> dict[str, tuple[str, str]]:
+    """Per patch of ``target``: (tree before, tree after) on the current pin, from the engine's commits."""
+    m = materialize(ws.series, store=ws.store)
+    entries = [p for p in ws.series.patches if p.target == target]
+    if not entries:
+        return {}
+    commits = ws.store.git("rev-list", "--first-parent", f"--max-count={len(entries) + 1}",
+                           m.commits[target]).decode().split()
+    commits.reverse()
+    trees = [ws.store.tree_of(c) for c in commits]
+    if len(trees) == len(entries):
+        trees.insert(0, m.base_trees[target])
+    return {e.name: (trees[i], trees[i + 1]) for i, e in enumerate(entries)}
+
+
+def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:
+    """Classify every patch of ``target`` on the new pin; writes nothing."""
+    pin = parse_spec(spec)
+    new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
+    chain = _old_chain(ws, target)
+    tree = new_base
+    outcomes = []
+    for entry in [p for p in ws.series.patches if p.target == target]:
+        outcome, contents = _classify(ws.store, tree, entry, entry.read(), chain[entry.name])
+        outcomes.append(outcome)
+        if contents is not None and outcome.status not in ("conflict", "already-upstream"):
+            tree = ws.store.write_tree(tree, contents)
+    return outcomes
+
+
+def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tuple[str, str]):
+    """(outcome, resulting contents or None); merged contents may carry conflict markers."""
+    att = attempt(store, tree, entry, data)
+    outcome = Outcome(entry.name, entry.position, "clean", _counts(att.statuses), sorted(att.contents))
+    if att.noop:
+        outcome.status = "already-upstream"
+        outcome.detail = "applies but changes nothing"
+        return outcome, None
+    if not att.failed:
+        kinds = {s for _f, _h, s in att.statuses}
+        outcome.status = "fuzz" if "fuzz" in kinds else "offset" if "offset" in kinds else "clean"
+        return outcome, att.contents
+    if att.reverse_applies:
+        outcome.status = "already-upstream"
+        outcome.detail = "reverse-applies: upstream already has it"
+        return outcome, None
+    contents = dict(att.contents)
+    conflicted = []
+    for path in att.failed:
+        ours = current_in_tree(store, tree, path)
+        base = current_in_tree(store, old[0], path)
+        theirs = current_in_tree(store, old[1], path)
+        if ours is None or base is None or theirs is None:
+            conflicted.append(path)
+            contents[path] = theirs
+            continue
+        merged, clean = merge3(ours[1], base[1], theirs[1], ("upstream (new pin)", "old base", f"patch {entry.name}"))
+        contents[path] = (theirs[0], merged)
+        if not clean:
+            conflicted.append(path)
+    outcome.files = sorted(contents)
+    outcome.status = "conflict" if conflicted else "merged"
+    outcome.detail = ", ".join(conflicted)
+    return outcome, contents
+
+
+def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
+    """Begin a rebase of ``target`` onto ``spec``; runs until done or the first conflict."""
+    rb = Rebase(ws)
+    if rb.active():
+        raise MaterializeError("a rebase is already in progress: `materialize rebase --continue`, --skip or --abort")
+    if target not in ws.series.targets:
+        raise MaterializeError(f"rebase: no target {target!r} in {ws.series.path}")
+    state = ws.load()
+    orig_position = state.position
+    move_to(ws, 0, op="pop", args=["-a"])  # refuses (naming files) when the workspace holds unrefreshed work
+    pin = parse_spec(spec)
+    new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
+    chain = _old_chain(ws, target)
+    entries = [p for p in ws.series.patches if p.target == target]
+    with Journal.run(ws.meta, "rebase", [target, "--to", spec]) as journal:
+        backup = rb.dir / "backup"
+        if backup.exists():
+            shutil.rmtree(backup)
+        backup.mkdir(parents=True)
+        files = {"series": ws.series.path.read_bytes()}
+        (backup / "series").write_bytes(files["series"])
+        for e in entries:
+            (backup / f"{e.name}.patch").write_bytes(e.read())
+        rb.data = {
+            "target": target, "spec": spec, "orig_position": orig_position,
+            "patches": {e.name: str(e.path) for e in entries}, "old": {k: list(v) for k, v in chain.items()},
+            "todo": [e.name for e in entries], "done": [], "current": None,
+        }
+        doc = SeriesDoc.load(ws.series.path)
+        doc.set_pin(target, pin.model_dump(exclude_none=True))
+        journal.write(ws.series.path, doc.render())
+        ws.reload_series()
+        state = ws.load(in_journal=True)  # at position 0: the target's tree is its (new) base
+        state.bases[target] = state.trees[target] = new_base
+        state.pins = ws.pins()
+        ws.save(state, journal)
+        rb.save(journal)
+    ws.reload_series()
+    return _run(rb)
+
+
+def _run(rb: Rebase) -> list[Outcome]:
+    """Carry on with the todo list until it is empty or a patch conflicts."""
+    ws = rb.ws
+    rb.load()
+    while rb.data["todo"]:
+        name = rb.data["todo"][0]
+        entry = ws.series.find(name)
+        before = trees_at(ws.series, ws.store, entry.position - 1)[entry.target]
+        data = entry.read()
+        outcome, contents = _classify(ws.store, before, entry, data, tuple(rb.data["old"][name]))
+        with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
+            if outcome.status == "conflict":
+                assert contents is not None
+                _stop_at(ws, rb, entry, contents, journal)
+                rb.data["current"] = outcome.to_json()
+                rb.save(journal)
+            else:
+                if outcome.status == "already-upstream":
+                    _drop(ws, entry, journal)
+                elif outcome.status != "clean":
+                    assert contents is not None
+                    journal.write(entry.path, _regenerate(ws.store, before, entry, data, contents))
+                rb.data["todo"].pop(0)
+                rb.data["done"].append(outcome.to_json())
+                rb.save(journal)
+        ws.reload_series()
+        if outcome.status == "conflict":
+            raise RebaseConflict(_conflict_message(ws, outcome))
+    return _finish(rb)
+
+
+def _conflict_message(ws: Workspace, outcome: Outcome) -> str:
+    files = "\n".join(f"  {ws.root / ws.series.find(outcome.name).target / f}" for f in outcome.detail.split(", "))
+    return (f"rebase stopped: {outcome.name} (#{outcome.position}) conflicts with the new upstream in:\n{files}\n"
+            "resolve the conflict markers, then `materialize rebase --continue` "
+            "(or --skip to drop this patch, --abort to restore everything)")
+
+
+def _stop_at(ws: Workspace, rb: Rebase, entry: PatchEntry, contents, journal: Journal) -> None:
+    """Workspace at the patch before ``entry``, with ``entry`` on top and its files (markers and all) on disk."""
+    state = ws.load(in_journal=True)
+    trees = trees_at(ws.series, ws.store, entry.position - 1)
+    files = sorted(contents)
+    ws.sync(state, trees, {entry.target: set(files)}, journal)
+    for path, value in contents.items():
+        ws.write_file(journal, entry.target, path, value)
+    state.position = entry.position
+    state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: entry.position]]
+    state.added = {entry.name: files}
+    ws.save(state, journal)
+
+
+def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
+    doc = SeriesDoc.load(ws.series.path)
+    doc.remove(doc.index_of(entry.spec.patch))
+    journal.write(ws.series.path, doc.render())
+    journal.remove(entry.path)
+
+
+def _finish(rb: Rebase) -> list[Outcome]:
+    ws = rb.ws
+    done = [Outcome(**o) for o in rb.data["done"]]
+    goal = min(rb.data["orig_position"], len(ws.series.patches))
+    with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
+        journal.remove(rb.file)
+    shutil.rmtree(rb.dir, ignore_errors=True)
+    with contextlib.suppress(PatchApplyError, MaterializeError):  # then the workspace simply stays put
+        move_to(ws, goal, op="goto", args=[str(goal)])
+    return done
+
+
+def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
+    """``--continue`` (regenerate the stopped patch from the resolved workspace) or ``--skip`` (drop it)."""
+    rb = Rebase(ws)
+    rb.load()
+    current = rb.data.get("current")
+    if current is None:
+        return _run(rb)
+    entry = ws.series.find(current["name"])
+    state = ws.load()
+    with Journal.run(ws.meta, "rebase", ["--skip" if skip else "--continue"]) as journal:
+        if skip:
+            _drop(ws, entry, journal)
+            for path in state.added.get(entry.name, []):
+                ws.write_file(journal, entry.target, path, ws.tree_entry(state.trees[entry.target], path))
+            current["status"] = "skipped"
+        else:
+            contents = {}
+            for path in state.added.get(entry.name, []):
+                disk = ws.disk_entry(entry.target, path)
+                if disk is not None and any(line.startswith(MARKERS) for line in disk[1].splitlines()):
+                    raise MaterializeError(f"rebase --continue: {entry.target}/{path} still has conflict markers")
+                contents[path] = disk
+            before = state.trees[entry.target]
+            journal.write(entry.path, _regenerate(ws.store, before, entry, entry.read(), contents))
+            current["status"] = "merged"
+            current["detail"] = "resolved by hand"
+        ws.reload_series()
+        position = entry.position - 1 if skip else entry.position
+        ws.sync(state, trees_at(ws.series, ws.store, position), {}, journal)
+        state.position = position
+        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
+        state.added = {}
+        ws.save(state, journal)
+        rb.data["todo"].pop(0)
+        rb.data["done"].append(current)
+        rb.data["current"] = None
+        rb.save(journal)
+    ws.reload_series()
+    return _run(rb)
+
+
+def abort(ws: Workspace) -> None:
+    """Restore the series file, every patch file and the workspace position exactly."""
+    rb = Rebase(ws)
+    rb.load()
+    backup = rb.dir / "backup"
+    state = ws.load()
+    with Journal.run(ws.meta, "rebase", ["--abort"]) as journal:
+        changes = ws.changes(state)
+        if changes.any():
+            ws.save_changes(state, changes, "rebase-abort", journal)
+        for target in list(state.files):
+            for path in list(state.files[target]) + changes.stray.get(target, []):
+                ws.write_file(journal, target, path, None)
+            state.files[target] = {}
+        journal.write(ws.series.path, (backup / "series").read_bytes())
+        for name, path in rb.data["patches"].items():
+            journal.write(Path(path), (backup / f"{name}.patch").read_bytes())
+        ws.reload_series()
+        from materialize.workspace.trees import base_trees
+
+        bases = base_trees(ws.series, ws.store)
+        state.position, state.applied, state.added = 0, [], {}
+        state.trees, state.bases = dict(bases), dict(bases)
+        state.pins = ws.pins()
+        ws.save(state, journal)
+        journal.remove(rb.file)
+    shutil.rmtree(rb.dir, ignore_errors=True)
+    goal = rb.data["orig_position"]
+    if goal:
+        move_to(ws, goal, op="goto", args=[str(goal)])
+
+
+def render_report(outcomes: list[Outcome], target: str, spec: str) -> str:
+    """The upstream-watch table (markdown, readable as plain text)."""
+    lines = [f"# upstream watch: {target} -> {spec}", "",
+             "| # | patch | status | hunks | files | detail |", "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        hunks = ", ".join(f"{k} {v}" for k, v in sorted(o.hunks.items()))
+        lines.append(f"| {o.position} | {o.name} | {o.status} | {hunks} | {len(o.files)} | {o.detail} |")
+    return "\n".join(lines) + "\n"
