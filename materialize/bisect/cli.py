@@ -299,9 +299,7 @@ def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
 @common
 @click.argument("runfiles", nargs=-1, required=True)
 @click.option(
-    "--check-ids/--no-check-ids",
-    default=False,
-    help="recompute each prefix's materialization id with the engine",
+    "--check-ids/--no-check-ids", default=True, help="recompute each prefix's materialization id (cached)"
 )
 def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
     """Feed run records (JSONL) into the bisect; invalid records are refused, loudly."""
@@ -438,7 +436,7 @@ def reset_cmd(series_opt, work_dir) -> None:
 @click.option("--threshold", type=float, default=1.0, show_default=True)
 @click.option("--requests", type=int, default=1, show_default=True)
 @click.option("--confidence", type=float, default=0.95, show_default=True)
-@click.option("--check-ids/--no-check-ids", default=False)
+@click.option("--check-ids/--no-check-ids", default=True, help="recompute each prefix's materialization id (cached)")
 def infer_cmd(
     series_opt,
     work_dir,

@@ -1,0 +1,266 @@
+"""End to end: bisect a generated series through the real engine, with a script as the "hardware"."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from materialize.bisect.cli import bisect_group, runs_group
+from materialize.bisect.state import BisectError, StateStore
+from materialize.ledger import LedgerError, read_ledger
+
+
+@click.group()
+def root() -> None:
+    pass
+
+
+root.add_command(bisect_group)
+root.add_command(runs_group)
+
+
+def cli(*args: str):
+    return CliRunner().invoke(root, [str(a) for a in args], catch_exceptions=True)
+
+
+def ok(*args: str) -> str:
+    result = cli(*args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+def test_manual_deterministic_bisect_materializes_each_candidate(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(12)
+    work = tmp_path / "work"
+    common = ["--series", series, "--work-dir", work]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "0012-step-12", "--deterministic")
+    culprit, seen = 7, []
+    for _ in range(8):
+        out = ok("bisect", "next", *common)
+        if "first bad patch" in out:
+            break
+        pos = int(re.search(r"^position (\d+)", out, re.M).group(1))
+        mid = re.search(r"^id ([0-9a-f]+)", out, re.M).group(1)
+        directory = Path(re.search(r"^dir (.+)$", out, re.M).group(1))
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert manifest["id"] == mid and manifest["position"] == pos
+        text = (directory / "plugin" / "src" / "model.py").read_text()
+        assert text.count("= True") == pos  # the prefix of `pos` patches, really
+        seen.append(pos)
+        ok("bisect", "bad" if f"step_{culprit} = True" in text else "good", *common)
+    assert "0007-step-7 at position 7 is the first bad patch" in out
+    assert len(seen) <= 4
+
+    log = ok("bisect", "log", *common)
+    assert log.splitlines()[1].startswith("start --good 0 --bad 12")
+    saved = tmp_path / "saved.log"
+    saved.write_text(log)
+    ok("bisect", "reset", *common)
+    assert not StateStore(work).exists()
+    assert "first bad position 7" in ok("bisect", "replay", *common, saved)
+    status = ok("bisect", "status", *common, "--plot", tmp_path / "p.png")
+    assert "first bad patch" in status
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_start_twice_and_verdict_without_candidate_are_user_errors(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(4)
+    common = ["--series", series, "--work-dir", tmp_path / "w"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "4")
+    again = cli("bisect", "start", *common, "--good", "0", "--bad", "4")
+    assert isinstance(again.exception, BisectError) and "already in progress" in str(again.exception)
+    good = cli("bisect", "good", *common)
+    assert isinstance(good.exception, BisectError) and "bisect next" in str(good.exception)
+
+
+def test_run_finds_a_flaky_culprit_and_writes_valid_records(gen_series, tmp_path: Path) -> None:
+    series, hw = gen_series(12)
+    work, ledger = tmp_path / "work", tmp_path / "runs" / "bisect.jsonl"
+    common = ["--series", series, "--work-dir", work]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "12", "--requests", "32")
+    # 1/16 per request once patch 9 is in, 1/256 everywhere (present in every arm), exit code only
+    cmd = [*hw, "9", str(1 / 256), str(1 / 16), "32", "seed-a", "exit"]
+    result = cli("bisect", "run", *common, "--ledger", ledger, "--", *cmd)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "0009-step-9 at position 9 is the first bad patch" in result.output
+    assert "runs to reach 0.99" in result.output or "would lift" in result.output or ">= 0.99" in result.output
+    lines = read_ledger(ledger)
+    assert lines and all(ln.record is not None for ln in lines)
+    state = StateStore(work).load()
+    assert len(lines) == len([o for o in state.observations if o.source == "run"])
+    assert ok("runs", "validate", "--series", series, ledger).strip().endswith("0 invalid record(s)")
+
+    # The ledger alone reproduces the verdict: infer re-uses every past run, none is repeated.
+    ok("bisect", "reset", *common)
+    out = ok("bisect", "infer", *common, "--runs", ledger, "--gate", "exit", "--requests", "32")
+    assert f"used {len(lines)} past run(s)" in out
+    assert "first bad patch" in out and "position 9" in out
+
+
+def test_run_survives_being_stopped_and_resumes(gen_series, tmp_path: Path) -> None:
+    series, hw = gen_series(8)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "8", "--requests", "32")
+    cmd = [*hw, "3", "0.002", "0.1", "32", "seed-b", "exit"]
+    first = cli("bisect", "run", *common, "--max-runs", "3", "--", *cmd)
+    assert first.exit_code == 1 and "--max-runs" in first.output
+    assert len(StateStore(tmp_path / "work").load().observations) == 3
+    second = cli("bisect", "run", *common, "--", *cmd)
+    assert second.exit_code == 0, second.output
+    assert "position 3 is the first bad patch" in second.output
+
+
+def test_run_metric_bisect_from_json_lines(gen_series, tmp_path: Path) -> None:
+    series, hw = gen_series(10)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "10", "--metric", "makespan", "--threshold", "1")
+    result = cli("bisect", "run", *common, "--jobs", "2", "--", *hw, "6", "0", "0", "1", "seed-c", "metric")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "position 6 is the first bad patch" in result.output
+    assert "ends: different" in result.output
+
+
+def test_run_uses_records_the_command_appends(gen_series, tmp_path: Path, monkeypatch) -> None:
+    series, hw = gen_series(6)
+    from materialize.bisect.candidates import SeriesIndex
+    from materialize.series import load_series
+
+    index = SeriesIndex(load_series(series))
+    monkeypatch.setenv("HW_PREFIXES", json.dumps({str(k): index.prefix_entries(k) for k in range(7)}))
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "6", "--gate", "stage3", "--requests", "32")
+    ledger = tmp_path / "runs.jsonl"
+    result = cli("bisect", "run", *common, "--ledger", ledger, "--", *hw, "4", "0.001", "0.2", "32", "s", "record")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "position 4 is the first bad patch" in result.output
+    recs = [ln.record for ln in read_ledger(ledger)]
+    assert recs and all(r.host == "sim" for r in recs)  # the command's own records, copied verbatim
+    state = StateStore(tmp_path / "work").load()
+    assert all(not o.censored for o in state.observations)  # exact counts, not exit codes
+
+
+def test_skip_exit_code_and_broken_command(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(4)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
+    script = tmp_path / "skip2.py"
+    script.write_text("import os, sys\nsys.exit(125 if os.environ['MATERIALIZE_BISECT_POSITION'] == '2' else 0)\n")
+    import sys
+
+    result = cli("bisect", "run", *common, "--max-runs", "1", "--", sys.executable, script)
+    assert result.exit_code == 1
+    state = StateStore(tmp_path / "work").load()
+    assert state.skipped == [2]
+    broken = cli("bisect", "run", *common, "--", tmp_path / "does-not-exist")
+    assert isinstance(broken.exception, BisectError) and "exited 127" in str(broken.exception)
+
+
+def test_jobs_substitute_job_slots(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(8)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "8", "--deterministic")
+    seen = tmp_path / "slots"
+    seen.mkdir()
+    script = tmp_path / "slot.py"
+    script.write_text(
+        "import os, sys\nfrom pathlib import Path\n"
+        "Path(sys.argv[2], sys.argv[1] + '-' + os.environ['MATERIALIZE_BISECT_POSITION']).touch()\n"
+        "text = Path(os.environ['MATERIALIZED_DIR'], 'plugin/src/model.py').read_text()\n"
+        "sys.exit(1 if 'step_5 = True' in text else 0)\n"
+    )
+    import sys
+
+    result = cli("bisect", "run", *common, "--jobs", "3", "--", sys.executable, script, "host{job}", seen)
+    assert result.exit_code == 0, result.output
+    assert "position 5 is the first bad patch" in result.output
+    slots = {p.name.split("-")[0] for p in seen.iterdir()}
+    assert slots == {"host0", "host1", "host2"}
+
+
+def test_runs_list_show_validate_flag_invalid_records(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(3, flagged={2: ("STEP2_FLAG", "step 2 engaged")})
+    from materialize.bisect.candidates import SeriesIndex
+    from materialize.engine import materialize
+    from materialize.series import load_series
+
+    s = load_series(series)
+    index = SeriesIndex(s)
+    id2 = materialize(s, upto=2).id
+
+    def rec(**over):
+        r = {
+            "schema": 1,
+            "materialization_id": id2,
+            "series_prefix": index.prefix_entries(2),
+            "flags": {"STEP2_FLAG": "1"},
+            "host": "h",
+            "time": "2026-11-29T10:00:00Z",
+            "banners_seen": ["INFO step 2 engaged (chunked)"],
+            "gates": [{"name": "stage3", "requests": 32, "failures": 0}],
+        }
+        r.update(over)
+        return json.dumps(r)
+
+    edited = index.prefix_entries(2)
+    edited[1] = {"name": edited[1]["name"], "sha256": "0" * 64}
+    ledger = tmp_path / "runs.jsonl"
+    ledger.write_text(
+        "\n".join(
+            [
+                rec(),  # 1 valid
+                rec(banners_seen=[]),  # 2 flag on, banner missing
+                rec(flags={}),  # 3 banner without flag
+                rec(outputs=[{"name": "q1", "text": "HT#" + "3" * 60}]),  # 4 degenerate
+                rec(series_prefix=edited),  # 5 made before patch 2 was edited
+                rec(materialization_id="feedfacefeedface"),  # 6 not prefix 2's code
+                rec(outputs=[{"name": "q2", "text": "Paris.", "expect_sha256": "1" * 64}]),  # 7 not the baseline
+                '{"schema": 1}',  # 8 schema
+            ]
+        )
+        + "\n"
+    )
+    result = cli("runs", "validate", "--series", series, ledger)
+    assert result.exit_code == 1
+    out = result.output
+    assert "1 valid, 7 invalid" in out
+    for line, words in [
+        (2, "banner 'step 2 engaged' was not seen"),
+        (3, "was seen but flag STEP2_FLAG is not enabled"),
+        (4, "looks degenerate: repeats one character"),
+        (5, "is not a prefix of"),
+        (6, "is not prefix 2's id"),
+        (7, "is not the baseline"),
+        (8, "schema: materialization_id: required key is missing"),
+    ]:
+        assert f"{ledger}:{line}: invalid: " in out and words in out, (line, words)
+    listing = ok("runs", "list", ledger)
+    assert f"{ledger}:8  INVALID" in listing and "stage3=0/32" in listing
+    shown = ok("runs", "show", f"{ledger}:1")
+    assert json.loads(shown.split("\n", 1)[1])["materialization_id"] == id2
+    missing = cli("runs", "show", f"{ledger}:99")
+    assert isinstance(missing.exception, LedgerError)
+
+    # Invalid records never feed a bisection silently: `record` reports them and exits 1.
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "3", "--gate", "stage3", "--requests", "32")
+    fed = cli("bisect", "record", *common, ledger)
+    assert fed.exit_code == 1
+    assert "recorded 1 run(s); 7 invalid (not used)" in fed.output
+    again = cli("bisect", "record", *common, ledger)
+    assert "recorded 0 run(s)" in again.output  # the same file:line is never counted twice
+    state = StateStore(tmp_path / "work").load()
+    assert [(o.position, o.requests) for o in state.observations] == [(2, 32)]
+
+
+@pytest.mark.parametrize("verb", ["good", "bad"])
+def test_verdicts_in_metric_mode_are_refused(gen_series, tmp_path: Path, verb: str) -> None:
+    series, _ = gen_series(3)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "3", "--metric", "ttft")
+    result = cli("bisect", verb, *common, "1")
+    assert isinstance(result.exception, BisectError)

@@ -1,0 +1,127 @@
+"""The culprit posterior: hand-computed cases, brute-force information gain, and behaviour on flaky data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from scipy.special import logsumexp
+
+from materialize.bisect.posterior import (
+    Counts,
+    GateModel,
+    choose,
+    expected_gain,
+    posterior,
+    runs_to_reach,
+)
+
+
+def _counts(requests: int, failures: int) -> Counts:
+    c = Counts()
+    c.add(requests, failures)
+    return c
+
+
+def test_fixed_rates_give_the_hand_computed_posterior() -> None:
+    # grid_size=2 pins p0 = 0.01 and p1 = 0.2: the posterior is a plain product of binomials.
+    model = GateModel(good=0, bad=4, grid_size=2, rate_lo=0.01, rate_hi=0.2)
+    data = {0: _counts(50, 0), 1: _counts(20, 1), 2: _counts(20, 5), 3: _counts(10, 2), 4: _counts(30, 7)}
+    post = posterior(model, data)
+    logs = []
+    for c in range(1, 5):
+        total = 0.0
+        for k, cnt in data.items():
+            p = 0.2 if k >= c else 0.01
+            total += sps.binom.logpmf(cnt.failures, cnt.requests, p) - math.log(math.comb(cnt.requests, cnt.failures))
+        logs.append(total)
+    expected = np.exp(np.array(logs) - logsumexp(logs))
+    assert post.probs == pytest.approx(expected, rel=1e-9)
+    assert post.best()[0] == 2
+
+
+def test_censored_failing_runs_use_at_least_one_failure() -> None:
+    model = GateModel(good=0, bad=2, grid_size=2, rate_lo=0.01, rate_hi=0.1, requests_per_run=32)
+    c = Counts()
+    c.add(32, 1, censored=True)
+    c.add(32, 0, censored=True)
+    post = posterior(model, {1: c})
+    # culprit 1: position 1 at p1 ; culprit 2: position 1 at p0
+    def lik(p: float) -> float:
+        return (1 - (1 - p) ** 32) * (1 - p) ** 32
+
+    expected = np.array([lik(0.1), lik(0.01)])
+    assert post.probs == pytest.approx(expected / expected.sum(), rel=1e-9)
+
+
+def test_deterministic_mode_is_plain_bisection() -> None:
+    model = GateModel(good=0, bad=8, deterministic=True)
+    data = {4: _counts(1, 0), 6: _counts(1, 1)}
+    post = posterior(model, data)
+    assert post.probs == pytest.approx([0, 0, 0, 0, 0.5, 0.5, 0, 0], abs=1e-5)
+    assert post.credible_range(0.95) == (4, 6)
+    assert choose(post)[0].position == 5
+    assert choose(post)[0].repeats == 1
+
+
+def test_expected_gain_matches_brute_force_over_outcomes() -> None:
+    """EIG = H(now) - sum_o P(o) H(after o), with P(o) = Z(data + o) / Z(data) from full recomputation."""
+    model = GateModel(good=0, bad=6, requests_per_run=8, grid_size=12)
+    data = {0: _counts(16, 0), 3: _counts(8, 1), 6: _counts(24, 3)}
+    post = posterior(model, data)
+    for position in (2, 3, 5):
+        for repeats in (1, 2):
+            total_h, total_p = 0.0, 0.0
+            for fails in range(repeats + 1):
+                new = {k: Counts(v.requests, v.failures, list(v.censored_fail_runs)) for k, v in data.items()}
+                c = new.setdefault(position, Counts())
+                for i in range(repeats):
+                    c.add(8, 1 if i < fails else 0, censored=True)
+                after = posterior(model, new)
+                p_o = math.comb(repeats, fails) * math.exp(after.log_evidence - post.log_evidence)
+                total_p += p_o
+                total_h += p_o * after.entropy()
+            assert total_p == pytest.approx(1.0, abs=1e-9)
+            assert expected_gain(post, position, repeats) == pytest.approx(post.entropy() - total_h, abs=1e-9)
+
+
+def test_flaky_data_concentrates_on_the_culprit() -> None:
+    # 1/32 culprit at position 5 over a 1/256 baseline, gates of 32 requests, exact counts
+    rng = np.random.default_rng(7)
+    data = {}
+    for k in range(0, 9):
+        rate = 1 / 32 if k >= 5 else 1 / 256
+        data[k] = _counts(32 * 12, int(rng.binomial(32 * 12, rate)))
+    post = posterior(GateModel(good=0, bad=8, requests_per_run=32), data)
+    best, prob = post.best()
+    assert best == 5 and prob > 0.9
+    p0, p1 = post.rate_means()
+    assert p0 < 0.01 < p1
+
+
+def test_a_single_failure_at_baseline_does_not_convict() -> None:
+    # seed 001: "any arm reporting exactly 1-of-32 needs repeats before that failure is pinned on it"
+    data = {0: _counts(32, 1), 3: _counts(32, 1), 8: _counts(32, 1)}
+    post = posterior(GateModel(good=0, bad=8, requests_per_run=32), data)
+    assert post.best()[1] < 0.5
+
+
+def test_choose_respects_range_skips_and_jobs() -> None:
+    model = GateModel(good=2, bad=10, requests_per_run=32)
+    post = posterior(model, {2: _counts(64, 0), 10: _counts(64, 6)})
+    picks = choose(post, skipped=[6], jobs=3)
+    positions = [c.position for c in picks]
+    assert len(picks) == 3 and len(set(positions)) == 3
+    assert all(2 <= p <= 10 and p != 6 for p in positions)
+    assert all(1 <= c.repeats <= 8 and c.gain > 0 for c in picks)
+
+
+def test_runs_to_reach() -> None:
+    model = GateModel(good=0, bad=4, requests_per_run=32)
+    strong = {k: _counts(32 * 30, 0 if k < 2 else 30) for k in range(5)}
+    assert runs_to_reach(posterior(model, strong), 0.99) == 0
+    weak = {1: _counts(32, 0), 2: _counts(32, 2)}
+    more = runs_to_reach(posterior(model, weak), 0.99)
+    assert more is not None and more > 0
