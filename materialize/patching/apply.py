@@ -66,6 +66,15 @@ class _Misordered(Exception):
     """GNU's "misordered hunks! output would be garbled": the hunk fails, nothing is written."""
 
 
+class _GnuAbort(Exception):
+    """GNU's ``assert (outstate->after_newline)`` in apply_hunk fails: patch aborts, nothing changes.
+
+    It happens when a hunk removes lines after the output already ended in a line without newline
+    (only possible for hunks located before an earlier one). GNU dies with SIGABRT and leaves the
+    file untouched; we report the whole file as failed with its content unchanged.
+    """
+
+
 class _Applier:
     """Mutable state of one GNU patch run over one file."""
 
@@ -179,6 +188,8 @@ class _Applier:
         n_old, n_new = len(h.old), len(h.new)
         while old < n_old:
             if h.old_kinds[old] == "-":
+                if not self.after_newline:
+                    raise _GnuAbort
                 self.copy_till(where + old - 1)
                 self.last_frozen += 1
                 old += 1
@@ -234,13 +245,27 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
     state = _Applier(original or b"")
     results: list[HunkResult] = []
     rejected: list[tuple[Hunk, int]] = []
-    for hunk in fp.hunks:
-        result = _apply_hunk(state, hunk, fp, original, max_fuzz)
-        if result.status == "failed":
-            rejected.append((hunk, state.out_offset))
-        results.append(result)
+    try:
+        for hunk in fp.hunks:
+            result = _apply_hunk(state, hunk, fp, original, max_fuzz)
+            if result.status == "failed":
+                rejected.append((hunk, state.out_offset))
+            results.append(result)
+    except _GnuAbort:
+        return _aborted(fp, original, len(results) + 1)
     output = state.finish()
     return _file_result(fp, original, output, state.zero_output, tuple(results), rejected)
+
+
+def _aborted(fp: FilePatch, original: bytes | None, hunk_number: int) -> FileResult:
+    """The whole file fails and stays unchanged, as when GNU patch aborts mid-file."""
+    failed = tuple(HunkResult(h, "failed", 0, 0, None) for h in fp.hunks)
+    reject = format_reject(fp, [(h, 0) for h in fp.hunks])
+    message = (
+        f"{fp.path}: hunk #{hunk_number} removes lines after output that ends without a newline "
+        "(GNU patch aborts here); nothing applied"
+    )
+    return FileResult(original, failed, reject, error=message)
 
 
 def _apply_hunk(

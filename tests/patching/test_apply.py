@@ -175,3 +175,14 @@ def test_misordered_insertion_fails_like_gnu() -> None:
     r = _apply(b"x\n" + BASE, patch)
     assert [h.status for h in r.hunks] == ["offset", "failed"]
     assert r.reject is not None and r.reject.endswith("@@ -0,0 +1 @@\n+zz\n")
+
+
+def test_gnu_abort_after_incomplete_line_leaves_file_unchanged() -> None:
+    # Hunk 2 is located before hunk 1, whose output ended without a newline: GNU asserts and dies.
+    patch = b"--- a/f\n+++ b/f\n@@ -2,0 +2,2 @@\n+b\n+a\n\\ No newline at end of file\n@@ -1 +0,0 @@\n-b\n"
+    (fp,) = parse_patch(patch, source="t.diff").files
+    r = apply_file(b"b\na", fp)
+    assert not r.ok and r.content == b"b\na" and r.error is not None
+    if HAVE_GNU:
+        gnu = run_gnu(b"b\na", patch, fuzz=0)
+        assert gnu.returncode not in (0, 1) and gnu.content == b"b\na"

@@ -168,6 +168,8 @@ def test_tree_matches_gnu(tmp_path: Path, seed: int, kind: str) -> None:
     old, new = _random_trees(rng)
     patch = _git_patch(tmp_path, old, new) if kind == "git" else _diff_patch(tmp_path, old, new)
     target = _drift(rng, old) if seed % 2 else old
+    if not parse_patch(patch, source="t.patch").files:
+        return  # GNU calls a diff-less patch "only garbage" (exit 2); quilt allows empty patches
     ours, ours_ok = _apply_ours(target, patch)
     gnu, gnu_ok = _apply_gnu(tmp_path, target, patch)
     assert ours == gnu, patch.decode("utf-8", "replace")
