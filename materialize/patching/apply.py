@@ -2,9 +2,9 @@
 
 This is a deliberate transliteration of GNU patch's ``locate_hunk``/``patch_match``/``apply_hunk``/
 ``copy_till`` (patch.c), including its quirks: offsets carry over from hunk to hunk, fuzz trims
-context asymmetrically for hunks that GNU believes sit at the start or end of a file, a hunk may never
-match before the last line an earlier hunk consumed, and missing final newlines are handled exactly as
-GNU does. Behaviour is pinned by a differential test against ``/usr/bin/patch``.
+context asymmetrically for hunks that GNU believes sit at the start or end of a file, a hunk that lands
+before the last line an earlier hunk consumed fails ("misordered hunks"), and missing final newlines are
+handled exactly as GNU does. Behaviour is pinned by a differential test against ``/usr/bin/patch``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from materialize.errors import PatchApplyError
-from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult
+from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult, HunkStatus
+from materialize.patching.parse import split_lines
 from materialize.patching.reject import format_reject
 
 
@@ -53,15 +54,6 @@ def _prepare(hunk: Hunk, strip_cr: bool) -> _Prepared:
     )
 
 
-def split_file(data: bytes) -> list[bytes]:
-    """File bytes to lines with terminators; the last line may lack one (as GNU's ``inp.c``)."""
-    lines = data.split(b"\n")
-    out = [line + b"\n" for line in lines[:-1]]
-    if lines[-1]:
-        out.append(lines[-1])
-    return out
-
-
 class _Misordered(Exception):
     """GNU's "misordered hunks! output would be garbled": the hunk fails, nothing is written."""
 
@@ -79,7 +71,7 @@ class _Applier:
     """Mutable state of one GNU patch run over one file."""
 
     def __init__(self, data: bytes) -> None:
-        self.input = split_file(data)
+        self.input = split_lines(data)  # the last line may lack "\n", as in GNU's inp.c
         self.out: list[bytes] = []
         self.after_newline = True
         self.zero_output = True
@@ -218,7 +210,8 @@ class _Applier:
         return b"".join(self.out)
 
 
-def _status(fuzz: int, offset: int) -> str:
+def _status(fuzz: int, offset: int) -> HunkStatus:
+    """GNU's wording: fuzz wins over offset; both numbers are kept in the result."""
     if fuzz:
         return "fuzz"
     return "offset" if offset else "clean"
@@ -286,7 +279,7 @@ def _apply_hunk(
         state.apply(h, where)
     except _Misordered:
         return HunkResult(hunk, "failed", 0, 0, None)
-    return HunkResult(hunk, _status(fuzz, offset), offset, fuzz, where)  # type: ignore[arg-type]
+    return HunkResult(hunk, _status(fuzz, offset), offset, fuzz, where)
 
 
 def _file_result(

@@ -120,8 +120,8 @@ def _apply_ours(tree: dict[str, bytes], patch: bytes) -> tuple[dict[str, bytes],
         original = tree.get(source) if source is not None else None
         res = apply_file(original, fp)
         ok &= res.ok
-        if fp.is_rename and source is not None and res.ok:
-            result.pop(source, None)
+        if fp.is_rename and source is not None:
+            result.pop(source, None)  # GNU renames even when hunks fail (content then unchanged)
         if fp.is_delete and res.content is None and source is not None:
             result.pop(source, None)
         elif res.content is not None:
