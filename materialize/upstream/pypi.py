@@ -93,11 +93,3 @@ def fetch(project: str, version: str, filename: str, sha256: str, cache: Path, *
             f"{filename}: the index publishes sha256 {published}, the series pins {sha256}; refusing to download"
         )
     return download(url, dest, sha256, progress=progress)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -20,7 +20,6 @@ from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
 from materialize.store import EMPTY_TREE, EXECUTABLE, REGULAR, SYMLINK, Store
-from materialize.upstream import pypi
 from materialize.upstream.archive import Member, read_archive, single_top_folder
 
 
@@ -73,6 +72,8 @@ def _resolve_pypi(pin: PypiPin, store: Store, progress: bool) -> ResolvedPin:
                 "root": pin.root}
 
     def build() -> tuple[str, str]:
+        from materialize.upstream import pypi  # requests and the index client load only when fetching
+
         artifact = pypi.fetch(name, version, pin.file, pin.sha256, store.artifacts, index=pin.index_url,
                               progress=progress)
         return _import_members(store, read_archive(artifact), pin.root, pin.file)
@@ -84,11 +85,19 @@ def _resolve_tarball(pin: TarballPin, store: Store, base_dir: Path) -> ResolvedP
     path = (base_dir / pin.path).resolve()
     if not path.is_file():
         raise UpstreamError(f"tarball pin: {path} does not exist")
-    actual = pypi.sha256_file(path)
+    actual = sha256_file(path)
     if pin.sha256 and actual != pin.sha256:
         raise UpstreamError(f"{path}: sha256 mismatch: pinned {pin.sha256}, file has {actual}")
     identity = {"kind": "tarball", "path": str(path), "sha256": actual, "root": pin.root}
     return _cached_or_import(store, identity, lambda: _import_members(store, read_archive(path), pin.root, str(path)))
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:

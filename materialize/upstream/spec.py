@@ -11,7 +11,7 @@ from pathlib import Path
 
 from materialize.errors import MaterializeError
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
-from materialize.upstream import pypi
+from materialize.upstream.resolve import sha256_file
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar", ".zip", ".whl")
 
@@ -27,6 +27,8 @@ def parse_spec(spec: str, *, index: str | None = None) -> GitPin | PypiPin | Pat
         if "==" not in requirement:
             raise SpecError(f"{spec}: expected pypi:NAME==VERSION[:FILE]")
         name, version = requirement.split("==", 1)
+        from materialize.upstream import pypi  # the index client loads only when asked for
+
         found_name, _url, sha = pypi.find_file(name, version, filename or None, index=index)
         return PypiPin(kind="pypi", requirement=requirement, file=found_name, sha256=sha, index_url=index)
     if spec.startswith("git+"):
@@ -39,5 +41,5 @@ def parse_spec(spec: str, *, index: str | None = None) -> GitPin | PypiPin | Pat
     if path.is_dir():
         return PathPin(kind="path", path=str(path.resolve()))
     if path.is_file() and spec.lower().endswith(_ARCHIVE_SUFFIXES):
-        return TarballPin(kind="tarball", path=str(path.resolve()), sha256=pypi.sha256_file(path))
+        return TarballPin(kind="tarball", path=str(path.resolve()), sha256=sha256_file(path))
     raise SpecError(f"{spec}: not a directory, archive, git+URL@REV or pypi:NAME==VERSION")

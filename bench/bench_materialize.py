@@ -1,0 +1,192 @@
+"""Materialize speed: this tool vs `quilt push -a`, a `git apply` loop and a GNU `patch` loop.
+
+Same work for every tool: a tree already unpacked/cached, a series of patches, the patched result.
+Ours runs as the real CLI (`materialize apply --overlay --out`), so Python start-up is included;
+the others run on a fresh copy of the unpacked tree (the copy is not timed). Cold means no prefix is
+cached (upstream import is cached, as the target says); "edit last" changes only the last patch.
+
+    .venv/bin/python bench/bench_materialize.py [--runs 5] [--sizes 1000,10000,50000] [--skip-shipped]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Timing, measure  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+MAT = str(REPO / ".venv" / "bin" / "materialize")
+console = Console(width=200)
+
+
+def file_text(rng: random.Random, n_lines: int) -> list[str]:
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    return [f"{rng.choice(words)}_{i} = {rng.randint(0, 999)}\n" for i in range(n_lines)]
+
+
+def generate_tree(root: Path, n_files: int, seed: int = 1) -> dict[str, list[str]]:
+    rng = random.Random(seed)
+    files: dict[str, list[str]] = {}
+    for i in range(n_files):
+        rel = f"src/d{i // 100:04d}/f{i % 100:03d}.py"
+        files[rel] = file_text(rng, 40)
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(files[rel]))
+    return files
+
+
+def generate_patches(files: dict[str, list[str]], patches_dir: Path, n_patches: int, files_per_patch: int,
+                     touch_pool: int, seed: int = 2) -> list[str]:
+    """A series whose patches each edit ``files_per_patch`` files among the first ``touch_pool``."""
+    rng = random.Random(seed)
+    state = {k: list(v) for k, v in files.items()}
+    pool = sorted(files)[:touch_pool]
+    names = []
+    patches_dir.mkdir(parents=True, exist_ok=True)
+    for p in range(n_patches):
+        chunks = [f"Subject: generated patch {p}\n\n"]
+        for rel in sorted(rng.sample(pool, files_per_patch)):
+            old = state[rel]
+            new = list(old)
+            for _ in range(2):
+                at = rng.randrange(len(new))
+                new[at] = f"patched_{p}_{at} = {rng.randint(0, 999)}\n"
+            chunks.append(f"diff -u a/{rel} b/{rel}\n")
+            chunks.extend(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}", n=3))
+            state[rel] = new
+        name = f"{p + 1:04d}-gen.patch"
+        (patches_dir / name).write_text("".join(chunks))
+        names.append(name)
+    (patches_dir / "series").write_text("".join(n + "\n" for n in names))
+    return names
+
+
+def write_series(project: Path, tarball: Path, names: list[str]) -> Path:
+    lines = ["version: 1", "patches_dir: patches", "targets:", "  plugin:",
+             f"    pin: {{kind: tarball, path: {tarball}}}", "patches:"]
+    lines += [f"  - {{patch: {n}, target: plugin}}" for n in names]
+    series = project / "series.yaml"
+    series.write_text("\n".join(lines) + "\n")
+    return series
+
+
+def drop_prefix_cache(cache: Path) -> None:
+    git_dir = cache / "store.git"
+    refs = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=delete %(refname)",
+                           "refs/materialize/prefix/"], capture_output=True, text=True, check=True).stdout
+    subprocess.run(["git", "--git-dir", str(git_dir), "update-ref", "--stdin"], input=refs, text=True, check=True)
+
+
+class Workload:
+    """A tree + series on disk, plus fresh copies for the reference tools."""
+
+    def __init__(self, root: Path, n_files: int, n_patches: int, files_per_patch: int, touch_pool: int) -> None:
+        self.root = root
+        self.upstream = root / "upstream" / "proj"
+        files = generate_tree(self.upstream, n_files)
+        self.patches = root / "project" / "patches"
+        self.names = generate_patches(files, self.patches, n_patches, files_per_patch, touch_pool)
+        self.tarball = root / "proj.tar.gz"
+        with tarfile.open(self.tarball, "w:gz", compresslevel=1) as tar:
+            tar.add(self.upstream, arcname="proj")
+        self.series = write_series(root / "project", self.tarball, self.names)
+        self.cache = root / "cache"
+        self.env = {"MATERIALIZE_CACHE": str(self.cache), "PYTHONDONTWRITEBYTECODE": "1"}
+        self.scratch = root / "scratch"
+
+    def fresh_copy(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.copytree(self.upstream, self.scratch, symlinks=True)
+        shutil.copytree(self.patches, self.scratch / "patches")
+
+    def ours(self) -> list[str]:
+        return [MAT, "apply", "--series", str(self.series), "--overlay", "--out", str(self.root / "out")]
+
+
+def bench_workload(w: Workload, runs: int, *, reference: bool = True) -> dict[str, Timing]:
+    # Import the upstream once (the cold target assumes a cached upstream).
+    subprocess.run(w.ours(), env={**os.environ, **w.env}, check=True, capture_output=True)
+    results = {"ours cold": measure(runs, w.ours, prepare=lambda: drop_prefix_cache(w.cache), env=w.env)}
+    last = w.patches / w.names[-1]
+    original = last.read_bytes()
+    counter = iter(range(10**6))
+
+    def edit_last() -> None:
+        last.write_bytes(original.replace(b"Subject: generated", f"Subject: edit {next(counter)}".encode(), 1))
+
+    results["ours edit-last"] = measure(runs, w.ours, prepare=edit_last, env=w.env)
+    last.write_bytes(original)
+    if reference:
+        quilt_env = {"QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
+        results["quilt push -a"] = measure(runs, lambda: ["quilt", "push", "-a", "-q"], prepare=w.fresh_copy,
+                                           cwd=lambda: w.scratch, env=quilt_env)
+        script = ";".join(f"patch -s -p1 -F0 -i patches/{n} || exit 1" for n in w.names)
+        results["patch loop"] = measure(runs, lambda: ["sh", "-c", script], prepare=w.fresh_copy,
+                                        cwd=lambda: w.scratch)
+        script = ";".join(f"git apply -p1 patches/{n} || exit 1" for n in w.names)
+        results["git apply loop"] = measure(runs, lambda: ["sh", "-c", script], prepare=w.fresh_copy,
+                                            cwd=lambda: w.scratch)
+    return results
+
+
+def table(title: str, results: dict[str, Timing], baseline: str) -> Table:
+    t = Table(title=title)
+    for col in ("tool", "median (min-max)", f"ratio vs {baseline}", "peak RSS MiB"):
+        t.add_column(col)
+    base = results[baseline].median
+    for name, timing in results.items():
+        t.add_row(name, timing.cell(), f"{timing.median / base:.2f}", f"{timing.peak_rss_mib:.0f}")
+    return t
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--files", type=int, default=20000, help="tree size of the main generated workload")
+    parser.add_argument("--patches", type=int, default=120)
+    parser.add_argument("--sizes", default="1000,10000,50000", help="tree sizes for the scaling table")
+    parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped series on the real pins")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-materialize-") as tmp:
+        root = Path(tmp)
+        # (b) generated: 120 patches x 13 files = ~1,500 file edits on a 20k-file tree.
+        w = Workload(root / "main", args.files, args.patches, 13, 1500)
+        results = bench_workload(w, args.runs)
+        console.print(table(f"generated series: {args.patches} patches, ~{args.patches * 13} file edits, "
+                            f"{args.files} files (median of {args.runs})", results, "quilt push -a"))
+        cold = results["ours cold"].median
+        console.print(f"edit-last / cold = {results['ours edit-last'].median / cold:.1%} (target < 10%)")
+        scaling: dict[str, Timing] = {}
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            ws = Workload(root / f"scale-{size}", size, 100, 10, 1000)
+            r = bench_workload(ws, max(3, args.runs // 2), reference=True)
+            scaling[f"ours cold, {size} files"] = r["ours cold"]
+            scaling[f"quilt push -a, {size} files"] = r["quilt push -a"]
+            shutil.rmtree(ws.root)
+        if scaling:
+            first = next(iter(scaling))
+            console.print(table("scaling in tree size: 100 patches x 10 files (same patches, bigger tree)",
+                                scaling, first))
+        if not args.skip_shipped:
+            from bench_shipped import bench_shipped  # noqa: PLC0415 - needs the real pins, optional
+
+            console.print(bench_shipped(root / "shipped", args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
