@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,16 +31,17 @@ class Timing:
 
 
 def run_once(argv: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall time and peak RSS (MiB) of one child process, measured with wait4 for that child only."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(list(argv), cwd=cwd, env={**os.environ, **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {stderr[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+    """Wall time and peak RSS (MiB) of one command, RSS read by GNU time (a fork of this process would
+    inherit our own high-water mark)."""
+    with tempfile.NamedTemporaryFile(prefix="bench-rss-") as rss_file:
+        start = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *argv], cwd=cwd,
+                              env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        elapsed = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
+        kib = float(Path(rss_file.name).read_text().split()[-1])
+    return elapsed, kib / 1024
 
 
 def measure(runs: int, command: Callable[[], Sequence[str]], *, prepare: Callable[[], None] | None = None,

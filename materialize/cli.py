@@ -73,6 +73,16 @@ def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | Non
     return command.run(quilt_dir, upstream, target, output)
 
 
+def _register_subsystems() -> None:
+    """Subsystems own their command groups; the top level only wires them in."""
+    from materialize.serve.cli import serve_group
+
+    cli.add_command(serve_group)
+
+
+_register_subsystems()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one message and exit with their documented code."""
     try:
