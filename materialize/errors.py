@@ -10,7 +10,7 @@ Exit codes (documented in the README):
   2  invalid input: malformed series YAML, malformed patch, bad command-line usage
   3  upstream problem: a pin could not be fetched or its hash does not match
   4  refused as unsafe: a path or archive member escapes its root, a link points outside, a device file
-  5  busy: another run holds the lock and ``--no-wait`` was given
+  5  busy: another process holds a lock that is not waited for (the bisect state)
   130 interrupted (Ctrl-C); nothing half-written is left behind
 """
 
