@@ -57,6 +57,19 @@ def _position(series: Series, ref: str) -> int:
     return series.position(0 if ref in ("0", "base") else ref)
 
 
+def _rate(value: str | None) -> float | None:
+    """A per-request rate given as a fraction ("1/256") or a number ("0.0039")."""
+    if value is None:
+        return None
+    try:
+        if "/" in value:
+            num, den = value.split("/", 1)
+            return float(num) / float(den)
+        return float(value)
+    except (ValueError, ZeroDivisionError):
+        raise BisectError(f"not a rate: {value!r} (use e.g. 1/256 or 0.0039)") from None
+
+
 def _finish(code: int) -> None:
     ctx = click.get_current_context()
     ctx.exit(code)
@@ -115,6 +128,8 @@ def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateSt
 @click.option(
     "--switch-cost", type=float, default=0.5, show_default=True, help="cost of changing candidate, in runs"
 )
+@click.option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
+@click.option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
 def start_cmd(
     series_opt,
     work_dir,
@@ -128,6 +143,8 @@ def start_cmd(
     confidence,
     deterministic,
     switch_cost,
+    baseline_rate,
+    culprit_rate,
 ) -> None:
     """Start a bisect between two series positions."""
     series, store = _load(series_opt, work_dir)
@@ -147,6 +164,8 @@ def start_cmd(
             requests=requests,
             deterministic=deterministic,
             switch_cost=switch_cost,
+            baseline_rate=_rate(baseline_rate),
+            culprit_rate=_rate(culprit_rate),
         )
         store.save(state)
     click.echo(

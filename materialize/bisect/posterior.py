@@ -64,16 +64,27 @@ class GateModel:
     grid_size: int = 40
     rate_lo: float = 1e-4
     rate_hi: float = 0.95
+    baseline_rate: float | None = None  # per-request rate every prefix shows, if known (e.g. 1/256)
+    culprit_rate: float | None = None  # per-request rate with the culprit, if known
 
     def rates(self) -> np.ndarray:
         if self.deterministic:
             return np.array([1e-6, 1.0 - 1e-6])
-        return np.geomspace(self.rate_lo, self.rate_hi, self.grid_size)
+        grid = np.geomspace(self.rate_lo, self.rate_hi, self.grid_size)
+        known = [r for r in (self.baseline_rate, self.culprit_rate) if r is not None]
+        return np.unique(np.concatenate([grid, known])) if known else grid
+
+    def _pinned(self, rates: np.ndarray, value: float | None) -> np.ndarray:
+        """Mask of grid points a rate may take: all, or only the one the user gave."""
+        if value is None:
+            return np.ones(len(rates), bool)
+        return np.isclose(rates, value, rtol=1e-12, atol=0)
 
     def log_prior(self, rates: np.ndarray) -> np.ndarray:
         """Prior over grid pairs (p0, p1) with p0 < p1.
 
-        p0 is log-uniform (a baseline flake rate can be anything from 1e-4 up). Given p0, p1 is
+        Rates the user knows (``baseline_rate``, ``culprit_rate``) are pinned to their value.
+        Otherwise p0 is log-uniform (a baseline flake rate can be anything from 1e-4 up). Given p0, p1 is
         uniform in the *per-run* failure probability q = 1-(1-p)^R above q0: a culprit is not assumed
         to be near-deterministic. (A log-uniform p1 would put a quarter of its mass on rates where a
         32-request gate always fails, and three lucky passes would then wrongly clear a culprit.)
@@ -87,7 +98,8 @@ class GateModel:
         edges = np.concatenate([[0.0], (q[1:] + q[:-1]) / 2, [1.0]])
         dq = np.diff(edges)
         i, j = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
-        w = np.where(j > i, dq[None, :], 0.0)
+        allowed = (j > i) & self._pinned(rates, self.baseline_rate)[:, None] & self._pinned(rates, self.culprit_rate)[None, :]
+        w = np.where(allowed, dq[None, :], 0.0)
         row = w.sum(axis=1, keepdims=True)
         w = np.divide(w, row, out=np.zeros_like(w), where=row > 0)
         with np.errstate(divide="ignore"):

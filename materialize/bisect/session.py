@@ -35,6 +35,8 @@ def start(
     requests: int = 1,
     deterministic: bool = False,
     switch_cost: float = 0.5,
+    baseline_rate: float | None = None,
+    culprit_rate: float | None = None,
 ) -> BisectState:
     """A fresh bisect between two series positions (0 = upstream alone)."""
     if not 0 <= good < bad <= n_patches:
@@ -47,6 +49,11 @@ def start(
         raise BisectError("--requests must be at least 1")
     if threshold_pct <= 0:
         raise BisectError("--threshold must be a positive percentage")
+    for name, rate in (("--baseline-rate", baseline_rate), ("--culprit-rate", culprit_rate)):
+        if rate is not None and not 0 < rate < 1:
+            raise BisectError(f"{name} must be a per-request rate in (0, 1); got {rate}")
+    if baseline_rate is not None and culprit_rate is not None and culprit_rate <= baseline_rate:
+        raise BisectError("--culprit-rate must be above --baseline-rate")
     mode = "metric" if metric else "gate"
     state = BisectState(
         series=series,
@@ -62,6 +69,8 @@ def start(
         requests=requests,
         deterministic=deterministic,
         switch_cost=switch_cost,
+        baseline_rate=baseline_rate,
+        culprit_rate=culprit_rate,
     )
     state.log.append(start_line(state))
     return state
@@ -77,6 +86,10 @@ def start_line(state: BisectState) -> str:
         parts += ["--gate", shlex.quote(state.gate), "--requests", str(state.requests)]
         if state.deterministic:
             parts.append("--deterministic")
+        if state.baseline_rate is not None:
+            parts += ["--baseline-rate", repr(state.baseline_rate)]
+        if state.culprit_rate is not None:
+            parts += ["--culprit-rate", repr(state.culprit_rate)]
     parts += ["--confidence", _fmt(state.confidence), "--switch-cost", _fmt(state.switch_cost)]
     return " ".join(parts)
 
@@ -217,6 +230,8 @@ def gate_model(state: BisectState) -> GateModel:
         confidence=state.confidence,
         deterministic=state.deterministic,
         switch_cost=state.switch_cost,
+        baseline_rate=state.baseline_rate,
+        culprit_rate=state.culprit_rate,
     )
 
 
@@ -293,6 +308,8 @@ def apply_line(
                 requests=int(opts.get("requests", 1)),
                 deterministic=bool(opts.get("deterministic", False)),
                 switch_cost=float(opts.get("switch-cost", 0.5)),
+                baseline_rate=float(opts["baseline-rate"]) if "baseline-rate" in opts else None,
+                culprit_rate=float(opts["culprit-rate"]) if "culprit-rate" in opts else None,
             )
         if state is None:
             raise BisectError(f"{source}: '{verb}' before 'start'")

@@ -62,6 +62,8 @@ class BisectState:
     requests: int = 1  # requests per run when only pass/fail is known
     deterministic: bool = False
     switch_cost: float = 0.5
+    baseline_rate: float | None = None
+    culprit_rate: float | None = None
     observations: list[Observation] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     ids: dict[str, str] = field(default_factory=dict)  # position -> materialization id

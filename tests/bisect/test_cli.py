@@ -99,6 +99,7 @@ def test_run_finds_a_flaky_culprit_and_writes_valid_records(gen_series, tmp_path
     ok("bisect", "reset", *common)
     out = ok("bisect", "infer", *common, "--runs", ledger, "--gate", "exit", "--requests", "32")
     assert f"used {len(lines)} past run(s)" in out
+    assert "narrowest range holding 0.95 of the posterior: good=8 bad=9" in out
     assert "first bad patch" in out and "position 9" in out
 
 

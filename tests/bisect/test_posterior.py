@@ -125,3 +125,14 @@ def test_runs_to_reach() -> None:
     weak = {1: _counts(32, 0), 2: _counts(32, 2)}
     more = runs_to_reach(posterior(model, weak), 0.99)
     assert more is not None and more > 0
+
+
+def test_known_rates_pin_the_grid_and_match_the_two_point_model() -> None:
+    data = {0: _counts(64, 0), 2: _counts(32, 3), 4: _counts(96, 4)}
+    pinned = posterior(GateModel(good=0, bad=4, baseline_rate=1 / 256, culprit_rate=1 / 32), data)
+    two_point = posterior(GateModel(good=0, bad=4, grid_size=2, rate_lo=1 / 256, rate_hi=1 / 32), data)
+    assert pinned.probs == pytest.approx(two_point.probs, rel=1e-9)
+    assert pinned.rate_means() == pytest.approx((1 / 256, 1 / 32))
+    half = posterior(GateModel(good=0, bad=4, baseline_rate=1 / 256), data)
+    assert half.rate_means()[0] == pytest.approx(1 / 256)
+    assert half.rate_means()[1] > 1 / 256
