@@ -60,28 +60,41 @@ def parse_report(output: str) -> dict[int, GnuHunk]:
 
 def run_gnu(original: bytes | None, patch: bytes, *, fuzz: int, strip: int = 1, name: str = "f") -> GnuResult:
     """Apply ``patch`` to a file ``name`` holding ``original`` (None: absent) in a scratch dir."""
+    return run_gnu_many(original, patch, fuzzes=[fuzz], strip=strip, name=name)[0]
+
+
+def run_gnu_many(
+    original: bytes | None, patch: bytes, *, fuzzes: list[int], strip: int = 1, name: str = "f"
+) -> list[GnuResult]:
+    """Like ``run_gnu`` for several fuzz factors, running the GNU processes concurrently."""
     with tempfile.TemporaryDirectory(prefix="gnu-patch-") as tmp:
         root = Path(tmp)
-        work = root / "work"
-        work.mkdir()
-        target = work / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if original is not None:
-            target.write_bytes(original)
         patch_file = root / "p.diff"
         patch_file.write_bytes(patch)
-        cmd = [
-            GNU_PATCH,
-            f"-p{strip}",
-            f"-F{fuzz}",
-            "-f",
-            "--no-backup-if-mismatch",
-            "--reject-file=-",
-            "-i",
-            str(patch_file),
-        ]
         env = dict(os.environ, LC_ALL="C", QUOTING_STYLE="literal")
-        proc = subprocess.run(cmd, cwd=work, capture_output=True, env=env, check=False, timeout=30)
-        output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
-        content = target.read_bytes() if target.exists() else None
-        return GnuResult(proc.returncode, content, parse_report(output), output)
+        running = []
+        for i, fuzz in enumerate(fuzzes):
+            work = root / f"work{i}"
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if original is not None:
+                target.write_bytes(original)
+            cmd = [
+                GNU_PATCH,
+                f"-p{strip}",
+                f"-F{fuzz}",
+                "-f",
+                "--no-backup-if-mismatch",
+                "--reject-file=-",
+                "-i",
+                str(patch_file),
+            ]
+            proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            running.append((proc, target))
+        results = []
+        for proc, target in running:
+            out, _ = proc.communicate(timeout=30)
+            output = out.decode("utf-8", "replace")
+            content = target.read_bytes() if target.exists() else None
+            results.append(GnuResult(proc.returncode, content, parse_report(output), output))
+        return results

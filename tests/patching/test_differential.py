@@ -21,12 +21,13 @@ from hypothesis import strategies as st
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FileResult
 
-from .gnu import gnu_available, run_gnu
+from .gnu import GnuResult, gnu_available, run_gnu_many
 
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
 SOAK = int(os.environ.get("MATERIALIZE_SOAK", "0"))
 EXAMPLES = SOAK or 300
+FUZZES = [0, 1, 2, 3]
 
 LINES = [b"a\n", b"b\n", b"c\n", b"d\n", b"\n", b"a\r\n", b"b\r\n"]
 
@@ -101,8 +102,7 @@ def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     return patch, old, _render(drift, target_nl)
 
 
-def _compare(ours: FileResult, patch: bytes, target: bytes, fuzz: int) -> None:
-    gnu = run_gnu(target, patch, fuzz=fuzz)
+def _compare(ours: FileResult, gnu: GnuResult, target: bytes, fuzz: int) -> None:
     context = f"fuzz={fuzz}\nGNU said:\n{gnu.output}\nours: {ours.hunks}"
     if gnu.returncode not in (0, 1):
         # GNU aborted (its after_newline assertion): nothing may change and we must fail.
@@ -142,9 +142,10 @@ def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
         return
     parsed = parse_patch(patch, source="random.diff", strip=1)
     assert len(parsed.files) == 1
-    for fuzz in range(4):
+    gnu = run_gnu_many(target, patch, fuzzes=FUZZES)
+    for fuzz in FUZZES:
         ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
-        _compare(ours, patch, target, fuzz)
+        _compare(ours, gnu[fuzz], target, fuzz)
 
 
 _HUNK_HEADER = re.compile(rb"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@", re.MULTILINE)
@@ -180,6 +181,7 @@ def perturbed(draw: st.DrawFn) -> tuple[bytes, bytes]:
 def test_matches_gnu_patch_with_lying_headers(case: tuple[bytes, bytes]) -> None:
     patch, target = case
     parsed = parse_patch(patch, source="random.diff", strip=1)
-    for fuzz in range(4):
+    gnu = run_gnu_many(target, patch, fuzzes=FUZZES)
+    for fuzz in FUZZES:
         ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
-        _compare(ours, patch, target, fuzz)
+        _compare(ours, gnu[fuzz], target, fuzz)
