@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from materialize.engine import apply_patch
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.patching import apply_file, parse_patch
 from materialize.series import PatchEntry, Series, load_series
@@ -27,7 +26,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import check_stack_matches, move_to
 from materialize.workspace.state import State, Workspace
-from materialize.workspace.trees import trees_at
+from materialize.workspace.trees import apply_one, trees_at
 
 
 @dataclass
@@ -89,7 +88,7 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
         ))
     old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
     new = regenerate(old, changes, strip=entry.strip)
-    new_tree, _report = apply_patch(ws.store, before, dataclasses.replace(entry, max_fuzz=0), new)
+    new_tree = apply_one(ws.store, before, dataclasses.replace(entry, max_fuzz=0), new)
     for ch in changes:
         got = ws.tree_entry(new_tree, ch.path)
         want = ws.disk_entry(target, ch.path)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from materialize.engine import apply_patch, materialize
+from materialize.engine import materialize
 from materialize.errors import MaterializeError, PatchApplyError
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FilePatch, HunkLine
@@ -36,7 +36,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import move_to
 from materialize.workspace.state import Workspace
-from materialize.workspace.trees import trees_at
+from materialize.workspace.trees import apply_one, forget_memo, trees_at, write_tree
 
 MAX_FUZZ = 3
 MARKERS = (b"<<<<<<< ", b">>>>>>> ")
@@ -58,6 +58,7 @@ class Outcome:
     hunks: dict[str, int] = field(default_factory=dict)  # status -> count
     files: list[str] = field(default_factory=list)
     detail: str = ""
+    conflicts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,6 +71,7 @@ class Attempt:
     contents: dict[str, tuple[str, bytes] | None]
     statuses: list[tuple[str, str, str]]  # (file, hunk header, status)
     failed: list[str]  # files with failed hunks or file-level errors
+    placed: list[tuple[str, Any]] = field(default_factory=list)  # (file, HunkResult) of offset/fuzz hunks
     noop: bool = False
     reverse_applies: bool = False
 
@@ -94,6 +96,7 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
     contents: dict[str, tuple[str, bytes] | None] = {}
     statuses: list[tuple[str, str, str]] = []
     failed: list[str] = []
+    placed: list[tuple[str, Any]] = []
     reverse_ok = True
 
     def current(path: str) -> tuple[str, bytes] | None:
@@ -113,6 +116,8 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
         result = apply_file(before[1] if before else None, fp, max_fuzz=max_fuzz)
         for h in result.hunks:
             statuses.append((dest, h.hunk.header, h.status))
+            if h.status in ("offset", "fuzz"):
+                placed.append((dest, h))
         if not result.ok:
             failed.append(dest)
             if result.error and not result.hunks:
@@ -128,7 +133,20 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
         else:
             contents[dest] = (fp.new_mode or (before[0] if before else REGULAR), result.content)
     noop = bool(contents) and not failed and all(current_in_tree(store, tree, p) == c for p, c in contents.items())
-    return Attempt(contents, statuses, failed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
+    return Attempt(contents, statuses, failed, placed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
+
+
+def _occurrences(data: bytes, result: Any) -> int:
+    """How often the lines a hunk was matched on (context trimmed by its fuzz) occur in ``data``."""
+    lines = result.hunk.lines
+    old = [line.text() for line in lines if line.kind != "+"]
+    lead = next((i for i, line in enumerate(lines) if line.kind != " "), len(lines))
+    trail = next((i for i, line in enumerate(reversed(lines)) if line.kind != " "), len(lines))
+    old = old[min(result.fuzz, lead): len(old) - min(result.fuzz, trail)]
+    hay = data.splitlines(keepends=True)
+    if not old:
+        return 0
+    return sum(1 for i in range(len(hay) - len(old) + 1) if hay[i: i + len(old)] == old)
 
 
 def current_in_tree(store: Store, tree: str, path: str) -> tuple[str, bytes] | None:
@@ -176,7 +194,7 @@ def _regenerate(store: Store, tree: str, entry: PatchEntry, data: bytes,
                                   prev=cur[1] if cur else None,
                                   old_mode=base[0] if base else None, new_mode=cur[0] if cur else None))
     new = regenerate(old, changes, strip=entry.strip)
-    check_tree, _report = apply_patch(store, tree, dataclasses.replace(entry, max_fuzz=0), new)
+    check_tree = apply_one(store, tree, dataclasses.replace(entry, max_fuzz=0), new)
     for path, cur in contents.items():
         if current_in_tree(store, check_tree, path) != cur:
             raise MaterializeError(f"rebase: regenerated {entry.name} does not reproduce {path}; stopped")
@@ -207,7 +225,9 @@ class Rebase:
 
 def _old_chain(ws: Workspace, target: str) -> dict[str, tuple[str, str]]:
     """Per patch of ``target``: (tree before, tree after) on the current pin, from the engine's commits."""
+    forget_memo(ws.store)
     m = materialize(ws.series, store=ws.store)
+    forget_memo(ws.store)
     entries = [p for p in ws.series.patches if p.target == target]
     if not entries:
         return {}
@@ -231,7 +251,7 @@ def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         outcome, contents = _classify(ws.store, tree, entry, entry.read(), chain[entry.name])
         outcomes.append(outcome)
         if contents is not None and outcome.status not in ("conflict", "already-upstream"):
-            tree = ws.store.write_tree(tree, contents)
+            tree = write_tree(ws.store, tree, contents)
     return outcomes
 
 
@@ -246,7 +266,7 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
     if not att.failed:
         kinds = {s for _f, _h, s in att.statuses}
         outcome.status = "fuzz" if "fuzz" in kinds else "offset" if "offset" in kinds else "clean"
-        return outcome, att.contents
+        return _cross_check(store, tree, entry, old, outcome, dict(att.contents), att.placed)
     if att.reverse_applies:
         outcome.status = "already-upstream"
         outcome.detail = "reverse-applies: upstream already has it"
@@ -267,7 +287,44 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
             conflicted.append(path)
     outcome.files = sorted(contents)
     outcome.status = "conflict" if conflicted else "merged"
+    outcome.conflicts = conflicted
     outcome.detail = ", ".join(conflicted)
+    return outcome, contents
+
+
+def _cross_check(store: Store, tree: str, entry: PatchEntry, old: tuple[str, str], outcome: Outcome,
+                 contents: dict[str, tuple[str, bytes] | None], placed: list[tuple[str, Any]]):
+    """Offsets and fuzz can place a hunk at the wrong copy of a repeated line (seen between vllm
+    0.32.0 and 0.33.0). A 3-way merge with the patch's real old base decides: same result, keep it;
+    a different clean result, take the merge ("merged"). When the merge conflicts (git also conflicts
+    on changes to *adjacent* lines) the offset/fuzz result stands only if every moved hunk matched a
+    unique place in the file; otherwise the patch stops as a conflict with the merge's markers."""
+    conflicted, differed = [], []
+    for path in sorted({p for p, _h in placed}):
+        ours = current_in_tree(store, tree, path)
+        base = current_in_tree(store, old[0], path)
+        theirs = current_in_tree(store, old[1], path)
+        mine = contents.get(path)
+        if ours is None or base is None or theirs is None or mine is None:
+            continue
+        merged, clean = merge3(ours[1], base[1], theirs[1], ("upstream (new pin)", "old base", f"patch {entry.name}"))
+        if clean and merged == mine[1]:
+            continue
+        if clean:
+            contents[path] = (mine[0], merged)
+            differed.append(path)
+            continue
+        if all(_occurrences(ours[1], h) == 1 for p, h in placed if p == path):
+            continue  # unambiguous placement; the merge only objects to neighbouring changes
+        contents[path] = (mine[0], merged)
+        conflicted.append(path)
+    if conflicted:
+        outcome.detail = f"{outcome.status} would apply at an ambiguous place; 3-way merge conflicts in " + \
+            ", ".join(conflicted)
+        outcome.status, outcome.conflicts = "conflict", conflicted
+    elif differed:
+        outcome.status = "merged"
+        outcome.detail = "3-way merge differs from the offset/fuzz result in " + ", ".join(differed)
     return outcome, contents
 
 
@@ -344,7 +401,7 @@ def _run(rb: Rebase) -> list[Outcome]:
 
 
 def _conflict_message(ws: Workspace, outcome: Outcome) -> str:
-    files = "\n".join(f"  {ws.root / ws.series.find(outcome.name).target / f}" for f in outcome.detail.split(", "))
+    files = "\n".join(f"  {ws.root / ws.series.find(outcome.name).target / f}" for f in outcome.conflicts)
     return (f"rebase stopped: {outcome.name} (#{outcome.position}) conflicts with the new upstream in:\n{files}\n"
             "resolve the conflict markers, then `materialize rebase --continue` "
             "(or --skip to drop this patch, --abort to restore everything)")

@@ -69,3 +69,7 @@ def store(project: Path) -> Store:
     s = Store.open()
     yield s
     s.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "network: needs the package index; runs only with MATERIALIZE_NETWORK_TESTS=1")
