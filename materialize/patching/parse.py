@@ -81,12 +81,10 @@ class _GitHeaders:
 def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     """Parse ``data`` (the bytes of patch file ``source``), stripping ``strip`` path components."""
     raw = split_lines(data)
-    cursor = _Cursor()
-    try:
-        parsed = UnidiffPatchSet(cursor.feed(raw))
-    except (UnidiffParseError, ValueError) as exc:
-        raise PatchFormatError(f"{source}:{cursor.line}: malformed patch: {exc}") from None
-    ctx = _Context(source=source, raw=raw, strip=strip)
+    # GNU ignores an unterminated last line ("patch unexpectedly ends in middle of line").
+    body = raw[:-1] if raw and not raw[-1].endswith(b"\n") else raw
+    parsed = _unidiff(body, source)
+    ctx = _Context(source=source, raw=body, strip=strip)
     files: list[FilePatch] = []
     for pf in parsed:
         fp = ctx.file_patch(pf)
@@ -96,6 +94,27 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     return PatchSet(source=source, header=header, files=tuple(files))
+
+
+def _unidiff(raw: list[bytes], source: str) -> UnidiffPatchSet:
+    """Run unidiff over the lines, with GNU's tolerance for chopped blank lines at the very end.
+
+    When the patch ends inside a hunk, GNU assumes up to three trailing blank context lines were
+    chopped off (by an editor) and supplies them; anything else is malformed.
+    """
+    cursor = _Cursor()
+    try:
+        return UnidiffPatchSet(cursor.feed(raw))
+    except (UnidiffParseError, ValueError) as exc:
+        error = PatchFormatError(f"{source}:{cursor.line}: malformed patch: {exc}")
+        at_end = cursor.line >= len(raw)
+    if at_end and "shorter than expected" in str(error):
+        for missing in range(1, 4):
+            try:
+                return UnidiffPatchSet(_Cursor().feed(raw + [b"\n"] * missing))
+            except (UnidiffParseError, ValueError):
+                continue
+    raise error
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from materialize.errors import PatchFormatError
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FileResult
 
@@ -186,3 +187,12 @@ def test_gnu_abort_after_incomplete_line_leaves_file_unchanged() -> None:
     if HAVE_GNU:
         gnu = run_gnu(b"b\na", patch, fuzz=0)
         assert gnu.returncode not in (0, 1) and gnu.content == b"b\na"
+
+
+def test_chopped_trailing_blank_lines_and_unterminated_last_patch_line() -> None:
+    # An editor removed the trailing blank context line: GNU (and we) put it back.
+    assert _apply(b"a\nb\n\n", b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n").content == b"a\nB\n\n"
+    # GNU drops an unterminated last patch line, then pads with a blank context line.
+    assert _apply(b"a\nb\n\n\n", b"--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n a\n-b\n+B\n \n ").ok
+    with pytest.raises(PatchFormatError, match=r"^t\.diff:\d+: malformed"):
+        parse_patch(b"--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n b\n+c", source="t.diff")

@@ -226,7 +226,7 @@ Binary files a/b.bin and b/b.bin differ
 @pytest.mark.parametrize(
     ("patch", "line"),
     [
-        (b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n", 6),
+        (b"--- a/f\n+++ b/f\n@@ -1,3 +1,4 @@\n a\n-b\n+c\n", 6),
         (b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n b\n", 3),
         (b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n\\ No newline at end of file\n-b\n+a\n+b\n", 5),
         (b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n*b\n+c\n", 5),
