@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import json
 import shutil
 import subprocess
@@ -136,17 +137,36 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
     return Attempt(contents, statuses, failed, placed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
 
 
-def _occurrences(data: bytes, result: Any) -> int:
-    """How often the lines a hunk was matched on (context trimmed by its fuzz) occur in ``data``."""
-    lines = result.hunk.lines
-    old = [line.text() for line in lines if line.kind != "+"]
-    lead = next((i for i, line in enumerate(lines) if line.kind != " "), len(lines))
-    trail = next((i for i, line in enumerate(reversed(lines)) if line.kind != " "), len(lines))
-    old = old[min(result.fuzz, lead): len(old) - min(result.fuzz, trail)]
-    hay = data.splitlines(keepends=True)
-    if not old:
-        return 0
-    return sum(1 for i in range(len(hay) - len(old) + 1) if hay[i: i + len(old)] == old)
+def graft(old_base: bytes, old_result: bytes, new_base: bytes) -> bytes | None:
+    """Carry the patch's changes (old_base -> old_result) onto new_base where upstream left the changed
+    lines alone; None when upstream touched any of them. Unlike ``git merge-file`` this does not
+    object to upstream changes on *neighbouring* lines, which is exactly the case fuzz exists for."""
+    a, mine, b = (x.splitlines(keepends=True) for x in (old_base, old_result, new_base))
+    where: dict[int, int] = {}
+    for tag, i1, i2, j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                where[i1 + k] = j1 + k
+    edits: list[tuple[int, int, list[bytes]]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, mine, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            mapped = [where.get(i) for i in range(i1, i2)]
+            if None in mapped or mapped != list(range(mapped[0], mapped[0] + len(mapped))):  # type: ignore[arg-type]
+                return None
+            edits.append((mapped[0], mapped[-1] + 1, mine[j1:j2]))  # type: ignore[operator]
+        elif i1 in where:
+            edits.append((where[i1], where[i1], mine[j1:j2]))
+        elif i1 - 1 in where:
+            edits.append((where[i1 - 1] + 1, where[i1 - 1] + 1, mine[j1:j2]))
+        elif i1 == len(a) and not a:
+            edits.append((len(b), len(b), mine[j1:j2]))
+        else:
+            return None
+    for s0, s1, lines in sorted(edits, reverse=True):
+        b[s0:s1] = lines
+    return b"".join(b)
 
 
 def current_in_tree(store: Store, tree: str, path: str) -> tuple[str, bytes] | None:
@@ -295,10 +315,11 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
 def _cross_check(store: Store, tree: str, entry: PatchEntry, old: tuple[str, str], outcome: Outcome,
                  contents: dict[str, tuple[str, bytes] | None], placed: list[tuple[str, Any]]):
     """Offsets and fuzz can place a hunk at the wrong copy of a repeated line (seen between vllm
-    0.32.0 and 0.33.0). A 3-way merge with the patch's real old base decides: same result, keep it;
-    a different clean result, take the merge ("merged"). When the merge conflicts (git also conflicts
-    on changes to *adjacent* lines) the offset/fuzz result stands only if every moved hunk matched a
-    unique place in the file; otherwise the patch stops as a conflict with the merge's markers."""
+    0.32.0 and 0.33.0, where fuzz found an identical import line elsewhere). A 3-way merge with the
+    patch's real old base decides: same result, keep it; a different clean result, take the merge
+    ("merged"). When the merge conflicts (git also conflicts on changes to *adjacent* lines) the
+    offset/fuzz result stands only if ``graft`` - upstream left every patched line alone - agrees
+    with it; otherwise the patch stops as a conflict with the merge's markers."""
     conflicted, differed = [], []
     for path in sorted({p for p, _h in placed}):
         ours = current_in_tree(store, tree, path)
@@ -314,12 +335,12 @@ def _cross_check(store: Store, tree: str, entry: PatchEntry, old: tuple[str, str
             contents[path] = (mine[0], merged)
             differed.append(path)
             continue
-        if all(_occurrences(ours[1], h) == 1 for p, h in placed if p == path):
-            continue  # unambiguous placement; the merge only objects to neighbouring changes
+        if graft(base[1], theirs[1], ours[1]) == mine[1]:
+            continue  # upstream only changed neighbouring lines: the fuzz result is the right one
         contents[path] = (mine[0], merged)
         conflicted.append(path)
     if conflicted:
-        outcome.detail = f"{outcome.status} would apply at an ambiguous place; 3-way merge conflicts in " + \
+        outcome.detail = f"{outcome.status} would apply, but upstream changed the patched lines in " + \
             ", ".join(conflicted)
         outcome.status, outcome.conflicts = "conflict", conflicted
     elif differed:
