@@ -23,8 +23,8 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import git
 import platformdirs
 from filelock import FileLock, Timeout
 
@@ -76,7 +76,7 @@ class Store:
         self.root = root
         self.git_dir = root / "store.git"
         self.artifacts = root / "artifacts"
-        self._repo: git.Repo | None = None
+        self._repo: Any = None  # git.Repo, imported on first use: most runs only touch loose objects
         self._tree_cache: dict[str, dict[str, tuple[str, str]]] = {}
 
     @classmethod
@@ -115,8 +115,11 @@ class Store:
             lock.release()
 
     @property
-    def repo(self) -> git.Repo:
+    def repo(self) -> Any:
+        """gitpython's handle (its persistent cat-file reader serves packed objects)."""
         if self._repo is None:
+            import git  # noqa: PLC0415 - 60 ms of import that a cached run never needs
+
             self._repo = git.Repo(self.git_dir)
         return self._repo
 
