@@ -367,3 +367,18 @@ def rebase(series_path: Path, target: str | None, spec: str | None, report_only:
 
 COMMANDS: list[click.Command] = [rebase, export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new, add, edit_cmd, refresh,
                                  diff, fold, rename, delete, move, header, recover]
+
+
+@click.group(commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+def workspace_main() -> None:
+    """The workspace commands on their own (``python -m materialize.workspace.cli``), for scripts and
+    benchmarks; the ``materialize`` console script registers the same COMMANDS."""
+
+
+if __name__ == "__main__":  # pragma: no cover - thin entry point
+    try:
+        code = workspace_main.main(prog_name="materialize", standalone_mode=False)
+    except MaterializeError as exc:
+        err.print(f"materialize: error: {exc}", markup=False)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

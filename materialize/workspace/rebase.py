@@ -376,6 +376,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
             "target": target, "spec": spec, "orig_position": orig_position,
             "patches": {e.name: str(e.path) for e in entries}, "old": {k: list(v) for k, v in chain.items()},
             "todo": [e.name for e in entries], "done": [], "current": None,
+            "tree": new_base,  # the target's tree after the patches carried so far (other targets don't touch it)
         }
         doc = SeriesDoc.load(ws.series.path)
         doc.set_pin(target, pin.model_dump(exclude_none=True))
@@ -397,7 +398,7 @@ def _run(rb: Rebase) -> list[Outcome]:
     while rb.data["todo"]:
         name = rb.data["todo"][0]
         entry = ws.series.find(name)
-        before = trees_at(ws.series, ws.store, entry.position - 1)[entry.target]
+        before = rb.data["tree"]
         data = entry.read()
         outcome, contents = _classify(ws.store, before, entry, data, tuple(rb.data["old"][name]))
         with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
@@ -409,9 +410,11 @@ def _run(rb: Rebase) -> list[Outcome]:
             else:
                 if outcome.status == "already-upstream":
                     _drop(ws, entry, journal)
-                elif outcome.status != "clean":
+                else:
                     assert contents is not None
-                    journal.write(entry.path, _regenerate(ws.store, before, entry, data, contents))
+                    if outcome.status != "clean":
+                        journal.write(entry.path, _regenerate(ws.store, before, entry, data, contents))
+                    rb.data["tree"] = write_tree(ws.store, before, contents)
                 rb.data["todo"].pop(0)
                 rb.data["done"].append(outcome.to_json())
                 rb.save(journal)
@@ -476,6 +479,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
             for path in state.added.get(entry.name, []):
                 ws.write_file(journal, entry.target, path, ws.tree_entry(state.trees[entry.target], path))
             current["status"] = "skipped"
+            rb.data["tree"] = state.trees[entry.target]
         else:
             contents = {}
             for path in state.added.get(entry.name, []):
@@ -485,6 +489,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                 contents[path] = disk
             before = state.trees[entry.target]
             journal.write(entry.path, _regenerate(ws.store, before, entry, entry.read(), contents))
+            rb.data["tree"] = write_tree(ws.store, before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"
         ws.reload_series()
