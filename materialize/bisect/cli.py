@@ -18,6 +18,7 @@ from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
 from materialize.bisect.report import render
 from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
 from materialize.bisect.validate import Checked, check_records
+from materialize.errors import MaterializeError
 from materialize.ledger import LedgerError, iter_ledger, ledger_files
 from materialize.series import Series, load_series
 
@@ -126,7 +127,7 @@ def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateSt
 @click.option("--confidence", type=float, default=0.95, show_default=True)
 @click.option("--deterministic", is_flag=True, help="plain git-bisect semantics: one pass clears a position")
 @click.option(
-    "--switch-cost", type=float, default=0.5, show_default=True, help="cost of changing candidate, in runs"
+    "--switch-cost", type=float, default=1.0, show_default=True, help="cost of a new candidate (materialize, boot), in runs"
 )
 @click.option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
 @click.option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
@@ -179,15 +180,23 @@ def start_cmd(
 def next_cmd(series_opt, work_dir) -> None:
     """Materialize the next candidate and print its id and directory (or the verdict)."""
     series, store = _load(series_opt, work_dir)
+    prepare = PREPARE_FACTORY(series)
     with store.locked():
         state = store.load()
-        step = session.decide(state)
-        if step.status != "run":
-            click.echo(render(state, step, patch_names(series)))
-            _finish(0 if step.status == "found" else 1)
-            return
-        position, repeats = step.runs[0]
-        cand = PREPARE_FACTORY(series)(position)
+        while True:
+            step = session.decide(state)
+            if step.status != "run":
+                store.save(state)
+                click.echo(render(state, step, patch_names(series)))
+                _finish(0 if step.status == "found" else 1)
+                return
+            position, repeats = step.runs[0]
+            try:
+                cand = prepare(position)
+                break
+            except MaterializeError as exc:  # an untestable prefix is skipped, as git bisect skips
+                click.echo(f"position {position}: cannot materialize ({exc}); skipping it", err=True)
+                session.skip(state, position)
         session.note_candidate(state, position, cand.materialization_id)
         store.save(state)
     name = patch_names(series).get(position, "(upstream alone)")

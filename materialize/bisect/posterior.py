@@ -60,7 +60,7 @@ class GateModel:
     requests_per_run: int = 1
     confidence: float = 0.95
     deterministic: bool = False
-    switch_cost: float = 0.5
+    switch_cost: float = 1.0
     grid_size: int = 40
     rate_lo: float = 1e-4
     rate_hi: float = 0.95

@@ -29,6 +29,7 @@ from typing import Protocol
 from materialize.bisect import session
 from materialize.bisect.candidates import Candidate
 from materialize.bisect.state import BisectError, BisectState, StateStore
+from materialize.errors import MaterializeError
 from materialize.ledger import RunRecord, append_record, now_iso, read_ledger
 
 SKIP = 125
@@ -241,7 +242,13 @@ def run_loop(
                     return step
                 tasks: list[Task] = []
                 for position, repeats in step.runs:
-                    cand = prepare(position)
+                    try:
+                        cand = prepare(position)
+                    except MaterializeError as exc:
+                        # A prefix that does not materialize cannot be tested: git bisect's "skip".
+                        echo(f"position {position}: cannot materialize ({exc}); skipping it")
+                        session.skip(state, position)
+                        continue
                     session.note_candidate(state, position, cand.materialization_id)
                     for _ in range(repeats):
                         slot = len(tasks) % executor.jobs

@@ -34,7 +34,7 @@ def start(
     confidence: float = 0.95,
     requests: int = 1,
     deterministic: bool = False,
-    switch_cost: float = 0.5,
+    switch_cost: float = 1.0,
     baseline_rate: float | None = None,
     culprit_rate: float | None = None,
 ) -> BisectState:
@@ -307,7 +307,7 @@ def apply_line(
                 confidence=float(opts.get("confidence", 0.95)),
                 requests=int(opts.get("requests", 1)),
                 deterministic=bool(opts.get("deterministic", False)),
-                switch_cost=float(opts.get("switch-cost", 0.5)),
+                switch_cost=float(opts.get("switch-cost", 1.0)),
                 baseline_rate=float(opts["baseline-rate"]) if "baseline-rate" in opts else None,
                 culprit_rate=float(opts["culprit-rate"]) if "culprit-rate" in opts else None,
             )

@@ -265,3 +265,18 @@ def test_verdicts_in_metric_mode_are_refused(gen_series, tmp_path: Path, verb: s
     ok("bisect", "start", *common, "--good", "0", "--bad", "3", "--metric", "ttft")
     result = cli("bisect", verb, *common, "1")
     assert isinstance(result.exception, BisectError)
+
+
+def test_a_prefix_that_does_not_materialize_is_skipped(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(4)
+    broken = next(series.parent.glob("patches/0003-*.patch"))
+    broken.write_text(broken.read_text().replace("step_2 = True", "step_2 = Nope"))  # context no longer matches
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
+    import sys
+
+    result = cli("bisect", "run", *common, "--", sys.executable, "-c", "raise SystemExit(0)")
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert "position 3: cannot materialize" in result.output
+    assert "inconclusive" in result.output
+    assert 3 in StateStore(tmp_path / "work").load().skipped
