@@ -154,3 +154,25 @@ def test_git_style_patch_rename_mode_and_new_file(builder, tmp_path):
     assert entries["README"].mode == "100755" and entries["bin/run"].mode == "100755"
     report = json.loads(json.dumps(m.reports[0].to_json()))
     assert "src/util.py" in report["deleted"]
+
+
+def test_binary_patch_is_refused_naming_the_file(builder):
+    b = builder(BASE)
+    series_path = b.write()
+    (b.root / "patches" / "0001-bin.patch").write_text(
+        "diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000..d00491f\n"
+        "GIT binary patch\nliteral 1\nIcmZPo000310RR91\n\nliteral 0\nHcmV?d00001\n\n"
+    )
+    series_path.write_text(series_path.read_text().replace(
+        "patches: []", "patches:\n- patch: 0001-bin.patch\n  target: plugin"))
+    with pytest.raises(PatchApplyError, match=r"binary patch for logo.png is unsupported"):
+        materialize(load_series(series_path))
+
+
+def test_crlf_file_and_missing_newline(builder):
+    b = builder({"win.txt": b"one\r\ntwo\r\nthree\r\n", "tail.txt": b"a\nb"})
+    b.add_patch("0001-crlf", {"win.txt": b"one\r\nTWO\r\nthree\r\n", "tail.txt": b"a\nB"})
+    m = materialize(load_series(b.write()))
+    assert tree_files(m, "plugin")["win.txt"] == b"one\r\nTWO\r\nthree\r\n"
+    assert tree_files(m, "plugin")["tail.txt"] == b"a\nB"
+    assert tree_files(m, "plugin") == gnu_patch_result(b, 1)
