@@ -68,7 +68,9 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     """Regenerate ``entry`` from the disk and check the result applies back to exactly the disk."""
     target = entry.target
     before = trees_at(ws.series, ws.store, entry.position - 1)[target]
-    after = trees_at(ws.series, ws.store, entry.position)[target]
+    # the top's tree is the one the disk was written from; a lower patch needs the engine
+    after = state.trees[target] if entry.position == state.position else \
+        trees_at(ws.series, ws.store, entry.position)[target]
     data = entry.read()
     pairs = _patch_files(entry, data)
     dests = {dest for _src, dest in pairs}
@@ -131,7 +133,10 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
     with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
         journal.write(entry.path, plan.new)
         ws.reload_series()
-        trees = trees_at(ws.series, ws.store, state.position)
+        if entry.position == state.position:
+            trees = {**state.trees, entry.target: plan.new_tree}  # the engine's own apply, done in the plan
+        else:
+            trees = trees_at(ws.series, ws.store, state.position)
         for target, tree in trees.items():
             state.trees[target] = tree
             tracked = state.files.setdefault(target, {})
