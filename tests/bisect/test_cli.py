@@ -280,3 +280,38 @@ def test_a_prefix_that_does_not_materialize_is_skipped(gen_series, tmp_path: Pat
     assert "position 3: cannot materialize" in result.output
     assert "inconclusive" in result.output
     assert 3 in StateStore(tmp_path / "work").load().skipped
+
+
+def test_infer_metric_bisect_from_past_records_needs_no_new_runs(gen_series, tmp_path: Path) -> None:
+    series, _ = gen_series(6)
+    import numpy as np
+
+    from materialize.bisect.candidates import SeriesIndex
+    from materialize.engine import materialize
+    from materialize.series import load_series
+
+    s = load_series(series)
+    index = SeriesIndex(s)
+    rng = np.random.default_rng(4)
+    ledger = tmp_path / "runs.jsonl"
+    with ledger.open("w") as fh:
+        for pos in range(7):
+            samples = list(rng.normal(103.0 if pos >= 4 else 100.0, 0.5, 8))
+            fh.write(
+                json.dumps(
+                    {
+                        "schema": 1,
+                        "materialization_id": materialize(s, upto=pos).id,
+                        "series_prefix": index.prefix_entries(pos),
+                        "host": "cfx-llm2",
+                        "time": "2026-11-29T09:00:00Z",
+                        "metrics": [{"name": "makespan", "unit": "s", "samples": samples}],
+                    }
+                )
+                + "\n"
+            )
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    out = ok("bisect", "infer", *common, "--runs", ledger, "--metric", "makespan", "--threshold", "1")
+    assert "used 7 past run(s)" in out
+    assert "narrowest range from past runs: good=3 bad=4" in out
+    assert "0004-step-4 at position 4 is the first bad patch" in out
