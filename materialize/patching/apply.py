@@ -104,7 +104,9 @@ class _Applier:
         prefix_fuzz = fuzz + h.prefix_context - h.context
         suffix_fuzz = fuzz + h.suffix_context - h.context
         max_where = input_lines - (pat_lines - suffix_fuzz) + 1
-        min_where = self.last_frozen + 1 - (h.prefix_context - prefix_fuzz)
+        # Debian's 2.7.6-7 carries the upstream fix that stopped subtracting the fuzzed prefix here
+        # (2.7.3 had ``last_frozen + 1 - (prefix_context - prefix_fuzz)``); /usr/bin/patch is the oracle.
+        min_where = self.last_frozen + 1
         max_pos_offset = max_where - first_guess
         max_neg_offset = first_guess - min_where
         max_offset = max(max_pos_offset, max_neg_offset)

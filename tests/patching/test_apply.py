@@ -196,3 +196,14 @@ def test_chopped_trailing_blank_lines_and_unterminated_last_patch_line() -> None
     assert _apply(b"a\nb\n\n\n", b"--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n a\n-b\n+B\n \n ").ok
     with pytest.raises(PatchFormatError, match=r"^t\.diff:\d+: malformed"):
         parse_patch(b"--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n b\n+c", source="t.diff")
+
+
+def test_search_never_starts_before_the_last_frozen_line() -> None:
+    # Hunk 2's pattern "b" also occurs at lines 1 and 3, but hunk 1 froze line 3: GNU takes line 4.
+    patch = _diff("@@ -3,2 +4,3 @@\n b\n+b\n b\n\\ No newline at end of file\n@@ -2 +2,2 @@\n+a\n b\n")
+    r = _apply(b"b\na\nb\nb\n", patch, fuzz=1)
+    assert [(h.status, h.offset, h.fuzz, h.applied_at) for h in r.hunks] == [
+        ("fuzz", 0, 1, 3),
+        ("offset", 2, 0, 4),
+    ]
+    assert r.content == b"b\na\nb\nb\na\nb\n"
