@@ -81,8 +81,10 @@ class _GitHeaders:
 def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     """Parse ``data`` (the bytes of patch file ``source``), stripping ``strip`` path components."""
     raw = split_lines(data)
-    # GNU ignores an unterminated last line ("patch unexpectedly ends in middle of line").
-    body = raw[:-1] if raw and not raw[-1].endswith(b"\n") else raw
+    # GNU ignores an unterminated last line ("patch unexpectedly ends in middle of line"), except
+    # a "\ No newline" marker, which it reads with getc() and accepts without a terminator.
+    partial = bool(raw) and not raw[-1].endswith(b"\n") and not raw[-1].startswith(b"\\")
+    body = raw[:-1] if partial else raw
     parsed = _unidiff(body, source)
     ctx = _Context(source=source, raw=body, strip=strip)
     files: list[FilePatch] = []

@@ -207,3 +207,8 @@ def test_search_never_starts_before_the_last_frozen_line() -> None:
         ("offset", 2, 0, 4),
     ]
     assert r.content == b"b\na\nb\nb\na\nb\n"
+
+
+def test_unterminated_no_newline_marker_at_end_of_patch() -> None:
+    patch = _diff("@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file")
+    assert _apply(b"a\nb\n", patch).content == b"a\nc"
