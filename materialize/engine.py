@@ -108,6 +108,11 @@ class _Overlay:
             return None
         return entry.mode, self.store.read_blob_by_id(entry.sha)
 
+    def exists(self, path: str) -> bool:
+        if path in self.changes:
+            return self.changes[path] is not None
+        return self.store.lookup(self.tree, path) is not None
+
     def check_no_link_on_the_way(self, path: str, where: str) -> None:
         """Refuse writing through a symlinked (or file) ancestor: it could point outside the tree."""
         parents = PurePosixPath(path).parents
@@ -152,7 +157,7 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tupl
         dest = new or old
         assert dest is not None
         overlay.check_no_link_on_the_way(dest, where)
-        read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old))) else new
+        read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.exists(old))) else new
         current = overlay.get(read_from) if read_from else None
         if current is not None and current[0] == SYMLINK and fp.old_mode != SYMLINK:
             raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")

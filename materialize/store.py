@@ -265,7 +265,9 @@ class Store:
             + b" " + n.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(entries[n][1])
             for n in sorted(entries, key=key)
         )
-        return self.write_object("tree", body)
+        sha = self.write_object("tree", body)
+        self._tree_cache[sha] = dict(entries)  # the next patch reads this tree again: skip the parse
+        return sha
 
     def write_tree(self, base_tree: str, changes: Mapping[str, tuple[str, bytes] | None]) -> str:
         """A new tree: ``base_tree`` with ``changes`` applied (path -> (mode, content) or None to delete).
