@@ -45,7 +45,7 @@ def plot(state: BisectState, step: Step, path: str | Path, names: dict[int, str]
                 bottom.annotate(
                     f"n={n}", (k, 0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=6
                 )
-        bottom.set_ylabel("observed failure rate")
+        bottom.set_ylabel("failures / requests (failing exit = 1)")
     else:
         samples = metric_samples(state)
         for k, s in samples.items():
