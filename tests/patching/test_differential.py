@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from materialize.errors import PatchFormatError
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FileResult
 
@@ -93,6 +94,11 @@ def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     if draw(st.integers(0, 9)) == 0:
         # A patch mangled to CRLF as a whole: GNU strips the CRs from every patch line.
         patch = patch.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    chop = draw(st.integers(0, 11))
+    if chop == 0 and patch.endswith(b"\n"):
+        patch = patch[:-1]  # an editor dropped the final newline
+    elif chop == 1:
+        patch = patch[: patch.rstrip(b"\n").rfind(b"\n") + 1]  # ... or the whole last line
     drift = list(lines)
     if draw(st.booleans()):
         drift = draw(st.lists(st.sampled_from(alphabet), max_size=4)) + drift
@@ -138,9 +144,14 @@ def _compare(ours: FileResult, gnu: GnuResult, target: bytes, fuzz: int) -> None
 @given(scenario())
 def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
     patch, _old, target = case
-    if not patch:
+    try:
+        parsed = parse_patch(patch, source="random.diff", strip=1)
+    except PatchFormatError:
+        gnu = run_gnu_many(target, patch, fuzzes=[0])[0]
+        assert gnu.returncode == 2 and "malformed patch" in gnu.output, gnu.output
         return
-    parsed = parse_patch(patch, source="random.diff", strip=1)
+    if not parsed.files:
+        return
     assert len(parsed.files) == 1
     gnu = run_gnu_many(target, patch, fuzzes=FUZZES)
     for fuzz in FUZZES:
@@ -180,7 +191,12 @@ def perturbed(draw: st.DrawFn) -> tuple[bytes, bytes]:
 @given(perturbed())
 def test_matches_gnu_patch_with_lying_headers(case: tuple[bytes, bytes]) -> None:
     patch, target = case
-    parsed = parse_patch(patch, source="random.diff", strip=1)
+    try:
+        parsed = parse_patch(patch, source="random.diff", strip=1)
+    except PatchFormatError:
+        return  # covered against GNU by test_matches_gnu_patch
+    if not parsed.files:
+        return
     gnu = run_gnu_many(target, patch, fuzzes=FUZZES)
     for fuzz in FUZZES:
         ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
