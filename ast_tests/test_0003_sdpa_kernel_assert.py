@@ -33,10 +33,11 @@ def test_resume_offset_asserted_before_division(tree, kernel):
     block = cxx.enclosing_block(code, division.start())
     before = code[block.start : division.start()]
     guards = list(re.finditer(GUARD, before))
-    assert guards, f"{where}:{cxx.line_of(code, division.start())}: division not guarded by the resume ASSERT"
-    guard = guards[-1]
-    assert re.search(r"\bq_chunk_size\s*=", before[: guard.start()]), f"{where}: ASSERT before q_chunk_size exists"
-    between = before[guard.end() :]
+    guard = guards[-1] if guards else None
+    assert guard is not None, f"{where}:{cxx.line_of(code, division.start())}: division not guarded by the ASSERT"
+    defined_first = guard is not None and re.search(r"\bq_chunk_size\s*=", before[: guard.start()])
+    assert defined_first, f"{where}: the ASSERT comes before q_chunk_size is defined"
+    between = before[guard.end() :] if guard is not None else ""
     assert not re.search(r"\b(chunk_start_idx|q_chunk_size)\s*(?:[-+*/%]?=)(?!=)", between), (
         f"{where}: the offset or chunk size changes between the ASSERT and the division"
     )

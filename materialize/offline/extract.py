@@ -259,6 +259,9 @@ def _is_type_checking(test: cst.BaseExpression) -> bool:
 
 
 def _access_name(node: cst.CSTNode) -> str | None:
+    """The module-level name an access reads (``os`` for libcst's dotted access ``os.path``)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
     if isinstance(node, cst.Name):
         return node.value
     return None
@@ -457,6 +460,13 @@ class _Plan:
             self.stubbed.add(top)
             return
         unit = self.a.binding(top, None)
+        if unit is None and self.a.star_units():
+            star = self.a.star_units()[0]
+            raise StarImportRefused(
+                f"{self.display}:{star.first}: {top!r} is not defined in the file and may come from "
+                f"`{self.a.module.code_for_node(star.node).strip()}`; extract refuses star imports: "
+                "extract it from the module that defines it"
+            )
         if unit is None:
             raise MissingDefinition(
                 f"{self.display}: {top!r} is not defined at module level in this tree",
@@ -582,7 +592,16 @@ class _Plan:
             raise ExtractError(
                 f"{self.display}:{exc.lineno}: extracted code does not compile: {exc.msg}"
             ) from exc
-        exec(code, namespace.__dict__)
+        # Class decorators such as @dataclass look the defining module up in sys.modules while the
+        # class is created; register the namespace for the duration of exec only (never a real import).
+        registered = modname not in sys.modules
+        if registered:
+            sys.modules[modname] = namespace
+        try:
+            exec(code, namespace.__dict__)
+        finally:
+            if registered:
+                sys.modules.pop(modname, None)
         namespace.__extracted__ = names  # type: ignore[attr-defined]
         namespace.__requires__ = {k: frozenset(v) for k, v in self.requires.items()}  # type: ignore[attr-defined]
         namespace.__unresolved__ = {k: tuple(v) for k, v in self.unresolved.items()}  # type: ignore[attr-defined]

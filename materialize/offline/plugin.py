@@ -18,7 +18,9 @@ Load with ``-p materialize.offline.plugin`` or ``pytest_plugins`` in a conftest.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,7 @@ class _OfflineState:
         self.source: TreeSource | None = None
         self.heavy = tuple(DEFAULT_HEAVY) + tuple(config.getoption("offline_heavy") or ())
         self.preloaded = sorted(_heavy_modules(self.heavy))
+        self.scratch: str | None = None
 
     def load_series(self) -> Series:
         if self.series is None:
@@ -75,15 +78,20 @@ class _OfflineState:
             if env and not bases:
                 bases = dict(_parse_base(b) for b in env.split(os.pathsep) if b)
             if kind == "dirs" or (kind == "auto" and bases):
-                self.source = PatchDirSource(series, bases)
+                self.source = PatchDirSource(series, bases, name="dirs")
             else:
                 try:
-                    self.source = EngineSource(series)
+                    engine = EngineSource(series)
                 except ImportError as exc:
                     raise pytest.UsageError(
                         "materialize.engine is not available and no --base-tree TARGET=DIR was given "
                         f"({exc}); pass unpacked upstream trees with --base-tree"
                     ) from None
+                if kind == "overlay":
+                    upstream = {t: engine.tree(0, t) for t in series.targets}
+                    self.source = PatchDirSource(series, upstream, name="overlay")
+                else:
+                    self.source = engine
         return self.source
 
     def binding(self, definition) -> PatchEntry | None:
@@ -131,9 +139,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tree-source",
         dest="offline_tree_source",
-        choices=("auto", "engine", "dirs"),
+        choices=("auto", "engine", "overlay", "dirs"),
         default="auto",
-        help="engine store (default) or unpacked directories + GNU patch (with --base-tree)",
+        help="engine: every prefix from the store (default); overlay: upstream from the store + GNU patch; "
+        "dirs: unpacked directories (--base-tree) + GNU patch",
     )
     group.addoption(
         "--base-tree",
@@ -154,14 +163,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "weak_control(reason): the control may fail only because the patched definition is missing"
     )
-    config.stash[_STATE_KEY] = _OfflineState(config)
-    try:
-        from hypothesis import settings
+    state = config.stash[_STATE_KEY] = _OfflineState(config)
+    if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        # hypothesis caches into ./.hypothesis by default: never write into the checkout
+        state.scratch = tempfile.mkdtemp(prefix="materialize-offline-hypothesis-")
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = state.scratch
 
-        settings.register_profile("materialize-offline", database=None, deadline=None, derandomize=True)
-        settings.load_profile("materialize-offline")
-    except ImportError:  # pragma: no cover - hypothesis is a dev dependency
-        pass
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """If the tests use hypothesis: no example database in the repo, no deadlines, reproducible runs.
+
+    Done here, not at configure time, so sessions that never import hypothesis do not pay for it.
+    """
+    hypothesis = sys.modules.get("hypothesis")
+    if hypothesis is not None:
+        hypothesis.settings.register_profile("materialize-offline", database=None, deadline=None, derandomize=True)
+        hypothesis.settings.load_profile("materialize-offline")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -313,6 +330,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if state.source is not None:
         state.source.close()
+    if state.scratch is not None:
+        shutil.rmtree(state.scratch, ignore_errors=True)
+        os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -105,9 +105,13 @@ class Ledger:
             for r in row.results
             if not r.ok
         ]
-        weak = [
-            f"  {row.name} {r.test}: {r.detail}" for row in self.rows.values() for r in row.results if r.weak
-        ]
+        weak_runs: dict[tuple[str, str, str], int] = {}
+        for row in self.rows.values():
+            for r in row.results:
+                if r.weak:
+                    key = (row.name, r.test.split("[", 1)[0], r.detail)
+                    weak_runs[key] = weak_runs.get(key, 0) + 1
+        weak = [f"  {name} {test} ({n} runs): {detail}" for (name, test, detail), n in weak_runs.items()]
         if weak:
             lines += ["weak controls (declared with @pytest.mark.weak_control):", *weak]
         if failures:

@@ -55,50 +55,47 @@ class EngineSource:
 
 
 class OverlayTree:
-    """A base directory with an overlay of patched files on top (and files the patches deleted)."""
+    """A base tree with an overlay directory of patched files on top (and files the patches deleted)."""
 
-    def __init__(self, base: Path, overlay: Path, deleted: frozenset[str], target: str, label: str) -> None:
+    def __init__(self, base: Tree, overlay: Path, deleted: frozenset[str], target: str, label: str) -> None:
         self.base, self.overlay, self.deleted, self.target, self.label = base, overlay, deleted, target, label
-
-    def _pick(self, path: str) -> Path | None:
-        if path in self.deleted:
-            return None
-        for root in (self.overlay, self.base):
-            full = DirTree(root)._resolve(path)
-            if full.is_file():
-                return full
-        return None
+        self._dir = DirTree(overlay)
 
     def read_bytes(self, path: str) -> bytes:
-        full = self._pick(path)
-        if full is None:
+        if path in self.deleted:
             raise KeyError(path)
-        return full.read_bytes()
+        if self._dir.exists(path):
+            return self._dir.read_bytes(path)
+        return self.base.read_bytes(path)
 
     def exists(self, path: str) -> bool:
-        try:
-            return self._pick(path) is not None
-        except KeyError:
+        if path in self.deleted:
             return False
+        return self._dir.exists(path) or self.base.exists(path)
 
     def display_path(self, path: str) -> str:
-        full = self._pick(path) if self.exists(path) else None
-        return str(full) if full is not None else str(self.overlay / path)
+        if self._dir.exists(path) or path in self.deleted or not self.base.exists(path):
+            return self._dir.display_path(path)
+        return self.base.display_path(path)
 
 
 class PatchDirSource:
-    """Unpacked upstream directories + GNU patch into per-prefix overlays (developer fallback)."""
+    """Base trees + GNU ``patch`` into per-prefix overlay directories (touched files only).
 
-    name = "dirs"
+    Bases are unpacked directories (``--tree-source dirs``) or the engine's upstream trees
+    (``--tree-source overlay``); either way the series is applied by GNU patch, independently of
+    the engine, which makes this source a cross-check, and cheap when a patch was just edited.
+    """
 
-    def __init__(self, series: Series, bases: dict[str, Path], work: Path | None = None) -> None:
+    def __init__(self, series: Series, bases: dict[str, Tree | Path], work: Path | None = None, name: str = "dirs"):
+        self.name = name
         self.series = series
-        self.bases = {t: Path(p).resolve() for t, p in bases.items()}
+        self.bases: dict[str, Tree] = {t: DirTree(b, t) if isinstance(b, str | Path) else b for t, b in bases.items()}
         self._own_work = work is None
         self.work = Path(tempfile.mkdtemp(prefix="materialize-offline-")) if work is None else Path(work)
         self._steps: dict[tuple[str, int], tuple[Path, frozenset[str], str]] = {}
 
-    def _base(self, target: str) -> Path:
+    def _base(self, target: str) -> Tree:
         if target not in self.bases:
             raise SeriesError(f"no base tree for target {target!r}; pass --base-tree {target}=DIR")
         return self.bases[target]
@@ -112,11 +109,9 @@ class PatchDirSource:
         entries = [p for p in self.series.patches[:position] if p.target == target]
         prev_dir: Path | None = None
         deleted: frozenset[str] = frozenset()
-        key = hashlib.sha256(f"{target}:{self._base(target)}".encode()).hexdigest()
+        key = hashlib.sha256(f"{target}:{id(self._base(target))}".encode()).hexdigest()
         for entry in entries:
-            key = hashlib.sha256(
-                f"{key}:{entry.sha256()}:{entry.strip}:{entry.max_fuzz}".encode()
-            ).hexdigest()
+            key = hashlib.sha256(f"{key}:{entry.sha256()}:{entry.strip}:{entry.max_fuzz}".encode()).hexdigest()
             cached = self._steps.get((target, entry.position))
             if cached is not None and cached[2] == key:
                 prev_dir, deleted, _ = cached
@@ -144,13 +139,11 @@ class PatchDirSource:
             touched.append((rel, pf.is_added_file, pf.is_removed_file))
         base = self._base(target)
         for rel, added, _removed in touched:
-            dest = out / rel
-            if dest.exists() or added or rel in deleted:
+            dest = DirTree(out)._resolve(rel)
+            if dest.exists() or added or rel in deleted or not base.exists(rel):
                 continue
-            src = base / rel
-            if src.is_file():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(base.read_bytes(rel))
         proc = subprocess.run(
             [
                 "patch",

@@ -1,0 +1,214 @@
+"""The pytest plugin end to end: a small real series (path pin, GNU-style patches), real pytest runs.
+
+Each scenario runs ``python -m pytest`` in a subprocess on a temporary ast_tests directory and
+checks the exit code and the per-patch table, so what is tested is what ``make test-offline`` does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CALC_V0 = "def clamp(x, lo, hi):\n    return x\n\n\nLIMIT = 3\n"
+CALC_V1 = "def clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n\n\nLIMIT = 3\n\n\ndef widen(n):\n    return n * 2\n"
+CALC_V2 = "def clamp(x, lo, hi):\n    return x\n\n\nLIMIT = 3\n\n\ndef widen(n):\n    return n * 2\n"  # breaks 0001
+
+
+def _diff(tmp: Path, rel: str, old: str, new: str) -> str:
+    a, b = tmp / "diff-a", tmp / "diff-b"
+    for root, text in ((a, old), (b, new)):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    proc = subprocess.run(
+        ["diff", "-u", "--label", f"a/{rel}", "--label", f"b/{rel}", str(a / rel), str(b / rel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    return "Subject: test patch\n\n---\n" + proc.stdout
+
+
+@pytest.fixture(scope="module")
+def store_cache(tmp_path_factory) -> Path:
+    """One engine cache for all scenarios of this module (the runs share the same upstream)."""
+    return tmp_path_factory.mktemp("materialize-cache")
+
+
+@pytest.fixture
+def workspace(tmp_path, store_cache):
+    (tmp_path / "cache").symlink_to(store_cache, target_is_directory=True)
+    up = tmp_path / "up" / "demo"
+    (up / "demo").mkdir(parents=True)
+    (up / "demo" / "__init__.py").write_text("")
+    (up / "demo" / "calc.py").write_text(CALC_V0)
+    patches = tmp_path / "patches" / "tt-metal"
+    patches.mkdir(parents=True)
+    (patches / "0001-clamp.patch").write_text(_diff(tmp_path, "demo/calc.py", CALC_V0, CALC_V1))
+    (patches / "0002-unclamp.patch").write_text(_diff(tmp_path / "d2", "demo/calc.py", CALC_V1, CALC_V2))
+    tests = tmp_path / "ast_tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text('pytest_plugins = ["materialize.offline.plugin"]\n')
+    series = tmp_path / "series" / "s.yaml"
+    series.parent.mkdir()
+    series.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            patches_dir: ../patches
+            tests_dir: ../ast_tests
+            targets:
+              tt-metal:
+                pin: {kind: path, path: ../up/demo}
+            patches:
+              - patch: tt-metal/0001-clamp.patch
+                target: tt-metal
+                tests: [test_bound_by_series.py]
+            """
+        )
+    )
+    return tmp_path
+
+
+def _add_second_patch(ws: Path) -> None:
+    series = ws / "series" / "s.yaml"
+    series.write_text(series.read_text() + "  - patch: tt-metal/0002-unclamp.patch\n    target: tt-metal\n")
+
+
+def _run(ws: Path, files: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    for name, body in files.items():
+        (ws / "ast_tests" / name).write_text(textwrap.dedent(body))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MATERIALIZE_CACHE=str(ws / "cache"))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--series", str(ws / "series" / "s.yaml"),
+         *args, str(ws / "ast_tests")],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+GOOD = """
+    from materialize.offline import extract
+
+    def test_clamps(tree):
+        assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+"""
+
+
+def test_patched_passes_and_control_fails_by_assertion(workspace):
+    proc = _run(workspace, {"test_bound_by_series.py": GOOD})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+    row = _row(proc.stdout, "0001-clamp")
+    assert row.split()[3:7] == ["1/1", "1/1", "0", "-"] and row.endswith("ok")
+
+
+def test_control_that_passes_is_an_error(workspace):
+    blind = """
+        from materialize.offline import extract
+
+        def test_limit(tree):
+            assert extract(tree, "demo/calc.py", "LIMIT").LIMIT == 3
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": blind})
+    assert proc.returncode == 1
+    assert "CONTROL PASSED" in proc.stdout and "cannot see the patch" in proc.stdout
+    assert _row(proc.stdout, "0001-clamp").endswith("FAIL")
+
+
+def test_weak_control_must_be_declared(workspace):
+    weak = """
+        import pytest
+        from materialize.offline import extract
+
+        {marker}
+        def test_widen(tree):
+            assert extract(tree, "demo/calc.py", "widen").widen(2) == 4
+    """
+    undeclared = _run(workspace, {"test_bound_by_series.py": weak.format(marker="")})
+    assert undeclared.returncode == 1
+    assert "WEAK CONTROL" in undeclared.stdout and "'widen' is not defined" in undeclared.stdout
+    declared = _run(workspace, {"test_bound_by_series.py": weak.format(marker='@pytest.mark.weak_control("new")')})
+    assert declared.returncode == 0, declared.stdout
+    assert _row(declared.stdout, "0001-clamp").split()[5] == "1"
+
+
+def test_control_must_fail_by_assertion_not_by_error(workspace):
+    crash = """
+        from materialize.offline import extract
+
+        def test_crash(tree):
+            ns = extract(tree, "demo/calc.py", "clamp")
+            assert ns.clamp(9, 0, 5) + ("" if ns.clamp(9, 0, 5) != 5 else 0) == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": crash})
+    assert proc.returncode == 1
+    assert "CONTROL ERRORED" in proc.stdout and "TypeError" in proc.stdout
+
+
+def test_marker_binding_and_unbound_tests(workspace):
+    marked = """
+        import pytest
+        from materialize.offline import extract
+
+        @pytest.mark.patch("0001-clamp")
+        def test_marked(tree):
+            assert extract(tree, "demo/calc.py", "clamp").clamp(-1, 0, 5) == 0
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": GOOD, "test_marked.py": marked})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _row(proc.stdout, "0001-clamp").split()[3:5] == ["2/2", "2/2"]
+    unbound = "def test_unbound(tree):\n    assert tree\n"
+    proc = _run(workspace, {"test_unbound.py": unbound})
+    assert proc.returncode != 0 and "bound to no patch" in proc.stdout + proc.stderr
+
+
+def test_at_tip_catches_a_later_patch_breaking_an_earlier_one(workspace):
+    _add_second_patch(workspace)
+    at_patch = _run(workspace, {"test_bound_by_series.py": GOOD})
+    assert at_patch.returncode == 0, at_patch.stdout
+    at_tip = _run(workspace, {"test_bound_by_series.py": GOOD}, "--at", "tip")
+    assert at_tip.returncode == 1
+    assert "test_clamps[tip]" in at_tip.stdout
+    assert _row(at_tip.stdout, "0001-clamp").split()[3:7] == ["1/1", "1/1", "0", "0/1"]
+    assert _row(at_tip.stdout, "0002-unclamp").endswith("NO TESTS")
+
+
+def test_heavy_module_in_sys_modules_fails_the_session(workspace):
+    leak = """
+        import sys
+        import types
+        from materialize.offline import extract
+
+        def test_leaks(tree):
+            sys.modules.setdefault("torch", types.ModuleType("torch"))
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": leak})
+    assert proc.returncode == 1
+    assert "heavy modules in sys.modules (imported during the session): torch" in proc.stdout
+
+
+def test_dirs_tree_source_applies_with_gnu_patch(workspace):
+    proc = _run(
+        workspace, {"test_bound_by_series.py": GOOD}, "--tree-source", "dirs", "--base-tree",
+        f"tt-metal={workspace / 'up' / 'demo'}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tree source: dirs" in proc.stdout
+    assert not list((workspace / "up").rglob("__pycache__"))
+
+
+def _row(stdout: str, name: str) -> str:
+    rows = [line.rstrip() for line in stdout.splitlines() if f" {name} " in line and line[:1].isdigit()]
+    assert rows, stdout
+    return rows[0]
