@@ -66,6 +66,7 @@ class _Piece:
     hunk: Hunk | None = None  # kept old hunk (raw bytes reused)
     lines: list[bytes] | None = None  # fresh hunk body
     section: bytes = b"\n"
+    p0: int = 0  # where a kept hunk's new side starts in the previous patch result
 
 
 def _start(index: int, length: int) -> int:
@@ -123,8 +124,21 @@ def _first_last_change(bseg, cseg) -> tuple[int, int] | None:
     return head, tail
 
 
+def _find(lines: list[bytes], pattern: list[bytes], near: int, reach: int = 5000) -> int | None:
+    """Index of ``pattern`` in ``lines`` closest to ``near`` (None when absent): hunks move with offsets."""
+    n = len(pattern)
+    for distance in range(reach):
+        for at in (near - distance, near + distance) if distance else (near,):
+            if 0 <= at <= len(lines) - n and lines[at : at + n] == pattern:
+                return at
+        if near - distance < 0 and near + distance > len(lines):
+            return None
+    return None
+
+
 def _kept_candidates(old: FileSection | None, base, prev, cur) -> list[_Piece]:
-    """Old hunks that still match base and prev exactly and that the prev→cur edit leaves alone."""
+    """Old hunks that still match base and prev exactly (possibly moved) and that the prev→cur edit
+    leaves alone. Moved hunks keep their bytes; only their ``@@`` numbers are rewritten."""
     if old is None or prev is None or old.binary:
         return []
     equal_blocks = [
@@ -132,13 +146,22 @@ def _kept_candidates(old: FileSection | None, base, prev, cur) -> list[_Piece]:
     ]
     out: list[_Piece] = []
     for h in old.hunks:
-        b0, n0 = _loc(h.old_start, h.old_len), _loc(h.new_start, h.new_len)
-        if base[b0 : b0 + h.old_len] != h.old_lines() or prev[n0 : n0 + h.new_len] != h.new_lines():
-            continue
+        if h.old_len == 0 or h.new_len == 0:
+            b0, n0 = _loc(h.old_start, h.old_len), _loc(h.new_start, h.new_len)
+            if base[b0 : b0 + h.old_len] != h.old_lines() or prev[n0 : n0 + h.new_len] != h.new_lines():
+                continue
+        else:
+            found_b = _find(base, h.old_lines(), _loc(h.old_start, h.old_len))
+            found_n = _find(prev, h.new_lines(), _loc(h.new_start, h.new_len) + (found_b or 0) - _loc(h.old_start, h.old_len))
+            if found_b is None or found_n is None:
+                continue
+            b0, n0 = found_b, found_n
+        if out and (b0 < out[-1].b1 or n0 < out[-1].p0 + (out[-1].c1 - out[-1].c0)):
+            continue  # moved onto (or before) the previous kept hunk: regenerate instead
         for _tag, i1, i2, j1, _j2 in equal_blocks:
             if i1 <= n0 and n0 + h.new_len <= i2 and (h.new_len > 0 or i1 < n0 < i2):
                 c0 = j1 + (n0 - i1)
-                out.append(_Piece(b0, b0 + h.old_len, c0, c0 + h.new_len, hunk=h))
+                out.append(_Piece(b0, b0 + h.old_len, c0, c0 + h.new_len, hunk=h, p0=n0))
                 break
     return out
 

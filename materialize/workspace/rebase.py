@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from materialize.engine import materialize
 from materialize.errors import MaterializeError, PatchApplyError
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FilePatch, HunkLine
@@ -37,7 +36,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import move_to
 from materialize.workspace.state import Workspace
-from materialize.workspace.trees import apply_one, forget_memo, trees_at, write_tree
+from materialize.workspace.trees import apply_one, trees_at, write_tree
 
 MAX_FUZZ = 3
 MARKERS = (b"<<<<<<< ", b">>>>>>> ")
@@ -244,20 +243,18 @@ class Rebase:
 
 
 def _old_chain(ws: Workspace, target: str) -> dict[str, tuple[str, str]]:
-    """Per patch of ``target``: (tree before, tree after) on the current pin, from the engine's commits."""
-    forget_memo(ws.store)
-    m = materialize(ws.series, store=ws.store)
-    forget_memo(ws.store)
-    entries = [p for p in ws.series.patches if p.target == target]
-    if not entries:
-        return {}
-    commits = ws.store.git("rev-list", "--first-parent", f"--max-count={len(entries) + 1}",
-                           m.commits[target]).decode().split()
-    commits.reverse()
-    trees = [ws.store.tree_of(c) for c in commits]
-    if len(trees) == len(entries):
-        trees.insert(0, m.base_trees[target])
-    return {e.name: (trees[i], trees[i + 1]) for i, e in enumerate(entries)}
+    """Per patch of ``target``: (tree before, tree after) on the current pin, i.e. each patch's old base.
+
+    Only this target's pin is resolved (a plugin rebase never needs the tt-metal wheel); each patch is
+    applied by the engine's own ``apply_patch`` with the entry's options.
+    """
+    tree = resolve(ws.series.targets[target].pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
+    chain: dict[str, tuple[str, str]] = {}
+    for entry in [p for p in ws.series.patches if p.target == target]:
+        after = apply_one(ws.store, tree, entry, entry.read())
+        chain[entry.name] = (tree, after)
+        tree = after
+    return chain
 
 
 def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:

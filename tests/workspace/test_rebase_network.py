@@ -53,6 +53,15 @@ def _lines(store: Store, tree: str, path: str) -> list[bytes]:
     return store.read_blob(tree, path).splitlines(keepends=True)
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for both tests: each release is downloaded (or seeded) and imported once."""
+    cache = tmp_path_factory.mktemp("release-cache")
+    for spec in ("pypi:vllm==0.32.0", "pypi:vllm==0.33.0"):
+        _seed(cache, parse_spec(spec))
+    return cache
+
+
 def _pick(store: Store, old: str, new: str) -> tuple[str, int, str, int, str]:
     """(offset file, line index, conflict file, line index, upstream-change file), first in path order."""
     changed = sorted(p for p in store.changed_paths(old, new)[0]
@@ -76,13 +85,11 @@ def _pick(store: Store, old: str, new: str) -> tuple[str, int, str, int, str]:
     raise AssertionError("these releases no longer offer every kind of change")
 
 
-def test_rebase_vllm_0_32_to_0_33(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MATERIALIZE_CACHE", str(tmp_path / "cache"))
+def test_rebase_vllm_0_32_to_0_33(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_cache: Path) -> None:
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(shared_cache))
     monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
     store = Store.open()
     old_pin, new_spec = parse_spec("pypi:vllm==0.32.0"), "pypi:vllm==0.33.0"
-    for pin in (old_pin, parse_spec(new_spec)):
-        _seed(tmp_path / "cache", pin)
     old = resolve(old_pin, store, base_dir=tmp_path, progress=False).tree
     new = resolve(parse_spec(new_spec), store, base_dir=tmp_path, progress=False).tree
     off_path, off_line, con_path, con_line, up_path = _pick(store, old, new)
@@ -139,3 +146,43 @@ def test_rebase_vllm_0_32_to_0_33(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert [p.name for p in series.patches] == ["0001-qwen-tool-parser-note", "0002-offset"]
     m = materialize(series, store=store)
     assert {h.status for r in m.reports for h in r.hunks} == {"clean"}
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_plugin_patches_round_trip_0_33_to_0_32_and_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  shared_cache: Path) -> None:
+    """The shipped plugin patches (written for 0.33.0, the pin) carried to 0.32.0 and back: every step
+    exact, and the files come back byte for byte (kept hunks keep their bytes, only @@ numbers move)."""
+    from ruamel.yaml import YAML
+
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(shared_cache))
+    monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    shipped = load_series(REPO / "series" / "default.yaml")
+    plugin = [p for p in shipped.patches if p.target == "plugin"]
+    if not plugin:
+        pytest.skip("the shipped series has no plugin patches")
+    # a plugin-only copy of the shipped series (so the tt-metal wheel is not needed), entries verbatim
+    yaml = YAML()
+    doc = yaml.load((REPO / "series" / "default.yaml").read_text())
+    doc["targets"] = {"plugin": doc["targets"]["plugin"]}
+    doc["patches"] = [e for e in doc["patches"] if e["target"] == "plugin"]
+    (tmp_path / "series").mkdir()
+    with (tmp_path / "series" / "default.yaml").open("w") as handle:
+        yaml.dump(doc, handle)
+    shutil.copytree(REPO / "patches" / "plugin", tmp_path / "patches" / "plugin")
+    original = {p.name: p.read_bytes() for p in (tmp_path / "patches" / "plugin").iterdir()}
+    store = Store.open()
+    series_path = tmp_path / "series" / "default.yaml"
+
+    down = rebase.start(Workspace.open(series_path, store), "plugin", "pypi:vllm==0.32.0")
+    print(rebase.render_report(down, "plugin", "pypi:vllm==0.32.0"))
+    assert all(o.status in ("clean", "offset", "fuzz", "merged") for o in down)
+    m = materialize(load_series(series_path), store=store)
+    assert {h.status for r in m.reports for h in r.hunks} == {"clean"}
+
+    up = rebase.start(Workspace.open(series_path, store), "plugin", "pypi:vllm==0.33.0")
+    print(rebase.render_report(up, "plugin", "pypi:vllm==0.33.0"))
+    assert {p.name: p.read_bytes() for p in (tmp_path / "patches" / "plugin").iterdir()} == original
+    assert load_series(series_path).targets["plugin"].pin.requirement == "vllm==0.33.0"
