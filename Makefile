@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev,fleet]'
 	touch $@
 
 ## Apply the shipped series to the pinned trees; prints the per-patch report and the materialization id.

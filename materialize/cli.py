@@ -4,6 +4,7 @@ one-line message and the documented exit code, never a traceback."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -19,7 +20,27 @@ series_option = click.option("--series", "series_path", type=click.Path(path_typ
 json_option = click.option("--json", "as_json", is_flag=True, help="machine-readable output on stdout")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Subsystem groups load on first use (click's documented lazy-loading pattern): bisect pulls in
+    scipy and numpy, which would otherwise add most of a second to every `materialize apply`."""
+
+    lazy = {
+        "serve": "materialize.serve.cli:serve_group",
+        "bisect": "materialize.bisect.cli:bisect_group",
+        "runs": "materialize.bisect.cli:runs_group",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module_name, attribute = self.lazy[cmd_name].split(":")
+            return getattr(importlib.import_module(module_name), attribute)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="materialize")
 def cli() -> None:
     """Apply a quilt-like patch series to pinned upstream trees, test it offline, serve it, bisect it."""
@@ -71,16 +92,6 @@ def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | Non
     from materialize.commands import import_quilt as command
 
     return command.run(quilt_dir, upstream, target, output)
-
-
-def _register_subsystems() -> None:
-    """Subsystems own their command groups; the top level only wires them in."""
-    from materialize.serve.cli import serve_group
-
-    cli.add_command(serve_group)
-
-
-_register_subsystems()
 
 
 def main(argv: list[str] | None = None) -> int:
