@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import _fake_torch as fake_torch
 import numpy as np
 import pytest
 
-from materialize.offline import extract
+from materialize.offline import extract, fake_torch
 
 GOLDEN = "ttnn/operations/transformer_golden.py"
 
