@@ -18,7 +18,7 @@ from pathlib import Path
 
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.patching import apply_file, parse_patch
-from materialize.series import PatchEntry, Series, load_series
+from materialize.series import PatchEntry, Series
 from materialize.store import REGULAR
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -387,7 +387,3 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
             state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
             ws.save(state, journal)
     return entry
-
-
-def reload(path: Path) -> Series:
-    return load_series(path)

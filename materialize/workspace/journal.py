@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from materialize.errors import MaterializeError
+from filelock import FileLock, Timeout
+
+from materialize.errors import BusyError, MaterializeError
 
 
 class PendingOperationError(MaterializeError):
@@ -90,13 +92,22 @@ class Journal:
 
         A hard stop (SIGKILL, power loss, KeyboardInterrupt) leaves the journal for ``recover``.
         """
-        journal = cls.begin(meta, op, args)
+        meta.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(meta / "lock"))
         try:
-            yield journal
-        except MaterializeError:
-            journal.rollback()
-            raise
-        journal.commit()
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise BusyError(f"another materialize command is working in {meta.parent}") from None
+        try:
+            journal = cls.begin(meta, op, args)
+            try:
+                yield journal
+            except MaterializeError:
+                journal.rollback()
+                raise
+            journal.commit()
+        finally:
+            lock.release()
 
     def _save(self) -> None:
         atomic_write(self.file, json.dumps(self.data, indent=1).encode())

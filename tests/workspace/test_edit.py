@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,29 @@ def test_a_pin_edited_by_hand_is_followed_at_position_0_and_refused_above(projec
         run(project, "pop")
     assert run(project, "goto", "0", "--force") == 0
     assert run(project, "push") == 0
+
+
+def test_edit_runs_the_editor_and_header_e_edits_the_description(project: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    editor = tmp_path / "editor.py"
+    editor.write_text("import sys\nfor name in sys.argv[1:]:\n    open(name, 'a').write('# via editor\\n')\n")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    run(project, "edit", ATTN)
+    assert wfile(project).read_text().endswith("# via editor\n")
+    run(project, "refresh")
+    assert b"+# via editor" in patch_file(project, "0001-a").read_bytes()
+    run(project, "header", "-e")
+    header = patch_file(project, "0001-a").read_bytes().split(b"diff --git")[0]
+    assert header.startswith(b"From: Ada Tester") and header.endswith(b"# via editor\n\n")
+
+
+def test_a_second_command_while_one_runs_is_refused(project: Path) -> None:
+    from filelock import FileLock
+
+    from materialize.errors import BusyError
+
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    with FileLock(str(project / "work" / ".materialize" / "lock")), pytest.raises(BusyError):
+        run(project, "add", ATTN)
