@@ -176,8 +176,12 @@ class _Analysis:
             if node is None or node not in self.positions:
                 continue
             unit = self.unit_at(self.positions[node].start.line)
-            if unit is not None:
+            if unit is not None and unit.kind not in ("def", "class"):
                 unit.defines.add(assignment.name)
+        for unit in self.units:
+            if unit.kind in ("def", "class"):
+                # only its own name: a `global x` assignment inside the body does not define x here
+                unit.defines.add(unit.node.name.value)  # type: ignore[attr-defined]
         for unit in self.units:
             unit.defines.update(unit.imports)
 

@@ -48,6 +48,7 @@ class _OfflineState:
         self.heavy = tuple(DEFAULT_HEAVY) + tuple(config.getoption("offline_heavy") or ())
         self.preloaded = sorted(_heavy_modules(self.heavy))
         self.scratch: str | None = None
+        self.seen_heavy: set[str] = set(self.preloaded)
 
     def load_series(self) -> Series:
         if self.series is None:
@@ -257,6 +258,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     if report.when != "call":
         return
+    appeared = _heavy_modules(state.heavy) - state.seen_heavy
+    if appeared:
+        state.seen_heavy |= appeared
+        roots = sorted({m.split(".")[0] for m in appeared})
+        state.problems.append(f"{', '.join(roots)} first appeared in sys.modules during {item.nodeid}")
     if arm != "control":
         _record(item, arm, ok=report.passed, detail="" if report.passed else f"failed: {_short(call)}")
         return

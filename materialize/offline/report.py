@@ -111,7 +111,9 @@ class Ledger:
                 if r.weak:
                     key = (row.name, r.test.split("[", 1)[0], r.detail)
                     weak_runs[key] = weak_runs.get(key, 0) + 1
-        weak = [f"  {name} {test} ({n} runs): {detail}" for (name, test, detail), n in weak_runs.items()]
+        weak = [
+            f"  {name} {test} ({n} run{'s' if n > 1 else ''}): {detail}" for (name, test, detail), n in weak_runs.items()
+        ]
         if weak:
             lines += ["weak controls (declared with @pytest.mark.weak_control):", *weak]
         if failures:

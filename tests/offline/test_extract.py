@@ -221,6 +221,16 @@ class Box:
 
 def broken():
     return 1 / 0
+
+
+_CACHE = None
+
+
+def cached():
+    global _CACHE
+    if _CACHE is None:
+        _CACHE = LIMIT
+    return _CACHE
 '''
 
 
@@ -248,6 +258,11 @@ def test_shadowed_names_resolve_like_python(tricky):
 def test_type_checking_only_name_used_at_run_time_is_an_error(tricky):
     with pytest.raises(ExtractError, match=r"'Thing' is only imported under `if TYPE_CHECKING:` \(line 8\)"):
         extract(tricky, "pkg/tricky.py", "uses_typing_only")
+
+
+def test_global_statement_does_not_hide_the_module_binding(tricky):
+    ns = extract(tricky, "pkg/tricky.py", "cached")
+    assert ns._CACHE is None and ns.cached() == 10 and ns._CACHE == 10
 
 
 def test_dotted_stdlib_import(tricky):

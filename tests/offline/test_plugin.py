@@ -196,6 +196,9 @@ def test_heavy_module_in_sys_modules_fails_the_session(workspace):
     proc = _run(workspace, {"test_bound_by_series.py": leak})
     assert proc.returncode == 1
     assert "heavy modules in sys.modules (imported during the session): torch" in proc.stdout
+    assert "torch first appeared in sys.modules during ast_tests/test_bound_by_series.py::test_leaks[patched]" in (
+        proc.stdout
+    )
 
 
 def test_dirs_tree_source_applies_with_gnu_patch(workspace):
@@ -212,3 +215,13 @@ def _row(stdout: str, name: str) -> str:
     rows = [line.rstrip() for line in stdout.splitlines() if f" {name} " in line and line[:1].isdigit()]
     assert rows, stdout
     return rows[0]
+
+
+def test_cli_front_runs_the_same_suite(workspace, monkeypatch, capfd):
+    from materialize.offline.cli import run_offline
+
+    (workspace / "ast_tests" / "test_bound_by_series.py").write_text(textwrap.dedent(GOOD))
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(workspace / "cache"))
+    assert run_offline(workspace / "series" / "s.yaml", at="tip") == 0
+    out = capfd.readouterr().out
+    assert _row(out, "0001-clamp").split()[3:7] == ["1/1", "1/1", "0", "1/1"]

@@ -1,0 +1,42 @@
+"""``materialize test-offline``: run the series' offline tests (patched vs control) from the CLI.
+
+A thin front over pytest, so the CLI and ``make test-offline`` run exactly the same thing: the
+tests in the series' ``tests_dir`` with the offline plugin, in a child process with
+``PYTHONDONTWRITEBYTECODE=1`` (no ``__pycache__`` anywhere).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from materialize.series import load_series
+
+
+def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "auto", extra: tuple[str, ...] = ()) -> int:
+    """Run the offline suite for ``series_path``; returns pytest's exit code."""
+    series = load_series(series_path)
+    tests_dir = series.resolve(series.spec.tests_dir)
+    argv = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "materialize.offline.plugin",
+        "--series", str(series.path), "--at", at, "--tree-source", tree_source, *extra, str(tests_dir),
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(argv, env=env, check=False).returncode
+
+
+@click.command("test-offline", context_settings={"ignore_unknown_options": True})
+@click.option("--series", "series_path", type=click.Path(path_type=Path), default=Path("series/default.yaml"),
+              show_default=True, help="series file")  # fmt: skip
+@click.option("--at", type=click.Choice(["patch", "tip"]), default="patch", show_default=True,
+              help="'tip' also re-runs every patch's tests on the full series")  # fmt: skip
+@click.option("--tree-source", type=click.Choice(["auto", "engine", "overlay", "dirs"]), default="auto",
+              show_default=True, help="where prefixes come from (see ast_tests/README.md)")  # fmt: skip
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def test_offline_command(series_path: Path, at: str, tree_source: str, pytest_args: tuple[str, ...]) -> int:
+    """Each patch's offline tests: patched must pass, control (without the patch) must fail."""
+    return run_offline(series_path, at=at, tree_source=tree_source, extra=pytest_args)
