@@ -261,3 +261,31 @@ def test_a_second_command_while_one_runs_is_refused(project: Path) -> None:
     run(project, "new", "0001-a", "--target", "tt-metal")
     with FileLock(str(project / "work" / ".materialize" / "lock")), pytest.raises(BusyError):
         run(project, "add", ATTN)
+
+
+def test_refresh_keeps_a_deeper_strip_level_and_its_prefixes(project: Path) -> None:
+    """Patches taken from another layout (the seed's -p6 case) keep their path prefixes on refresh."""
+    upstream = (project / "upstream" / "tt-metal" / ATTN).read_text()
+    patched = upstream.replace("ID_LENGTH = 16", "ID_LENGTH = 20")
+    a, b = project / "a.py", project / "b.py"
+    a.write_text(upstream)
+    b.write_text(patched)
+    diff = subprocess.run(["diff", "-u", "--label", f"x/prod-local-metal/{ATTN}", "--label",
+                           f"y/prod-local-metal/{ATTN}", str(a), str(b)], capture_output=True).stdout
+    (project / "patches" / "tt-metal" / "0001-deep.patch").write_bytes(b"Deep layout.\n\n" + diff)
+    yaml_path = project / "series" / "default.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace(
+        "patches: []", "patches:\n  - patch: tt-metal/0001-deep.patch\n    target: tt-metal\n    strip: 2\n"))
+    run(project, "push")
+    run(project, "add", "models/tt/generator.py")
+    f = wfile(project)
+    f.write_text(f.read_text().replace("class StoreTree:", "class StoreTree:\n    # deep"))
+    g = wfile(project, "models/tt/generator.py")
+    g.write_text(g.read_text() + "# deep too\n")
+    run(project, "refresh")
+    data = patch_file(project, "0001-deep").read_bytes()
+    assert data.startswith(b"Deep layout.\n\n--- x/prod-local-metal/models/tt/attention.py\n")
+    assert b"--- x/prod-local-metal/models/tt/generator.py\n+++ x/prod-local-metal/models/tt/generator.py\n" in data
+    run(project, "pop")
+    run(project, "push")
+    assert wfile(project, "models/tt/generator.py").read_text().endswith("# deep too\n")
