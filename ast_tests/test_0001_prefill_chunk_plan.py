@@ -94,3 +94,18 @@ def test_resumed_prefill_matches_attention(tree, start, rows):
         assert got.shape == expected.shape
         assert not np.isnan(got).any(), f"resume at {resume}: some query rows were never computed"
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, err_msg=f"resume at {resume}")
+
+
+def test_flash_mla_prefill_golden_on_a_resume(tree):
+    """The registered golden of ttnn.transformer.flash_mla_prefill goes through the same reference."""
+    golden = extract(
+        tree, GOLDEN, "flash_mla_prefill_golden", stubs={"torch": fake_torch, "REFERENCE_PREFILL_SEQ_CHUNK": 128}
+    )
+    rng = np.random.default_rng(7)
+    heads, dim, dim_v, start, rows = 2, 16, 8, 192, 100
+    q = fake_torch.tensor(rng.standard_normal((1, heads, rows, dim)))
+    k = fake_torch.tensor(rng.standard_normal((1, 1, start + rows, dim)))
+    got = np.asarray(golden.flash_mla_prefill_golden(q, k, dim_v))
+    value = np.repeat(np.asarray(k)[..., :dim_v], heads, axis=1)
+    expected = fake_torch.resumed_causal_attention(q, np.repeat(k, heads, axis=1), value, dim**-0.5)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)

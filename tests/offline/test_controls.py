@@ -172,6 +172,7 @@ def test_deleting_assertions_turns_controls_green_and_the_suite_red(tmp_path):
     # every test whose control is strong now passes on the control tree, and is reported as an error
     strong = {
         "test_resumed_prefill_matches_attention",
+        "test_flash_mla_prefill_golden_on_a_resume",
         "test_never_32_at_resume_exhaustive",
         "test_never_32_at_resume_property",
         "test_plan_segments_follow_the_rule",
