@@ -3,7 +3,9 @@
 The patches are derived from the two real trees so that each outcome is one that really happens
 between these releases: an untouched file (clean), a file upstream edited above our change (offset),
 one of upstream's own 0.33.0 changes (already upstream) and a line upstream rewrote differently
-(conflict). Skipped unless MATERIALIZE_NETWORK_TESTS=1 (it downloads ~95 MB from the index).
+(conflict); and the shipped patches of each target carried to the previous release and back.
+Skipped unless MATERIALIZE_NETWORK_TESTS=1. Downloads what the machine does not hold yet: vllm 0.32.0
+(47 MB) and ttnn 0.80.0 (~100 MB; MATERIALIZE_NETWORK_TESTS_LIGHT=1 skips the ttnn case).
 """
 
 from __future__ import annotations
@@ -151,38 +153,49 @@ def test_rebase_vllm_0_32_to_0_33(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_shipped_plugin_patches_round_trip_0_33_to_0_32_and_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  shared_cache: Path) -> None:
-    """The shipped plugin patches (written for 0.33.0, the pin) carried to 0.32.0 and back: every step
-    exact, and the files come back byte for byte (kept hunks keep their bytes, only @@ numbers move)."""
+TTNN_080 = "pypi:ttnn==0.80.0:ttnn-0.80.0-cp312-cp312-manylinux_2_34_x86_64.whl"
+TTNN_0811 = "pypi:ttnn==0.81.1:ttnn-0.81.1-cp312-cp312-manylinux_2_34_x86_64.whl"
+
+
+@pytest.mark.parametrize(("target", "older", "pinned"), [
+    pytest.param("plugin", "pypi:vllm==0.32.0", "pypi:vllm==0.33.0", id="vllm-0.33.0-0.32.0-0.33.0"),
+    pytest.param("tt-metal", TTNN_080, TTNN_0811, id="ttnn-0.81.1-0.80.0-0.81.1", marks=pytest.mark.skipif(
+        os.environ.get("MATERIALIZE_NETWORK_TESTS_LIGHT") == "1", reason="two 100 MB wheels")),
+])
+def test_shipped_patches_round_trip_to_an_older_release_and_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_cache: Path, target: str, older: str, pinned: str) -> None:
+    """The shipped patches of a target (written for the pinned release) carried to the previous
+    release and back: every step exact, and the files come back byte for byte (kept hunks keep their
+    bytes, only @@ numbers move)."""
     from ruamel.yaml import YAML
 
     monkeypatch.setenv("MATERIALIZE_CACHE", str(shared_cache))
     monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    for spec in (older, pinned):
+        _seed(shared_cache, parse_spec(spec))
     shipped = load_series(REPO / "series" / "default.yaml")
-    plugin = [p for p in shipped.patches if p.target == "plugin"]
-    if not plugin:
-        pytest.skip("the shipped series has no plugin patches")
-    # a plugin-only copy of the shipped series (so the tt-metal wheel is not needed), entries verbatim
+    if not [p for p in shipped.patches if p.target == target]:
+        pytest.skip(f"the shipped series has no {target} patches")
+    # a one-target copy of the shipped series (the other target's artifact is not needed), entries verbatim
     yaml = YAML()
     doc = yaml.load((REPO / "series" / "default.yaml").read_text())
-    doc["targets"] = {"plugin": doc["targets"]["plugin"]}
-    doc["patches"] = [e for e in doc["patches"] if e["target"] == "plugin"]
+    doc["targets"] = {target: doc["targets"][target]}
+    doc["patches"] = [e for e in doc["patches"] if e["target"] == target]
     (tmp_path / "series").mkdir()
     with (tmp_path / "series" / "default.yaml").open("w") as handle:
         yaml.dump(doc, handle)
-    shutil.copytree(REPO / "patches" / "plugin", tmp_path / "patches" / "plugin")
-    original = {p.name: p.read_bytes() for p in (tmp_path / "patches" / "plugin").iterdir()}
+    shutil.copytree(REPO / "patches" / target, tmp_path / "patches" / target)
+    original = {p.name: p.read_bytes() for p in (tmp_path / "patches" / target).iterdir()}
     store = Store.open()
     series_path = tmp_path / "series" / "default.yaml"
 
-    down = rebase.start(Workspace.open(series_path, store), "plugin", "pypi:vllm==0.32.0")
-    print(rebase.render_report(down, "plugin", "pypi:vllm==0.32.0"))
+    down = rebase.start(Workspace.open(series_path, store), target, older)
+    print(rebase.render_report(down, target, older))
     assert all(o.status in ("clean", "offset", "fuzz", "merged") for o in down)
     m = materialize(load_series(series_path), store=store)
     assert {h.status for r in m.reports for h in r.hunks} == {"clean"}
 
-    up = rebase.start(Workspace.open(series_path, store), "plugin", "pypi:vllm==0.33.0")
-    print(rebase.render_report(up, "plugin", "pypi:vllm==0.33.0"))
-    assert {p.name: p.read_bytes() for p in (tmp_path / "patches" / "plugin").iterdir()} == original
-    assert load_series(series_path).targets["plugin"].pin.requirement == "vllm==0.33.0"
+    up = rebase.start(Workspace.open(series_path, store), target, pinned)
+    print(rebase.render_report(up, target, pinned))
+    assert {p.name: p.read_bytes() for p in (tmp_path / "patches" / target).iterdir()} == original
+    assert load_series(series_path).targets[target].pin == shipped.targets[target].pin
