@@ -74,8 +74,9 @@ class Ledger:
         for entry in series_patches:
             row = self.rows.get(entry.position)
             if row is None:
+                result = "not run" if entry.spec.tests else "NO TESTS"
                 rows.append(
-                    (str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", "NO TESTS")
+                    (str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", result)
                 )
                 continue
             tip_ok, tip_n = row.count("tip")
