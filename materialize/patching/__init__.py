@@ -8,8 +8,7 @@ Deliberate differences from GNU patch (callers may rely on these):
 
 * Only unified diffs. Context, normal and ed diffs raise ``PatchFormatError`` instead of applying.
 * No reversed-patch guessing (like ``patch -f``): a reversed or already-applied patch simply fails.
-* Hunk lines starting with TAB/``=``/``#`` (GNU: context/context/comment) are malformed here, as is a
-  hunk truncated at the end of the patch file (GNU pads it with blank context lines).
+* Lines starting with ``#`` inside a hunk are malformed here; GNU skips them as comments.
 * ``---``/``+++`` names run up to a TAB, so ``--- a/my file`` names "my file"; GNU stops at the
   space unless a timestamp follows (git quotes such names or ends them with a TAB, so both agree
   on real git output).

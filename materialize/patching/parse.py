@@ -63,6 +63,10 @@ class _Cursor:
             text = line.decode("latin-1")
             if text.endswith("\r\n"):
                 text = text[:-2] + "\n"
+            if text.startswith("\t"):
+                text = " " + text  # GNU: a hunk line starting with TAB is context whose space got eaten
+            elif text.startswith("="):
+                text = " " + text[1:]  # GNU: '=' marks a context line too
             yield text
 
 
@@ -322,9 +326,13 @@ def _header_name(name: str | None) -> bytes:
 
 
 def _content(raw_line: bytes) -> bytes:
-    """Hunk line content: drop the kind character and the LF (an empty line is empty context)."""
+    """Hunk line content: drop the kind character and the LF.
+
+    An empty line is empty context and a TAB-led line is context in full (GNU assumes the leading
+    space was eaten).
+    """
     body = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
-    if body in (b"", b"\r"):
+    if body in (b"", b"\r") or body.startswith(b"\t"):
         return body
     return body[1:]
 

@@ -212,3 +212,9 @@ def test_search_never_starts_before_the_last_frozen_line() -> None:
 def test_unterminated_no_newline_marker_at_end_of_patch() -> None:
     patch = _diff("@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file")
     assert _apply(b"a\nb\n", patch).content == b"a\nc"
+
+
+def test_tab_and_equals_led_hunk_lines_are_context() -> None:
+    original = b"a\n\tindented\nb\nc\n"
+    patch = _diff("@@ -1,4 +1,4 @@\n a\n\tindented\n-b\n+B\n=c\n")
+    assert _apply(original, patch).content == b"a\n\tindented\nB\nc\n"
