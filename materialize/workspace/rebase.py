@@ -35,7 +35,7 @@ from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import move_to
-from materialize.workspace.state import Workspace
+from materialize.workspace.state import DirtyWorkspaceError, Workspace
 from materialize.workspace.trees import apply_one, trees_at, write_tree
 
 MAX_FUZZ = 3
@@ -355,12 +355,20 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         raise MaterializeError(f"rebase: no target {target!r} in {ws.series.path}")
     state = ws.load()
     orig_position = state.position
-    move_to(ws, 0, op="pop", args=["-a"])  # refuses (naming files) when the workspace holds unrefreshed work
+    changes = ws.changes(state)
+    if changes.any():
+        raise DirtyWorkspaceError(
+            f"rebase refused: the workspace has changes that are in no patch:\n{changes.describe()}\n"
+            "refresh them (or `materialize pop -a --force` to save them aside) first"
+        )
     pin = parse_spec(spec)
     new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
     chain = _old_chain(ws, target)
     entries = [p for p in ws.series.patches if p.target == target]
     with Journal.run(ws.meta, "rebase", [target, "--to", spec]) as journal:
+        # the workspace goes to position 0 inside this journal, so a rollback restores the position too
+        ws.sync(state, dict(state.bases), {}, journal)
+        state.position, state.applied, state.added = 0, [], {}
         backup = rb.dir / "backup"
         if backup.exists():
             shutil.rmtree(backup)
@@ -379,8 +387,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         doc.set_pin(target, pin.model_dump(exclude_none=True))
         journal.write(ws.series.path, doc.render())
         ws.reload_series()
-        state = ws.load(in_journal=True)  # at position 0: the target's tree is its (new) base
-        state.bases[target] = state.trees[target] = new_base
+        state.bases[target] = state.trees[target] = new_base  # at position 0 the tree is the (new) base
         state.pins = ws.pins()
         ws.save(state, journal)
         rb.save(journal)
@@ -463,6 +470,7 @@ def _finish(rb: Rebase) -> list[Outcome]:
 
 def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     """``--continue`` (regenerate the stopped patch from the resolved workspace) or ``--skip`` (drop it)."""
+    ws.check_no_pending()
     rb = Rebase(ws)
     rb.load()
     current = rb.data.get("current")
@@ -506,6 +514,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
 
 def abort(ws: Workspace) -> None:
     """Restore the series file, every patch file and the workspace position exactly."""
+    ws.check_no_pending()
     rb = Rebase(ws)
     rb.load()
     backup = rb.dir / "backup"

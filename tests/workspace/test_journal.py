@@ -21,14 +21,17 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
-def crash_after(monkeypatch: pytest.MonkeyPatch, changes: int) -> pytest.MonkeyPatch:
+def crash_after(monkeypatch: pytest.MonkeyPatch, changes: int, op: str | None = None,
+                args: list[str] | None = None) -> pytest.MonkeyPatch:
     # (a private MonkeyPatch: undoing it must not undo the project fixture's environment)
     """The process dies (KeyboardInterrupt: not a user error, so no automatic rollback) before the
-    ``changes + 1``-th file change of the next operation."""
+    ``changes + 1``-th file change of the next operation (of kind ``op``, when given)."""
     real = Journal.protect
     count = {"n": 0}
 
     def dying(self, path):
+        if (op is not None and self.data.get("op") != op) or (args is not None and self.data.get("args") != args):
+            return real(self, path)
         count["n"] += 1
         if count["n"] > changes:
             raise KeyboardInterrupt

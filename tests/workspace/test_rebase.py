@@ -128,3 +128,35 @@ def test_rebase_report_changes_nothing(project: Path, store: Store, tmp_path: Pa
         assert row in text
     after = snapshot(project / "series") | snapshot(project / "patches") | snapshot(project / "work")
     assert after == before
+
+
+def test_an_interrupted_rebase_rolls_back_exactly_and_can_run_again(project: Path, store: Store) -> None:
+    import click
+
+    from .test_journal import crash_after
+
+    v2 = build_series(project)
+    before = snapshot(project / "series") | snapshot(project / "patches") | snapshot(project / "work")
+    crash = crash_after(pytest.MonkeyPatch(), 1, op="rebase")  # dies half-way through the start step
+    with pytest.raises(click.exceptions.Abort):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    crash.undo()
+    with pytest.raises(Exception, match="interrupted `materialize rebase tt-metal --to"):
+        run(project, "rebase", "--continue")
+    assert run(project, "recover", "--rollback") == 0
+    assert not (project / "work" / ".materialize" / "rebase" / "rebase.json").exists()
+    assert (project / "series" / "default.yaml").read_bytes() == before["default.yaml"]
+    # a crash inside a later step: rollback returns to that step's start, --continue carries on
+    crash = crash_after(pytest.MonkeyPatch(), 1, op="rebase", args=["--continue"])  # in the first patch's step
+    with pytest.raises(click.exceptions.Abort):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    crash.undo()
+    assert run(project, "recover", "--rollback") == 0
+    assert (project / "work" / ".materialize" / "rebase" / "rebase.json").exists()
+    with pytest.raises(RebaseConflict, match="0005-targets"):
+        run(project, "rebase", "--continue")
+    assert run(project, "rebase", "--abort") == 0
+    after = snapshot(project / "series") | snapshot(project / "patches") | snapshot(project / "work")
+    assert {k: v for k, v in after.items() if not k.startswith(".materialize/saved/")} == before
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
