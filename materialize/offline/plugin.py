@@ -263,6 +263,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         state.seen_heavy |= appeared
         roots = sorted({m.split(".")[0] for m in appeared})
         state.problems.append(f"{', '.join(roots)} first appeared in sys.modules during {item.nodeid}")
+    if arm == "tip" and report.failed:
+        culprit = _first_breaking_patch(item, state)
+        if culprit is not None:
+            note = f"broken by {culprit.name} (position {culprit.position})"
+            report.sections.append(("offline --at tip", note))
+            _record(item, arm, ok=False, detail=f"{note}: {_short(call)}")
+            return
     if arm != "control":
         _record(item, arm, ok=report.passed, detail="" if report.passed else f"failed: {_short(call)}")
         return
@@ -298,6 +305,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             f"but raised {type(exc).__name__}: {exc}\n\n{report.longrepr}"
         )
         _record(item, arm, ok=False, detail=f"control raised {type(exc).__name__}, not an assertion: {exc}")
+
+
+def _first_breaking_patch(item: pytest.Item, state: _OfflineState) -> PatchEntry | None:
+    """The first later patch at which a test that passed at its own patch fails (tip failed).
+
+    Re-runs the test body on each later prefix of the same target, with the fixtures it already has.
+    """
+    entry = state.binding(item)
+    series = state.load_series()
+    funcargs = getattr(item, "funcargs", None)
+    if entry is None or funcargs is None or "tree" not in funcargs:
+        return None
+    original = funcargs["tree"]
+    try:
+        for later in series.patches[entry.position :]:
+            if later.target != entry.target:
+                continue
+            funcargs["tree"] = state.tree_source().tree(later.position, entry.target)
+            try:
+                item.runtest()
+            except Exception:  # noqa: BLE001 - any failure marks the culprit
+                return later
+    finally:
+        funcargs["tree"] = original
+    return None
 
 
 def _short(call: pytest.CallInfo) -> str:

@@ -179,6 +179,7 @@ def test_at_tip_catches_a_later_patch_breaking_an_earlier_one(workspace):
     at_tip = _run(workspace, {"test_bound_by_series.py": GOOD}, "--at", "tip")
     assert at_tip.returncode == 1
     assert "test_clamps[tip]" in at_tip.stdout
+    assert "broken by 0002-unclamp (position 2)" in at_tip.stdout
     assert _row(at_tip.stdout, "0001-clamp").split()[3:7] == ["1/1", "1/1", "0", "0/1"]
     assert _row(at_tip.stdout, "0002-unclamp").endswith("NO TESTS")
 
