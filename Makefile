@@ -7,7 +7,7 @@ SERIES ?= series/default.yaml
 PROFILE ?= prod
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: materialize test test-unit test-offline lint serve serve-check bench bisect clean venv
+.PHONY: materialize test test-unit test-offline test-offline-tip lint serve serve-check bench bisect clean venv
 
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
@@ -31,6 +31,10 @@ test-unit: venv
 ## Each patch's offline tests at its position: patched must pass, control (without the patch) must fail.
 test-offline: venv
 	$(PY) -m pytest -q ast_tests --series $(SERIES)
+
+## The same tests re-run on the full series: a later patch that breaks an earlier one is named.
+test-offline-tip: venv
+	$(PY) -m pytest -q ast_tests --series $(SERIES) --at tip
 
 serve-check: venv
 	$(MAT) serve check

@@ -28,6 +28,7 @@ class LazyGroup(click.Group):
         "serve": "materialize.serve.cli:serve_group",
         "bisect": "materialize.bisect.cli:bisect_group",
         "runs": "materialize.bisect.cli:runs_group",
+        "test-offline": "materialize.offline.cli:test_offline_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
