@@ -220,7 +220,8 @@ def _similarity(a: bytes | None, b: bytes | None) -> int:
 
 
 def _kind(sec: FileSection) -> tuple:
-    return (sec.old_path is None, sec.new_path is None, sec.rename, sec.old_mode != sec.new_mode)
+    modes = sec.old_mode is not None and sec.new_mode is not None and sec.old_mode != sec.new_mode
+    return (sec.old_path is None, sec.new_path is None, sec.rename, modes)
 
 
 def _change_kind(ch: FileChange) -> tuple:
@@ -253,10 +254,10 @@ def _refresh_header(old: FileSection, ch: FileChange) -> list[bytes]:
     out: list[bytes] = []
     for line in old.header:
         m = re.match(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", line, re.S)
-        if m and ch.base is not None and ch.cur is not None:
+        if m:
             width = len(m.group(1))
-            old_id = _blob_id(ch.base)[:width].encode()
-            new_id = _blob_id(ch.cur)[:width].encode()
+            old_id = (_blob_id(ch.base) if ch.base is not None else "0" * 40)[:width].encode()
+            new_id = (_blob_id(ch.cur) if ch.cur is not None else "0" * 40)[:width].encode()
             if (old_id, new_id) != (m.group(1), m.group(2)[:width]):
                 line = b"index " + old_id + b".." + new_id + m.group(3)
         out.append(line)

@@ -116,6 +116,14 @@ def test_format_patch_files_parse_and_render_byte_for_byte(tmp_path: Path) -> No
     # refresh with no content change keeps the whole file, signature included
     v1 = edit_three_places(BASE)
     assert regenerate(parsed, [FileChange("f.py", BASE, v1, prev=v1)]) == data
+    # after an edit the git `index` line names the new blob (as `git hash-object` computes it)
+    v2 = v1.replace(b"# B: the hot path", b"# B: the hot path!")
+    (repo / "f.py").write_bytes(v2)
+    blob = subprocess.run(["git", "-C", str(repo), "hash-object", "f.py"], check=True, capture_output=True,
+                          env=env).stdout.strip()
+    refreshed = regenerate(parsed, [FileChange("f.py", BASE, v2, prev=v1)])
+    index = next(line for line in refreshed.splitlines() if line.startswith(b"index "))
+    assert index.split(b"..")[1].split()[0] == blob[: len(index.split(b"..")[1].split()[0])]
 
 
 _LINES = [b"x = %d\n" % i for i in range(40)]

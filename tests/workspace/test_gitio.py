@@ -145,3 +145,21 @@ def test_import_refuses_merges(project: Path, store: Store, tmp_path: Path) -> N
     ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
     with pytest.raises(Exception, match="merges"):
         gitio.import_git(ws, "tt-metal", "HEAD~3..HEAD", tmp_path / "fx")
+
+
+def test_format_patch_files_survive_export_then_import(project: Path, store: Store, tmp_path: Path) -> None:
+    """A patch written by `git format-patch` (mbox line, [PATCH] subject, diffstat, signature)."""
+    repo = fixture_repo(project, tmp_path / "fx")
+    data = repo.git.format_patch("-1", "--stdout", "HEAD~3", stdout_as_string=False)
+    data = data if data.endswith(b"\n") else data + b"\n"
+    (project / "patches" / "tt-metal" / "0001-attn.patch").write_bytes(data)
+    yaml_path = project / "series" / "default.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace(
+        "patches: []", "patches:\n  - patch: tt-metal/0001-attn.patch\n    target: tt-metal\n"))
+    ws = Workspace(Workspace.open(yaml_path).series, store)
+    gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    log = git.Repo(tmp_path / "out").git.log("-1", "--format=%an|%s", "pq")
+    assert log == "Ada|attention: mark StoreTree"
+    result = gitio.import_git(ws, "tt-metal", "pq~1..pq", tmp_path / "out")
+    assert result.unchanged == ["0001-attn"]
+    assert (project / "patches" / "tt-metal" / "0001-attn.patch").read_bytes() == data
