@@ -153,6 +153,13 @@ def shipped_rows(runs: int) -> list[tuple[str, Timing]]:
         shutil.copytree(REPO / "series", project / "series")
         shutil.copytree(REPO / "patches", project / "patches")
         n = sum(1 for _ in (project / "patches").rglob("*.patch"))
+        run_cli(cli(project, "push", "-a"))  # warm: downloads/imports what the cache lacks
+        run_cli(cli(project, "goto", "0"))
+        rows.append((f"shipped series ({n} patches, real pins): push -a", measure(
+            runs, lambda: cli(project, "push", "-a"), prepare=lambda: run_cli(cli(project, "goto", "0")))))
+        rows.append((f"shipped series ({n} patches, real pins): pop -a", measure(
+            runs, lambda: cli(project, "pop", "-a"), prepare=lambda: run_cli(cli(project, "goto", str(n))))))
+        run_cli(cli(project, "goto", "0"))
         run_cli(cli(project, "rebase", "plugin", "--to", "pypi:vllm==0.32.0", "--report"))  # warm: downloads
         rows.append((f"shipped series ({n} patches): rebase plugin --report to vllm 0.32.0",
                      measure(runs, lambda: cli(project, "rebase", "plugin", "--to", "pypi:vllm==0.32.0", "--report"))))
