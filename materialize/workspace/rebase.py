@@ -450,9 +450,13 @@ def _stop_at(ws: Workspace, rb: Rebase, entry: PatchEntry, contents, journal: Jo
 
 
 def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
+    """Take a patch out of the series (git drops such commits); its file is kept under saved/."""
     doc = SeriesDoc.load(ws.series.path)
     doc.remove(doc.index_of(entry.spec.patch))
     journal.write(ws.series.path, doc.render())
+    keep = ws.meta / "saved" / "rebase-dropped" / entry.path.name
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_bytes(entry.read())
     journal.remove(entry.path)
 
 
