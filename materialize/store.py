@@ -288,7 +288,7 @@ class Store:
         return self._rebuild(base_tree, nested) or EMPTY_TREE
 
     def _rebuild(self, tree: str | None, nested: dict[str, object]) -> str | None:
-        entries = self._tree_entries(tree)
+        entries = dict(self._tree_entries(tree))  # the memo is shared: never mutate a cached tree
         for name, change in nested.items():
             if isinstance(change, dict):
                 current = entries.get(name)

@@ -30,7 +30,6 @@ from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.state import Workspace
-from materialize.workspace.trees import forget_memo
 
 EXPORT_REF = "refs/materialize/export/"
 
@@ -63,9 +62,7 @@ def export_git(series: Series, store: Store, target: str, branch: str, repo_path
     """Write ``branch`` in ``repo_path`` (created when missing): base commit plus one commit per patch."""
     if target not in series.targets:
         raise MaterializeError(f"export-git: no target {target!r} in {series.path}")
-    forget_memo(store)
     m = materialize(series, store=store)
-    forget_memo(store)
     entries = [p for p in series.patches if p.target == target]
     chain = _target_chain(store, m.commits[target], len(entries)) if entries else []
     pin = m.pins[target]

@@ -36,7 +36,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import move_to
 from materialize.workspace.state import DirtyWorkspaceError, Workspace
-from materialize.workspace.trees import apply_one, trees_at, write_tree
+from materialize.workspace.trees import apply_one, trees_at
 
 MAX_FUZZ = 3
 MARKERS = (b"<<<<<<< ", b">>>>>>> ")
@@ -268,7 +268,7 @@ def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         outcome, contents = _classify(ws.store, tree, entry, entry.read(), chain[entry.name])
         outcomes.append(outcome)
         if contents is not None and outcome.status not in ("conflict", "already-upstream"):
-            tree = write_tree(ws.store, tree, contents)
+            tree = ws.store.write_tree(tree, contents)
     return outcomes
 
 
@@ -418,7 +418,7 @@ def _run(rb: Rebase) -> list[Outcome]:
                     assert contents is not None
                     if outcome.status != "clean":
                         journal.write(entry.path, _regenerate(ws.store, before, entry, data, contents))
-                    rb.data["tree"] = write_tree(ws.store, before, contents)
+                    rb.data["tree"] = ws.store.write_tree(before, contents)
                 rb.data["todo"].pop(0)
                 rb.data["done"].append(outcome.to_json())
                 rb.save(journal)
@@ -498,7 +498,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                 contents[path] = disk
             before = state.trees[entry.target]
             journal.write(entry.path, _regenerate(ws.store, before, entry, entry.read(), contents))
-            rb.data["tree"] = write_tree(ws.store, before, contents)
+            rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"
         ws.reload_series()
