@@ -29,6 +29,12 @@ class LazyGroup(click.Group):
         "bisect": "materialize.bisect.cli:bisect_group",
         "runs": "materialize.bisect.cli:runs_group",
         "test-offline": "materialize.offline.cli:test_offline_command",
+        **{
+            name: "materialize.workspace.cli:COMMANDS"
+            for name in ("push", "pop", "goto", "top", "applied", "unapplied", "series", "new", "add", "edit",
+                         "refresh", "diff", "fold", "rename", "delete", "move", "header", "recover", "rebase",
+                         "export-git", "import-git")
+        },
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -37,7 +43,10 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             module_name, attribute = self.lazy[cmd_name].split(":")
-            return getattr(importlib.import_module(module_name), attribute)
+            found = getattr(importlib.import_module(module_name), attribute)
+            if isinstance(found, list):  # a subsystem exporting several top-level commands
+                return next(command for command in found if command.name == cmd_name)
+            return found
         return super().get_command(ctx, cmd_name)
 
 

@@ -66,3 +66,14 @@ def test_tarball_hash_mismatch_exits_3(tmp_path):
 
 def test_usage_error_exits_2():
     assert run_cli("apply", "--no-such-option").returncode == 2
+
+
+def test_every_lazily_registered_command_resolves():
+    import click
+
+    from materialize.cli import cli
+
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.name == name, name
