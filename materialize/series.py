@@ -192,27 +192,6 @@ def _patch_name(patch: str) -> str:
     return re.sub(r"\.(patch|diff)$", "", name)
 
 
-def _format_error(err: dict, located, source: str) -> str:
-    path = tuple(err["loc"])
-    # Pydantic puts the union member's tag into loc for discriminated unions; drop non-data parts.
-    data_path = tuple(p for p in path if isinstance(p, int) or p in _known_keys(located, path))
-    line = located.line_of(data_path)
-    field = ".".join(str(p) for p in path) or "(top level)"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field (typo?)"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    return f"{source}:{line}: {field}: {msg}"
-
-
-def _known_keys(located, path: tuple) -> set:
-    keys: set = set()
-    for known in located.lines:
-        keys.update(p for p in known if isinstance(p, str))
-    return keys
-
-
 def load_series(path: str | Path) -> Series:
     """Load and validate a series file; every error names file, line and field."""
     path = Path(path).resolve()
@@ -223,7 +202,7 @@ def load_series(path: str | Path) -> Series:
     try:
         spec = SeriesSpec.model_validate(located.data)
     except ValidationError as exc:
-        problems = [_format_error(e, located, source) for e in exc.errors()]
+        problems = [located.describe(e) for e in exc.errors()]
         raise SeriesError("invalid series:\n  " + "\n  ".join(problems)) from None
 
     patches_dir = (path.parent / spec.patches_dir).resolve()

@@ -27,6 +27,22 @@ class LocatedYaml:
     source: str
     lines: dict[PathKey, int] = field(default_factory=dict)
 
+    def describe(self, error: dict[str, Any]) -> str:
+        """One pydantic error as ``file:line: field: message``.
+
+        Pydantic's ``loc`` mixes data keys with validator names (a discriminated union's tag,
+        ``function-after[...]``); only the parts that are real keys at that depth locate the line.
+        """
+        located: PathKey = ()
+        for part in error["loc"]:
+            if located + (part,) in self.lines:
+                located += (part,)
+        field = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = {"extra_forbidden": "unknown field (typo?)", "missing": "required field is missing"}.get(
+            error["type"], error["msg"]
+        )
+        return f"{self.source}:{self.line_of(located)}: {field}: {message}"
+
     def line_of(self, path: PathKey) -> int:
         """Line of the deepest known ancestor of ``path`` (a missing field points at its parent)."""
         for cut in range(len(path), -1, -1):

@@ -167,19 +167,6 @@ class Profile:
         return hashlib.sha256(blob).hexdigest()
 
 
-def _format_error(err: dict, located: LocatedYaml, source: str) -> str:
-    path = tuple(err["loc"])
-    data_path = tuple(p for p in path if isinstance(p, int) or not str(p).startswith("function-"))
-    line = located.line_of(data_path)
-    field = ".".join(str(p) for p in path) or "(top level)"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field (typo?)"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    return f"{source}:{line}: {field}: {msg}"
-
-
 def load_profile(path: str | Path) -> Profile:
     """Load and validate one profile; every error names the file, line and field."""
     path = Path(path).resolve()
@@ -193,7 +180,7 @@ def load_profile(path: str | Path) -> Profile:
     try:
         spec = ProfileSpec.model_validate(located.data)
     except ValidationError as exc:
-        problems = [_format_error(e, located, source) for e in exc.errors()]
+        problems = [located.describe(e) for e in exc.errors()]
         raise ProfileError("invalid profile:\n  " + "\n  ".join(problems)) from None
     return Profile(name=path.stem, path=path, spec=spec, located=located)
 
