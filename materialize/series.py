@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from materialize.errors import SeriesError
 from materialize.yamlpos import load_located
@@ -197,13 +197,7 @@ def load_series(path: str | Path) -> Series:
     path = Path(path).resolve()
     located = load_located(path)
     source = str(path)
-    if not isinstance(located.data, dict):
-        raise SeriesError(f"{source}:1: a series file is a mapping with 'version', 'targets' and 'patches'")
-    try:
-        spec = SeriesSpec.model_validate(located.data)
-    except ValidationError as exc:
-        problems = [located.describe(e) for e in exc.errors()]
-        raise SeriesError("invalid series:\n  " + "\n  ".join(problems)) from None
+    spec = located.validate(SeriesSpec, SeriesError, "series file", "'version', 'targets' and 'patches'")
 
     patches_dir = (path.parent / spec.patches_dir).resolve()
     entries: list[PatchEntry] = []

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
-from materialize.errors import SeriesError
+from materialize.errors import MaterializeError, SeriesError
 
 PathKey = tuple[str | int, ...]
+ModelT = TypeVar("ModelT", bound=BaseModel)
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
 
 
@@ -26,6 +28,16 @@ class LocatedYaml:
     data: Any
     source: str
     lines: dict[PathKey, int] = field(default_factory=dict)
+
+    def validate(self, model: type[ModelT], error: type[MaterializeError], what: str, fields: str) -> ModelT:
+        """Validate the document against ``model``; every problem becomes one ``file:line: field`` line."""
+        if not isinstance(self.data, dict):
+            raise error(f"{self.source}:1: a {what} is a mapping with {fields}")
+        try:
+            return model.model_validate(self.data)
+        except ValidationError as exc:
+            problems = [self.describe(e) for e in exc.errors()]
+            raise error(f"invalid {what}:\n  " + "\n  ".join(problems)) from None
 
     def describe(self, error: dict[str, Any]) -> str:
         """One pydantic error as ``file:line: field: message``.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from materialize.errors import SeriesError
 from materialize.yamlpos import LocatedYaml, load_located
@@ -174,14 +174,7 @@ def load_profile(path: str | Path) -> Profile:
         located = load_located(path)
     except SeriesError as exc:
         raise ProfileError(str(exc)) from None
-    source = str(path)
-    if not isinstance(located.data, dict):
-        raise ProfileError(f"{source}:1: a profile is a mapping with 'version', 'series', 'launcher', ...")
-    try:
-        spec = ProfileSpec.model_validate(located.data)
-    except ValidationError as exc:
-        problems = [located.describe(e) for e in exc.errors()]
-        raise ProfileError("invalid profile:\n  " + "\n  ".join(problems)) from None
+    spec = located.validate(ProfileSpec, ProfileError, "profile", "'version', 'series', 'launcher', ...")
     return Profile(name=path.stem, path=path, spec=spec, located=located)
 
 
