@@ -92,6 +92,16 @@ def check(series_path: Path, as_json: bool) -> int:
     return command.check(series_path, as_json)
 
 
+@cli.command()
+@click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True, help="newest outputs to keep")
+@click.option("-n", "--dry-run", is_flag=True, help="only say what would be removed")
+def gc(keep: int, dry_run: bool) -> int:
+    """Remove old outputs in build/materialized (never the one `latest` points at)."""
+    from materialize.commands import gc as command
+
+    return command.run(keep, dry_run)
+
+
 @cli.command("import-quilt")
 @click.argument("quilt_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--upstream", required=True, help="DIR, archive, git+PATH_OR_URL@REV or pypi:NAME==VERSION")
