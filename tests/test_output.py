@@ -96,3 +96,32 @@ def test_two_runs_at_once_do_not_corrupt(builder, tmp_path):
     assert {r[0] for r in results} == {"ok"}, results
     assert len({r[1] for r in results}) == 1
     assert (tmp_path / "out" / "plugin" / "pkg" / "added.py").read_text() == "Z = 3\n"
+
+
+def test_sigkill_at_any_moment_leaves_old_output_or_new_never_half(builder, tmp_path):
+    """A real kill -9 of the CLI while it publishes: the output is the old one or the new one, whole."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    files = {f"d{i // 100}/f{i}.txt": f"{i}\n" * 20 for i in range(3000)}
+    b = builder(files)
+    b.add_patch("0001-a", {"d0/f0.txt": "changed\n"})
+    series = b.write()
+    out = tmp_path / "out"
+    write_output(materialize(load_series(series), upto=0), out)
+    old_manifest = (out / "manifest.json").read_text()
+    for delay in (0.2, 0.5, 0.9, 1.4):
+        proc = subprocess.Popen([sys.executable, "-m", "materialize", "apply", "--series", str(series),
+                                 "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        manifest = json.loads((out / "manifest.json").read_text())
+        on_disk = sum(1 for p in (out / "plugin").rglob("*") if p.is_file())
+        assert on_disk == 3000, (delay, on_disk)
+        expected = "changed\n" if manifest["position"] == 1 else "0\n" * 20
+        assert (out / "plugin" / "d0" / "f0.txt").read_text() == expected
+        if manifest["position"] == 0:
+            assert (out / "manifest.json").read_text() == old_manifest
