@@ -112,6 +112,7 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     final = final.absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final.parent / ".materialize-output.lock")):
+        _remove_leftovers(final.parent)
         existing = _read_manifest(final)
         wanted = manifest(m, overlay=overlay)
         if existing == wanted:
@@ -139,6 +140,14 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
         _point_latest(final, default)
     m.display_root = str(final)
     return final
+
+
+def _remove_leftovers(parent: Path) -> None:
+    """Temp dirs of runs that were killed: we hold the lock, so no live run owns one."""
+    for leftover in parent.glob(".tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in parent.glob(".old-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _point_latest(final: Path, default: bool) -> None:

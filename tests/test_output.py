@@ -125,3 +125,5 @@ def test_sigkill_at_any_moment_leaves_old_output_or_new_never_half(builder, tmp_
         assert (out / "plugin" / "d0" / "f0.txt").read_text() == expected
         if manifest["position"] == 0:
             assert (out / "manifest.json").read_text() == old_manifest
+    write_output(materialize(load_series(series)), out)  # the next run sweeps what the killed ones left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))) == []
