@@ -17,7 +17,9 @@ import contextlib
 import hashlib
 import itertools
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -60,6 +62,15 @@ class Entry:
 
     mode: str
     sha: str
+
+
+def die_with_parent() -> None:
+    """In a child process: be killed when we are. A ``kill -9`` of materialize must not leave a git
+    checkout running on, writing into an output folder that the next run is about to sweep."""
+    if sys.platform == "linux":
+        import ctypes  # noqa: PLC0415 - only in the forked child
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def default_cache_dir() -> Path:
@@ -137,6 +148,7 @@ class Store:
             input=input,
             capture_output=True,
             env=full_env,
+            preexec_fn=die_with_parent,
         )
         if proc.returncode != 0:
             raise MaterializeError(
