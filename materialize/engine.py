@@ -24,7 +24,7 @@ from materialize.patching.parse import parse_patch
 from materialize.paths import safe_relpath
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
-from materialize.store import REGULAR, SYMLINK, Entry, Store
+from materialize.store import REGULAR, SYMLINK, Store
 from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
@@ -72,11 +72,9 @@ class Materialization:
         root = f"{self.display_root}/{target}" if self.display_root else None
         return StoreTree(self.store, self.trees[target], target, root)
 
-    def changed_files(self, target: str) -> list[str]:
-        return self.store.changed_paths(self.base_trees[target], self.trees[target])[0]
-
-    def deleted_files(self, target: str) -> list[str]:
-        return self.store.changed_paths(self.base_trees[target], self.trees[target])[1]
+    def changed_paths(self, target: str) -> tuple[list[str], list[str]]:
+        """(changed or added, deleted) files of ``target`` against its pinned base."""
+        return self.store.changed_paths(self.base_trees[target], self.trees[target])
 
 
 def materialization_id(trees: dict[str, str]) -> str:
@@ -115,11 +113,9 @@ class _Overlay:
 
     def check_no_link_on_the_way(self, path: str, where: str) -> None:
         """Refuse writing through a symlinked (or file) ancestor: it could point outside the tree."""
-        parents = PurePosixPath(path).parents
-        for parent in list(parents)[:-1]:
-            entry = self.changes.get(str(parent)) if str(parent) in self.changes else None
-            found = Entry(entry[0], "") if entry else self.store.lookup(self.tree, str(parent))
-            if found is not None and found.mode == SYMLINK:
+        for parent in list(PurePosixPath(path).parents)[:-1]:
+            found = self.get(str(parent))
+            if found is not None and found[0] == SYMLINK:
                 raise UnsafePathError(f"{where}: {path} goes through symlink {parent} in the tree; refused")
             if found is not None:
                 raise PatchApplyError(f"{where}: {path} needs {parent} to be a directory, but it is a file")

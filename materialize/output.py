@@ -29,7 +29,7 @@ def manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
     """Everything a reader needs to know which code this is and how it was made."""
     targets: dict[str, Any] = {}
     for target in sorted(m.trees):
-        changed, deleted = m.store.changed_paths(m.base_trees[target], m.trees[target])
+        changed, deleted = m.changed_paths(target)
         targets[target] = {
             **m.pins[target],
             "base_tree": m.base_trees[target],
@@ -75,7 +75,7 @@ def _checkout_full(m: Materialization, target: str, dest: Path) -> None:
 
 def _write_overlay(m: Materialization, target: str, dest: Path) -> None:
     dest.mkdir(parents=True)
-    for path in m.changed_files(target):
+    for path in m.changed_paths(target)[0]:
         entry = m.store.lookup(m.trees[target], path)
         assert entry is not None
         out = dest / path
