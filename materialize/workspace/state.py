@@ -264,19 +264,12 @@ class Workspace:
             old = state.files.get(target, {})
             new_files: dict[str, str | None] = {}
             for path in sorted(set(old) | wanted):
-                full = self.target_dir(target) / path
                 entry = self.store.lookup(tree, path) if path in wanted else None
                 if path in wanted:
                     new_files[path] = entry.sha if entry else None
                 desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
-                if self.disk_entry(target, path) == desired:
-                    continue
-                if desired is None:
-                    journal.remove(full)
-                elif desired[0] == SYMLINK:
-                    journal.symlink(full, desired[1].decode("utf-8", "surrogateescape"))
-                else:
-                    journal.write(full, desired[1], executable=desired[0] == EXECUTABLE)
+                if self.disk_entry(target, path) != desired:
+                    self.write_file(journal, target, path, desired)
             state.files[target] = new_files
             state.trees[target] = tree
 
