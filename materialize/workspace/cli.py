@@ -6,7 +6,9 @@ returning an exit code; the work happens in ``stack``, ``edit``, ``rebase`` and 
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -15,16 +17,21 @@ from materialize.console import err, out
 from materialize.errors import MaterializeError
 from materialize.workspace import edit, stack
 from materialize.workspace.journal import Journal
-from materialize.workspace.state import Workspace, work_root
+from materialize.workspace.session import find_series, guarded
+from materialize.workspace.state import Workspace
 
-series_option = click.option("--series", "series_path", type=click.Path(path_type=Path),
-                             default=Path("series/default.yaml"), show_default=True, help="series file")
+series_option = click.option("--series", "series_path", type=click.Path(path_type=Path), default=None,
+                             help="series file (default: series/default.yaml here or in the nearest parent)")
 force_option = click.option("-f", "--force", is_flag=True,
                             help="save unrefreshed changes under work/.materialize/saved/ and go on")
 
 
-def _ws(series_path: Path) -> Workspace:
-    return Workspace.open(series_path)
+@contextlib.contextmanager
+def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
+    """The workspace of the series, under its lock, once its state allows ``op`` (see ``session``)."""
+    ws = Workspace.open(find_series(series_path))
+    with guarded(ws.meta, op):
+        yield ws
 
 
 def _report_move(result: stack.MoveResult) -> int:
@@ -41,9 +48,10 @@ def _report_move(result: stack.MoveResult) -> int:
 @click.option("-a", "all_", is_flag=True, help="push every remaining patch")
 @force_option
 @click.argument("patch", required=False)
-def push(series_path: Path, patch: str | None, all_: bool, force: bool) -> int:
+def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Apply the next patch (or up to PATCH, or all) in the workspace."""
-    return _report_move(stack.push(_ws(series_path), patch, all_=all_, force=force))
+    with _session(series_path, "push") as ws:
+        return _report_move(stack.push(ws, patch, all_=all_, force=force))
 
 
 @click.command()
@@ -51,25 +59,28 @@ def push(series_path: Path, patch: str | None, all_: bool, force: bool) -> int:
 @click.option("-a", "all_", is_flag=True, help="pop every applied patch")
 @force_option
 @click.argument("patch", required=False)
-def pop(series_path: Path, patch: str | None, all_: bool, force: bool) -> int:
+def pop(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Remove the top patch (or until PATCH is on top, or all) from the workspace."""
-    return _report_move(stack.pop(_ws(series_path), patch, all_=all_, force=force))
+    with _session(series_path, "pop") as ws:
+        return _report_move(stack.pop(ws, patch, all_=all_, force=force))
 
 
 @click.command()
 @series_option
 @force_option
 @click.argument("patch")
-def goto(series_path: Path, patch: str, force: bool) -> int:
+def goto(series_path: Path | None, patch: str, force: bool) -> int:
     """Push or pop until PATCH is on top (0 = nothing applied)."""
-    return _report_move(stack.goto(_ws(series_path), patch, force=force))
+    with _session(series_path, "goto") as ws:
+        return _report_move(stack.goto(ws, patch, force=force))
 
 
 @click.command()
 @series_option
 def top(series_path: Path) -> int:
     """Print the top patch."""
-    state = _ws(series_path).load()
+    with _session(series_path, "top") as ws:
+        state = ws.load(allow_pending=True)
     if state.top is None:
         err.print("No patches applied", markup=False)
         return 2
@@ -85,28 +96,30 @@ def _names(entries, verbose: bool = False) -> None:
 @click.command()
 @series_option
 @click.option("-v", "verbose", is_flag=True, help="show positions and targets")
-def applied(series_path: Path, verbose: bool) -> int:
+def applied(series_path: Path | None, verbose: bool) -> int:
     """Print the applied patches, bottom first."""
-    _names(stack.listing(_ws(series_path))["applied"], verbose)
+    with _session(series_path, "applied") as ws:
+        _names(stack.listing(ws)["applied"], verbose)
     return 0
 
 
 @click.command()
 @series_option
 @click.option("-v", "verbose", is_flag=True, help="show positions and targets")
-def unapplied(series_path: Path, verbose: bool) -> int:
+def unapplied(series_path: Path | None, verbose: bool) -> int:
     """Print the patches after the top."""
-    _names(stack.listing(_ws(series_path))["unapplied"], verbose)
+    with _session(series_path, "unapplied") as ws:
+        _names(stack.listing(ws)["unapplied"], verbose)
     return 0
 
 
 @click.command("series")
 @series_option
 @click.option("-v", "verbose", is_flag=True, help="mark applied (+) and top (=) patches")
-def series_cmd(series_path: Path, verbose: bool) -> int:
+def series_cmd(series_path: Path | None, verbose: bool) -> int:
     """Print every patch of the series."""
-    ws = _ws(series_path)
-    state = ws.load()
+    with _session(series_path, "series") as ws:
+        state = ws.load(allow_pending=True)
     for p in ws.series.patches:
         mark = "=" if p.position == state.position else "+" if p.position < state.position else " "
         out.print(f"{mark} {p.name}" if verbose else p.name, markup=False)
@@ -119,9 +132,10 @@ def series_cmd(series_path: Path, verbose: bool) -> int:
 @click.option("--after", help="insert after this patch (default: the top)")
 @click.option("--subject", "-m", help="description subject (default: NAME)")
 @click.argument("name")
-def new(series_path: Path, name: str, target: str | None, after: str | None, subject: str | None) -> int:
+def new(series_path: Path | None, name: str, target: str | None, after: str | None, subject: str | None) -> int:
     """Create a new empty patch after the top (it becomes the top) or after --after."""
-    entry = edit.new_patch(_ws(series_path), name, target=target, after=after, subject=subject)
+    with _session(series_path, "new") as ws:
+        entry = edit.new_patch(ws, name, target=target, after=after, subject=subject)
     out.print(f"Patch {entry.spec.patch} is now on top" if entry else "", markup=False)
     return 0
 
@@ -129,9 +143,11 @@ def new(series_path: Path, name: str, target: str | None, after: str | None, sub
 @click.command()
 @series_option
 @click.argument("files", nargs=-1, required=True)
-def add(series_path: Path, files: tuple[str, ...]) -> int:
+def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     """Add files to the top patch (checked out into work/<target>/ when not there yet)."""
-    for path in edit.add_files(_ws(series_path), list(files)):
+    with _session(series_path, "add") as ws:
+        paths = edit.add_files(ws, list(files))
+    for path in paths:
         out.print(path, markup=False)
     return 0
 
@@ -139,9 +155,12 @@ def add(series_path: Path, files: tuple[str, ...]) -> int:
 @click.command("edit")
 @series_option
 @click.argument("files", nargs=-1, required=True)
-def edit_cmd(series_path: Path, files: tuple[str, ...]) -> int:
+def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
     """add, then open $VISUAL/$EDITOR on the files."""
-    for path in edit.edit_files(_ws(series_path), list(files)):
+    with _session(series_path, "edit") as ws:
+        paths = edit.add_files(ws, list(files))
+    edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
+    for path in paths:
         out.print(path, markup=False)
     return 0
 
@@ -153,14 +172,17 @@ def _report_refresh(plan: edit.RefreshPlan) -> None:
     if plan.stray:
         err.print("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),
                   markup=False)
+    if plan.markers:
+        err.print("conflict markers (refresh refuses them):\n  " + "\n  ".join(plan.markers), markup=False)
 
 
 @click.command()
 @series_option
 @click.argument("patch", required=False)
-def refresh(series_path: Path, patch: str | None) -> int:
+def refresh(series_path: Path | None, patch: str | None) -> int:
     """Regenerate the top patch (or PATCH) from the workspace; unchanged hunks stay byte-identical."""
-    plan = edit.refresh(_ws(series_path), patch)
+    with _session(series_path, "refresh") as ws:
+        plan = edit.refresh(ws, patch)
     _report_refresh(plan)
     out.print(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged",
               markup=False)
@@ -170,12 +192,12 @@ def refresh(series_path: Path, patch: str | None) -> int:
 @click.command()
 @series_option
 @click.argument("patch", required=False)
-def diff(series_path: Path, patch: str | None) -> int:
+def diff(series_path: Path | None, patch: str | None) -> int:
     """Print the top patch (or PATCH) as refresh would write it (nothing is written)."""
-    ws = _ws(series_path)
-    state = ws.load()
-    entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
-    plan = edit.plan_refresh(ws, state, entry)
+    with _session(series_path, "diff") as ws:
+        state = ws.load()
+        entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
+        plan = edit.plan_refresh(ws, state, entry)
     sys.stdout.buffer.write(plan.new)
     sys.stdout.flush()
     _report_refresh(plan)
@@ -186,9 +208,11 @@ def diff(series_path: Path, patch: str | None) -> int:
 @series_option
 @click.option("-p", "strip", type=int, default=1, show_default=True, help="strip level of PATCH_FILE")
 @click.argument("patch_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def fold(series_path: Path, patch_file: Path, strip: int) -> int:
+def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     """Apply PATCH_FILE to the workspace and add its files to the top patch (then refresh)."""
-    for path in edit.fold(_ws(series_path), patch_file, strip):
+    with _session(series_path, "fold") as ws:
+        touched = edit.fold(ws, patch_file, strip)
+    for path in touched:
         out.print(path, markup=False)
     return 0
 
@@ -197,9 +221,10 @@ def fold(series_path: Path, patch_file: Path, strip: int) -> int:
 @series_option
 @click.option("-P", "patch", help="patch to rename (default: top)")
 @click.argument("new_name")
-def rename(series_path: Path, new_name: str, patch: str | None) -> int:
+def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
     """Rename a patch (file and series entry; metadata kept)."""
-    entry = edit.rename(_ws(series_path), new_name, patch)
+    with _session(series_path, "rename") as ws:
+        entry = edit.rename(ws, new_name, patch)
     out.print(f"Patch is now {entry.spec.patch}", markup=False)
     return 0
 
@@ -209,9 +234,10 @@ def rename(series_path: Path, new_name: str, patch: str | None) -> int:
 @click.option("-r", "remove_file", is_flag=True, help="also remove the patch file (a copy goes to work/.materialize/saved/)")
 @force_option
 @click.argument("patch", required=False)
-def delete(series_path: Path, patch: str | None, remove_file: bool, force: bool) -> int:
+def delete(series_path: Path | None, patch: str | None, remove_file: bool, force: bool) -> int:
     """Remove a patch from the series (the top is popped first)."""
-    entry = edit.delete(_ws(series_path), patch, remove_file=remove_file, force=force)
+    with _session(series_path, "delete") as ws:
+        entry = edit.delete(ws, patch, remove_file=remove_file, force=force)
     out.print(f"Removed patch {entry.name}", markup=False)
     return 0
 
@@ -220,9 +246,10 @@ def delete(series_path: Path, patch: str | None, remove_file: bool, force: bool)
 @series_option
 @click.option("--after", required=True, help="the patch to place it after (0 = first)")
 @click.argument("patch")
-def move(series_path: Path, patch: str, after: str) -> int:
+def move(series_path: Path | None, patch: str, after: str) -> int:
     """Move an unapplied patch; refused (naming patch and hunk) when the series would stop applying."""
-    edit.move(_ws(series_path), patch, after)
+    with _session(series_path, "move") as ws:
+        edit.move(ws, patch, after)
     out.print(f"Moved {patch} after {after}", markup=False)
     return 0
 
@@ -232,19 +259,21 @@ def move(series_path: Path, patch: str, after: str) -> int:
 @click.option("-e", "edit_", is_flag=True, help="edit the description in $EDITOR")
 @click.option("--set", "set_from", type=click.File("rb"), help="replace the description with this file ('-': stdin)")
 @click.argument("patch", required=False)
-def header(series_path: Path, patch: str | None, edit_: bool, set_from) -> int:
+def header(series_path: Path | None, patch: str | None, edit_: bool, set_from) -> int:
     """Show (or edit / replace) a patch's description; the diff part is not touched."""
-    ws = _ws(series_path)
-    state = ws.load()
-    entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
-    current = edit.header_of(entry.read())
-    if set_from is not None:
-        edit.set_header(ws, set_from.read(), patch)
-        return 0
+    op = "header --set" if set_from is not None else "header -e" if edit_ else "header"
+    with _session(series_path, op) as ws:
+        state = ws.load()
+        entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
+        current = edit.header_of(entry.read())
+        if set_from is not None:
+            edit.set_header(ws, set_from.read(), patch)
+            return 0
     if edit_:
-        text = click.edit(current.decode("utf-8", "replace"), extension=".txt")
+        text = click.edit(current.decode("utf-8", "replace"), extension=".txt")  # outside the lock
         if text is not None:
-            edit.set_header(ws, text.encode("utf-8"), patch)
+            with _session(series_path, op) as ws:
+                edit.set_header(ws, text.encode("utf-8"), patch)
         return 0
     sys.stdout.buffer.write(current)
     return 0
@@ -254,27 +283,26 @@ def header(series_path: Path, patch: str | None, edit_: bool, set_from) -> int:
 @series_option
 @click.option("--rollback", "mode", flag_value="rollback", help="restore every file to before the operation")
 @click.option("--resume", "mode", flag_value="resume", help="restore, then run the operation again")
-def recover(series_path: Path, mode: str | None) -> int:
+def recover(series_path: Path | None, mode: str | None) -> int:
     """Deal with an operation that was interrupted half-way (see its journal)."""
-    from materialize.series import load_series
-
-    meta = work_root(load_series(series_path)).joinpath(".materialize")
-    pending = Journal.pending(meta)
-    if pending is None:
-        out.print("nothing to recover", markup=False)
-        return 0
-    command = " ".join(["materialize", pending["op"], *pending["args"]])
-    if mode is None:
-        out.print(f"interrupted: `{command}`; use --rollback or --resume", markup=False)
-        return 1
-    Journal.load(meta).rollback()
-    out.print(f"rolled back `{command}`", markup=False)
-    if mode == "resume":
-        cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
-        if cmd is None:
-            raise MaterializeError(f"cannot resume `{command}`: rolled back instead")
-        args = [*pending["args"], "--series", str(series_path)]
-        return cmd.main(args=args, prog_name="materialize", standalone_mode=False) or 0
+    series_path = find_series(series_path)
+    with _session(series_path, "recover") as ws:  # under the lock: never a live command's journal
+        pending = Journal.pending(ws.meta)
+        if pending is None:
+            out.print("nothing to recover", markup=False)
+            return 0
+        command = " ".join(["materialize", pending["op"], *pending["args"]])
+        if mode is None:
+            out.print(f"interrupted: `{command}`; use --rollback or --resume", markup=False)
+            return 1
+        Journal.load(ws.meta).rollback()
+        out.print(f"rolled back `{command}`", markup=False)
+        if mode == "resume":
+            cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
+            if cmd is None:
+                raise MaterializeError(f"cannot resume `{command}`: rolled back instead")
+            args = [*pending["args"], "--series", str(series_path)]
+            return cmd.main(args=args, prog_name="materialize", standalone_mode=False) or 0
     return 0
 
 
@@ -283,13 +311,13 @@ def recover(series_path: Path, mode: str | None) -> int:
 @click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
 @click.argument("target")
 @click.argument("branch")
-def export_git(series_path: Path, target: str, branch: str, repo_path: Path | None) -> int:
+def export_git(series_path: Path | None, target: str, branch: str, repo_path: Path | None) -> int:
     """Write BRANCH: the pinned base plus one commit per patch of TARGET (like gbp pq)."""
     from materialize.workspace import gitio
 
-    ws = _ws(series_path)
-    repo = repo_path or ws.root / "git" / target
-    result = gitio.export_git(ws.series, ws.store, target, branch, repo)
+    with _session(series_path, "export-git") as ws:
+        repo = repo_path or ws.root / "git" / target
+        result = gitio.export_git(ws.series, ws.store, target, branch, repo)
     for name, commit in result.commits:
         out.print(f"{commit[:12]} {name}", markup=False)
     out.print(f"{branch} in {repo}: base {result.base[:12]} + {len(result.commits)} patches", markup=False)
@@ -301,12 +329,12 @@ def export_git(series_path: Path, target: str, branch: str, repo_path: Path | No
 @click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
 @click.argument("target")
 @click.argument("rev_range", metavar="BASE..TIP")
-def import_git(series_path: Path, target: str, rev_range: str, repo_path: Path | None) -> int:
+def import_git(series_path: Path | None, target: str, rev_range: str, repo_path: Path | None) -> int:
     """Turn the commits BASE..TIP into TARGET's patch files and series entries."""
     from materialize.workspace import gitio
 
-    ws = _ws(series_path)
-    result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target)
+    with _session(series_path, "import-git") as ws:
+        result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target)
     for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
         for name in names:
             out.print(f"{label:9s} {name}", markup=False)
@@ -336,30 +364,34 @@ def _outcome_table(outcomes) -> None:
 @click.option("--skip", is_flag=True, help="drop the conflicting patch and go on")
 @click.option("--abort", is_flag=True, help="restore the series, its patch files and the workspace exactly")
 @click.argument("target", required=False)
-def rebase(series_path: Path, target: str | None, spec: str | None, report_only: bool, report_file: Path | None,
+def rebase(series_path: Path | None, target: str | None, spec: str | None, report_only: bool, report_file: Path | None,
            continue_: bool, skip: bool, abort: bool) -> int:
     """Move TARGET's pin to --to SPEC and carry the series across (git rebase habits)."""
     from materialize.workspace import rebase as rb
 
-    ws = _ws(series_path)
     if sum([continue_, skip, abort]) > 1:
         raise click.UsageError("--continue, --skip and --abort exclude each other")
-    if abort:
-        rb.abort(ws)
-        out.print("rebase aborted; series, patches and workspace restored", markup=False)
-        return 0
-    if continue_ or skip:
-        outcomes = rb.proceed(ws, skip=skip)
-    else:
-        if target is None or spec is None:
-            raise click.UsageError("rebase needs TARGET and --to SPEC (or --continue/--skip/--abort)")
-        if report_only:
+    if not (continue_ or skip or abort) and (target is None or spec is None):
+        raise click.UsageError("rebase needs TARGET and --to SPEC (or --continue/--skip/--abort)")
+    op = "rebase --abort" if abort else "rebase --continue" if continue_ else "rebase --skip" if skip else \
+        "rebase --report" if report_only else "rebase"
+    with _session(series_path, op) as ws:
+        if abort:
+            rb.abort(ws)
+            out.print("rebase aborted; series, patches and workspace restored", markup=False)
+            return 0
+        if continue_ or skip:
+            outcomes = rb.proceed(ws, skip=skip)
+        elif report_only:
+            assert target is not None and spec is not None
             outcomes = rb.report(ws, target, spec)
             if report_file:
                 report_file.write_text(rb.render_report(outcomes, target, spec))
             _outcome_table(outcomes)
             return 1 if any(o.status == "conflict" for o in outcomes) else 0
-        outcomes = rb.start(ws, target, spec)
+        else:
+            assert target is not None and spec is not None
+            outcomes = rb.start(ws, target, spec)
     _outcome_table(outcomes)
     out.print("rebase complete", markup=False)
     return 0

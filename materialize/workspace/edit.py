@@ -40,6 +40,7 @@ class RefreshPlan:
     files: list[str]
     elsewhere: list[str] = field(default_factory=list)  # modified files that belong to another patch
     stray: list[str] = field(default_factory=list)  # files on disk that belong to no patch
+    markers: list[str] = field(default_factory=list)  # "file:line" of conflict markers the patch would add
 
     @property
     def changed(self) -> bool:
@@ -100,6 +101,8 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
                 "(please report this with the patch file)"
             )
     plan = RefreshPlan(entry, data, new, new_tree, sorted(dests))
+    for ch in changes:
+        plan.markers += [f"{ws.target_dir(target) / ch.path}:{n}" for n in patchtext.conflict_markers(ch.base, ch.cur)]
     all_changes = ws.changes(state)
     plan.elsewhere = [p for p in all_changes.modified.get(target, []) if p not in dests]
     for t, paths in all_changes.modified.items():
@@ -117,6 +120,11 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
     if entry.position > state.position:
         raise MaterializeError(f"{entry.name} is not applied (top is {state.top}); push it first")
     plan = plan_refresh(ws, state, entry)
+    if plan.markers:
+        raise MaterializeError(
+            f"refresh {entry.name} refused: conflict markers would go into the patch at "
+            f"{', '.join(plan.markers[:5])}{' …' if len(plan.markers) > 5 else ''}; resolve them first"
+        )
     if entry.position < state.position:
         later = ws.series.patches[entry.position : state.position]
         for other in later:
@@ -231,10 +239,16 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
 def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
     """add, then open $EDITOR (or $VISUAL) on the files when one is set."""
     files = add_files(ws, names, cwd)
+    open_editor(files)
+    return files
+
+
+def open_editor(files: list[str]) -> None:
+    """$VISUAL or $EDITOR on ``files`` (nothing when neither is set); the CLI calls it outside the
+    workspace lock, so `materialize diff` works while the editor is open."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor:
         subprocess.run([*shlex.split(editor), *files], check=False)
-    return files
 
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:

@@ -34,6 +34,43 @@ class PendingOperationError(MaterializeError):
     exit_code = 1
 
 
+_HELD: dict[str, list] = {}  # lock file -> [FileLock, depth]: the workspace lock is re-entrant per process
+
+
+@contextlib.contextmanager
+def workspace_lock(meta: Path, command: str = "materialize") -> Iterator[None]:
+    """Hold ``<meta>/lock`` for the body, or fail at once with BusyError (exit 5) naming the holder.
+
+    Every workspace command takes it before it looks at the journal or the rebase state, so a second
+    command never mistakes a live operation's journal for an interrupted one (and ``recover`` never
+    rolls back a live journal). Re-entrant within one process: a command's own journals nest inside.
+    """
+    meta.mkdir(parents=True, exist_ok=True)
+    key = str((meta / "lock").absolute())
+    held = _HELD.get(key)
+    if held is not None:
+        held[1] += 1
+        try:
+            yield
+        finally:
+            held[1] -= 1
+        return
+    lock = FileLock(key)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise BusyError(
+            f"busy: another materialize command is working in {meta.parent}; wait for it to finish and run "
+            f"`{command}` again"
+        ) from None
+    _HELD[key] = [lock, 1]
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        lock.release()
+
+
 def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
     """Replace ``path`` with ``data`` in one rename: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,13 +129,10 @@ class Journal:
 
         A hard stop (SIGKILL, power loss, KeyboardInterrupt) leaves the journal for ``recover``.
         """
-        meta.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(meta / "lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise BusyError(f"another materialize command is working in {meta.parent}") from None
-        try:
+        with workspace_lock(meta, " ".join(["materialize", op, *args])):
+            from materialize.workspace.session import check_rebase  # (session imports this module)
+
+            check_rebase(meta, op, writing=True)
             journal = cls.begin(meta, op, args)
             try:
                 yield journal
@@ -106,8 +140,6 @@ class Journal:
                 journal.rollback()
                 raise
             journal.commit()
-        finally:
-            lock.release()
 
     def _save(self) -> None:
         atomic_write(self.file, json.dumps(self.data, indent=1).encode())

@@ -242,3 +242,16 @@ def format_range(start: int, length: int) -> str:
 
 def hunk_header(old_start: int, old_len: int, new_start: int, new_len: int, section: bytes = b"\n") -> bytes:
     return f"@@ -{format_range(old_start, old_len)} +{format_range(new_start, new_len)} @@".encode() + section
+
+
+_MARKER = re.compile(rb"^(?:(?:<{7}|>{7}|\|{7})(?:[ \t].*)?|={7})\r?\n?$", re.S)
+
+
+def conflict_markers(base: bytes | None, cur: bytes | None) -> list[int]:
+    """1-based lines of ``cur`` that are merge conflict markers (``<<<<<<<``, ``|||||||``, ``=======``,
+    ``>>>>>>>``, git's rule) and were not already lines of ``base``: a file of upstream that really
+    holds such a line is not a leftover conflict."""
+    if not cur:
+        return []
+    already = set(split_lines(base)) if base else set()
+    return [n for n, line in enumerate(split_lines(cur), 1) if _MARKER.match(line) and line not in already]

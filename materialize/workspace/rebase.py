@@ -34,12 +34,12 @@ from materialize.workspace import patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
+from materialize.workspace.session import REBASE_FILE
 from materialize.workspace.stack import move_to
 from materialize.workspace.state import DirtyWorkspaceError, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
 MAX_FUZZ = 3
-MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 
 
 class RebaseConflict(MaterializeError):
@@ -226,8 +226,8 @@ class Rebase:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.dir = ws.meta / "rebase"
-        self.file = self.dir / "rebase.json"
+        self.file = ws.meta / REBASE_FILE
+        self.dir = self.file.parent
         self.data: dict[str, Any] = {}
 
     def active(self) -> bool:
@@ -491,12 +491,16 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
             rb.data["tree"] = state.trees[entry.target]
         else:
             contents = {}
+            before = state.trees[entry.target]
             for path in state.added.get(entry.name, []):
                 disk = ws.disk_entry(entry.target, path)
-                if disk is not None and any(line.startswith(MARKERS) for line in disk[1].splitlines()):
-                    raise MaterializeError(f"rebase --continue: {entry.target}/{path} still has conflict markers")
+                base = ws.tree_entry(before, path)
+                lines = patchtext.conflict_markers(base[1] if base else None, disk[1] if disk else None)
+                if lines:
+                    raise MaterializeError(
+                        f"rebase --continue: {ws.target_dir(entry.target) / path}:{lines[0]}: still has conflict "
+                        f"markers ({len(lines)} marker lines); resolve them first")
                 contents[path] = disk
-            before = state.trees[entry.target]
             journal.write(entry.path, _regenerate(ws.store, before, entry, entry.read(), contents))
             rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"

@@ -128,6 +128,6 @@ def _args(ref: str | None, all_: bool, force: bool) -> list[str]:
 
 
 def listing(ws: Workspace) -> dict[str, list[PatchEntry]]:
-    state = ws.load()
+    state = ws.load(allow_pending=True)
     return {"applied": list(ws.series.patches[: state.position]),
             "unapplied": list(ws.series.patches[state.position :])}

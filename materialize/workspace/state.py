@@ -118,13 +118,14 @@ class Workspace:
             )
 
     # -- state ----------------------------------------------------------------------------------
-    def load(self, *, in_journal: bool = False, follow_pins: bool = False) -> State:
+    def load(self, *, in_journal: bool = False, follow_pins: bool = False, allow_pending: bool = False) -> State:
         """The recorded state, or a fresh one at position 0 (the pinned upstreams alone).
 
         Refuses while an interrupted operation's journal exists, unless called from inside the
-        operation that owns it (``in_journal``).
+        operation that owns it (``in_journal``) or for a listing read (``allow_pending``: ``top``,
+        ``series`` show what state.json holds, with a warning).
         """
-        if not in_journal:
+        if not (in_journal or allow_pending):
             self.check_no_pending()
         if self.state_file.exists():
             state = State.from_json(json.loads(self.state_file.read_text()))
