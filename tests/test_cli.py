@@ -77,3 +77,14 @@ def test_every_lazily_registered_command_resolves():
     for name in cli.list_commands(ctx):
         command = cli.get_command(ctx, name)
         assert command is not None and command.name == name, name
+
+
+def test_lazy_help_lines_are_the_commands_own():
+    """`--help` prints the lines kept beside the lazy registration; they must say what the command says."""
+    import click
+
+    from materialize.cli import LAZY, _shorten, cli
+
+    ctx = click.Context(cli)
+    for name, (_where, line) in LAZY.items():
+        assert cli.get_command(ctx, name).get_short_help_str(200) == _shorten(line, 200)

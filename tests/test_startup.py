@@ -1,0 +1,61 @@
+"""Start-up stays light: `materialize --help` lists every command without importing a subsystem, and
+the daily commands never import the heavy libraries of bisect, plots, offline tests or the fleet.
+
+Each case runs the real console entry in a fresh interpreter with ``-X importtime`` and reads the
+modules it imported (timings are for bench/, never asserted here).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = {"scipy", "numpy", "matplotlib", "libcst", "ray"}
+BASE = {"a.txt": "".join(f"{i}\n" for i in range(20))}
+
+
+def imported(*args: str, cwd: Path | None = None) -> tuple[set[str], subprocess.CompletedProcess]:
+    """Every module the command imported (from ``-X importtime``), and the finished process."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "materialize", *args], capture_output=True,
+                          text=True, cwd=cwd)
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    modules.discard("package")  # the header line
+    assert modules, proc.stderr[-2000:]
+    return modules, proc
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_help_imports_no_subsystem_and_no_rich():
+    modules, proc = imported("--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for line in ("push ", "bisect ", "serve ", "test-offline ", "export-git ", "apply "):  # every command listed
+        assert line in proc.stdout, proc.stdout
+    ours = {m for m in modules if m.startswith("materialize")}
+    assert ours <= {"materialize", "materialize.cli", "materialize.errors", "materialize.console", "materialize.__main__"}, ours
+    assert not top_level(modules) & (HEAVY | {"rich", "pydantic", "httpx", "git", "yaml", "unidiff"})
+
+
+@pytest.mark.parametrize("command", ["apply", "status", "check", "gc", "import-quilt", "push", "refresh"])
+def test_command_help_never_imports_heavy_libraries(command):
+    modules, proc = imported(command, "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not top_level(modules) & HEAVY, sorted(top_level(modules) & HEAVY)
+
+
+def test_apply_and_status_never_import_heavy_libraries(builder, tmp_path):
+    b = builder(BASE)
+    b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
+    series = b.write()
+    for args in (["apply", "--series", str(series), "--out", str(tmp_path / "out")],
+                 ["apply", "--series", str(series), "--overlay", "--out", str(tmp_path / "out")],
+                 ["status", "--series", str(series)]):
+        modules, proc = imported(*args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "0001-x" in proc.stdout
+        assert not top_level(modules) & HEAVY, (args, sorted(top_level(modules) & HEAVY))
