@@ -1,19 +1,26 @@
-"""``materialize status`` and ``materialize check``: where the series stands on its pins."""
+"""``materialize status`` and ``materialize check``: where the series stands on its pins.
+
+Like ``apply``, a long series prints a summary line and only the rows worth a look (a patch that
+failed, was not reached, or needs offsets or fuzz); ``-v`` prints every row, ``--json`` everything.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.table import Table
-
-from materialize.console import emit_json, err, out, progress_wanted
-from materialize.engine import materialize
+from materialize.commands.apply import SHORT_SERIES
+from materialize.console import columns, emit_json, progress_wanted, write
 from materialize.errors import PatchApplyError
-from materialize.report import PatchReport
-from materialize.series import Series, load_series
+
+if TYPE_CHECKING:
+    from materialize.report import PatchReport
+    from materialize.series import Series
 
 
 def _apply_all(series: Series) -> tuple[list[PatchReport], PatchApplyError | None]:
+    from materialize.engine import materialize
+
     try:
         return materialize(series, progress=progress_wanted()).reports, None
     except PatchApplyError as exc:
@@ -38,34 +45,57 @@ def _rows(series: Series, reports: list[PatchReport], failure: PatchApplyError |
     return rows
 
 
-def _table(rows: list[dict]) -> Table:
-    table = Table(title="series status")
-    for column in ("#", "patch", "target", "state", "clean/offset/fuzz", "files", "lines +/-", "flag", "tests"):
-        table.add_column(column)
+def _worth_a_look(row: dict) -> bool:
+    return row["state"] != "applied" or bool(row["offset"] or row["fuzz"])
+
+
+def _table(rows: list[dict]) -> str:
+    cells, colors = [], []
     for r in rows:
         hunks = "-" if r["clean"] is None else f"{r['clean']}/{r['offset']}/{r['fuzz']}"
         lines = "-" if r["added"] is None else f"+{r['added']}/-{r['removed']}"
-        state = {"applied": "[green]applied[/]", "FAILED": "[red]FAILED[/]"}.get(r["state"], r["state"])
-        table.add_row(str(r["position"]), r["patch"], r["target"], state, hunks, str(r["files"] or "-"), lines,
-                      r["flag"] or "", str(len(r["tests"])))
-    return table
+        cells.append([str(r["position"]), r["patch"], r["target"], r["state"], hunks, str(r["files"] or "-"), lines,
+                      r["flag"] or "", str(len(r["tests"]))])
+        tint = {"applied": "green", "FAILED": "red"}.get(r["state"])
+        hunk_tint = "red" if r["fuzz"] else ("yellow" if r["offset"] else None)
+        colors.append([None, None, None, tint, hunk_tint, None, None, None, None])
+    headers = ("#", "patch", "target", "state", "clean/offset/fuzz", "files", "lines +/-", "flag", "tests")
+    return columns(headers, cells, right=frozenset({0, 5}), colors=colors)
 
 
-def status(series_path: Path, as_json: bool) -> int:
+def _summary(rows: list[dict]) -> str:
+    applied = [r for r in rows if r["state"] == "applied"]
+    fuzz = sum(1 for r in applied if r["fuzz"])
+    offsets = sum(1 for r in applied if r["offset"] and not r["fuzz"])
+    failed = sum(1 for r in rows if r["state"] == "FAILED")
+    return (f"{len(rows)} patches: {len(applied)} applied ({len(applied) - offsets - fuzz} clean, {offsets} with "
+            f"offsets, {fuzz} with fuzz), {failed} failed, {len(rows) - len(applied) - failed} not reached")
+
+
+def status(series_path: Path, as_json: bool, verbose: bool = False) -> int:
+    from materialize.series import load_series
+
     series = load_series(series_path)
     reports, failure = _apply_all(series)
     rows = _rows(series, reports, failure)
     if as_json:
         emit_json({"series": str(series.path), "patches": rows, "error": str(failure) if failure else None})
     else:
-        out.print(_table(rows))
+        every_row = verbose or len(rows) <= SHORT_SERIES
+        shown = rows if every_row else [r for r in rows if _worth_a_look(r)]
+        text = _table(shown) if shown else ""
+        if len(rows) > SHORT_SERIES:
+            text += _summary(rows) + "\n"
+        write(text or "the series is empty")
         if failure:
-            err.print(str(failure), markup=False)
+            write(str(failure), stderr=True)
     return 1 if failure else 0
 
 
 def check(series_path: Path, as_json: bool) -> int:
     """Exit 1 when any patch fails or needs fuzz: a checked series is exact."""
+    from materialize.series import load_series
+
     series = load_series(series_path)
     reports, failure = _apply_all(series)
     problems = [str(failure)] if failure else []
@@ -79,10 +109,9 @@ def check(series_path: Path, as_json: bool) -> int:
     if as_json:
         emit_json({"ok": not problems, "problems": problems, "warnings": warnings})
     else:
-        for w in warnings:
-            err.print(f"warning: {w}", markup=False)
-        for p in problems:
-            err.print(f"error: {p}", markup=False)
+        lines = [f"warning: {w}" for w in warnings] + [f"error: {p}" for p in problems]
+        if lines:
+            write("\n".join(lines), stderr=True)
         if not problems:
-            out.print(f"ok: {len(reports)} patches apply exactly ({len(warnings)} with offsets)")
+            write(f"ok: {len(reports)} patches apply exactly ({len(warnings)} with offsets)")
     return 1 if problems else 0
