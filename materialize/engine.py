@@ -15,8 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from rich.progress import Progress
-
 from materialize.errors import PatchApplyError, UnsafePathError
 from materialize.patching.apply import apply_file
 from materialize.patching.model import FilePatch
@@ -206,7 +204,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     new_refs: dict[str, str] = {}
     known = store.read_refs(PREFIX_REF)
     try:
-        with Progress(disable=not progress, transient=True) as bar:
+        with _progress_bar(progress) as bar:
             task = bar.add_task("apply", total=len(selected))
             for entry in selected:
                 bar.update(task, description=f"apply {entry.name}")
@@ -239,3 +237,31 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
         id=materialization_id(trees), series=series, position=position, applied=tuple(selected), store=store,
         trees=trees, base_trees=base_trees, pins=pins, commits=commits, reports=reports,
     )
+
+
+class _NoBar:
+    """Stand-in for rich's Progress off a terminal: importing rich costs more than a cached run."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def add_task(self, *_args: object, **_kwargs: object) -> int:
+        return 0
+
+    def update(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+    def advance(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+
+def _progress_bar(enabled: bool):  # noqa: ANN202 - rich's Progress or the stand-in
+    """A transient progress bar for a person at a terminal, else a no-op (rich is then never imported)."""
+    if not enabled:
+        return _NoBar()
+    from rich.progress import Progress
+
+    return Progress(transient=True)
