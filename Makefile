@@ -9,14 +9,19 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: materialize test test-unit test-offline test-offline-tip lint serve serve-check bench bisect clean venv
 
+## Everything the tests need (every extra, Ray's `fleet` and the dev tools); `make materialize` needs less.
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[dev,fleet]'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[offline,serve,bisect,fleet,dev]'
+	touch $@ $(VENV)/.stamp-core
+$(VENV)/.stamp-core: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e .
 	touch $@
 
 ## Apply the shipped series to the pinned trees; prints the per-patch report and the materialization id.
-materialize: venv
+materialize: $(VENV)/.stamp-core
 	$(MAT) apply --series $(SERIES)
 
 ## Everything CI runs: lint, the tool's own tests, the offline per-patch suite, serve profile checks.

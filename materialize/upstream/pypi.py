@@ -4,18 +4,22 @@ The index is never hard-coded: the pin's ``index_url`` wins, then ``MATERIALIZE_
 pip's ``PIP_INDEX_URL``, then PyPI's simple API. The download goes to a temporary file and is moved
 into the content-addressed artifact cache only after its sha256 matched, so a mismatch leaves
 nothing behind that could be used later.
+
+The index is read with httpx (the project's one HTTP client, shared with serve): PEP 691 JSON when
+the index offers it, else PEP 503 HTML, parsed here in a few lines rather than through a second
+client library. httpx and rich load only when something must be fetched.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
-
-import requests
-from pypi_simple import PyPISimple
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from urllib.parse import urljoin, urlsplit
 
 from materialize.errors import UpstreamError
 
@@ -26,45 +30,106 @@ def index_url(explicit: str | None = None) -> str:
     return explicit or os.environ.get("MATERIALIZE_INDEX_URL") or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
 
 
+def _normalize(name: str) -> str:
+    """PEP 503 project-name normalization."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_SDIST_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".zip", ".tar")
+
+
+def _name_version_kind(filename: str) -> tuple[str, str, str] | None:
+    """(normalized project, version, "wheel" | "sdist") from a distribution file name, None otherwise."""
+    if filename.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        return (_normalize(parts[0]), parts[1], "wheel") if len(parts) >= 5 else None
+    for suffix in _SDIST_SUFFIXES:
+        if filename.endswith(suffix) and "-" in filename:
+            name, version = filename[: -len(suffix)].rsplit("-", 1)
+            return _normalize(name), version, "sdist"
+    return None
+
+
+class _Links(HTMLParser):
+    """The ``<a href>`` links of a PEP 503 project page: (file name, absolute URL, sha256 or None)."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+        self.links: list[tuple[str, str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag != "a" or not href:
+            return
+        url, _, fragment = urljoin(self.base, href).partition("#")
+        algorithm, _, digest = fragment.partition("=")
+        filename = urlsplit(url).path.rsplit("/", 1)[-1]
+        self.links.append((filename, url, digest if algorithm == "sha256" and digest else None))
+
+
+def _project_files(project: str, index: str) -> list[tuple[str, str, str | None]]:
+    """Every file the index lists for ``project``: (file name, URL, published sha256 or None)."""
+    import httpx
+
+    url = index.rstrip("/") + "/" + _normalize(project) + "/"
+    accept = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+    try:
+        resp = httpx.get(url, headers={"Accept": accept}, follow_redirects=True, timeout=60)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise UpstreamError(f"cannot read {project} from index {index}: {exc}") from None
+    if resp.headers.get("content-type", "").startswith("application/vnd.pypi.simple.v1+json"):
+        try:
+            files = json.loads(resp.content)["files"]
+            return [(f["filename"], urljoin(str(resp.url), f["url"]), f.get("hashes", {}).get("sha256"))
+                    for f in files]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page ({exc})") from None
+    parser = _Links(str(resp.url))
+    parser.feed(resp.text)
+    return parser.links
+
+
 def find_file(project: str, version: str, filename: str | None, *, index: str | None = None) -> tuple[str, str, str]:
     """(filename, url, sha256) of a release file on the index; ``filename`` None picks the sdist."""
-    try:
-        with PyPISimple(endpoint=index_url(index)) as client:
-            page = client.get_project_page(project)
-    except Exception as exc:  # the library raises several transport and HTTP error types
-        raise UpstreamError(f"cannot read {project} from index {index_url(index)}: {exc}") from None
-    candidates = [p for p in page.packages if p.version == version]
+    listed = _project_files(project, index_url(index))
+    wanted = _normalize(project)
+    kinds = {f: nvk[2] for f, _u, _s in listed if (nvk := _name_version_kind(f)) and nvk[:2] == (wanted, version)}
+    of_version = [c for c in listed if c[0] in kinds]
     if filename:
-        candidates = [p for p in candidates if p.filename == filename]
+        candidates = [c for c in listed if c[0] == filename]
     else:
-        candidates = [p for p in candidates if p.package_type == "sdist"]
+        candidates = [c for c in of_version if kinds[c[0]] == "sdist"]
     if not candidates:
-        have = sorted({p.filename for p in page.packages if p.version == version})
+        have = sorted({f for f, _u, _s in of_version})
         raise UpstreamError(
             f"{project}=={version}: file {filename or '(sdist)'} not on index {index_url(index)}"
             + (f"; files of that version: {', '.join(have)}" if have else "; no such version")
         )
-    pkg = candidates[0]
-    sha = pkg.digests.get("sha256")
+    name, url, sha = candidates[0]
     if not sha:
-        raise UpstreamError(f"{pkg.filename}: the index publishes no sha256 for it; pin it by hand")
-    return pkg.filename, pkg.url, sha
+        raise UpstreamError(f"{name}: the index publishes no sha256 for it; pin it by hand")
+    return name, url, sha
 
 
 def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` atomically, refusing it unless its sha256 matches."""
+    import httpx
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=dest.parent)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, requests.get(url, stream=True, timeout=60) as resp:
+        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, follow_redirects=True, timeout=60) as resp:
             resp.raise_for_status()
             total = int(resp.headers.get("content-length") or 0) or None
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
             with Progress(*columns, disable=not progress, transient=True) as bar:
                 task = bar.add_task(f"fetch {dest.name}", total=total)
-                for chunk in resp.iter_content(chunk_size=1 << 20):
+                for chunk in resp.iter_bytes(chunk_size=1 << 20):
                     out.write(chunk)
                     digest.update(chunk)
                     bar.advance(task, len(chunk))
@@ -75,7 +140,7 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
             )
         os.replace(tmp, dest)
         return dest
-    except requests.RequestException as exc:
+    except httpx.HTTPError as exc:
         raise UpstreamError(f"cannot download {url}: {exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
