@@ -4,14 +4,21 @@ A test bound to a patch (listed in the series entry's ``tests``, or marked
 ``@pytest.mark.patch("0003-name")``) and using the ``tree`` fixture is run in arms:
 
 - ``patched``: the tree at the prefix that ends with its patch; must pass.
-- ``control``: the same prefix without that patch; must FAIL BY ASSERTION. A control that passes
-  means the test cannot see its patch, and is an error. A control that fails only because the
-  extractor cannot find the definition (``MissingDefinition``) is *weak*, allowed only for tests
-  marked ``@pytest.mark.weak_control("why")``. Any other exception is an error too.
+- ``control``: the same prefix without that patch; must FAIL BY THE TEST'S OWN ASSERTION: an
+  ``AssertionError`` (or pytest's ``Failed``, e.g. "DID NOT RAISE" of a ``pytest.raises`` it
+  declared) raised by a frame of the test file itself, or by an assertion helper it called
+  (pytest, ``numpy.testing``, ``unittest``, hypothesis). A control that passes means the test
+  cannot see its patch, and is an error. A control that fails only because the extractor cannot
+  find the definition (``MissingDefinition``) is *weak*, allowed only for tests marked
+  ``@pytest.mark.weak_control("why")``. Anything else (an extractor error, a ``NameError`` in kept
+  code, an ``assert`` inside the tree's code or the extractor) makes the control *errored*: reported
+  as such, and the run fails.
 - ``tip`` (with ``--at tip``): the full series; must pass, so a later patch that breaks an earlier
   patch's behaviour is caught.
 
 At the end it prints one row per patch and fails the session if ttnn, torch or vllm was imported.
+It also writes every arm's result as JSON (``--offline-results``, default
+``build/offline/results.json`` under pytest's rootdir) for the HTML report.
 Load with ``-p materialize.offline.plugin`` or ``pytest_plugins`` in a conftest.
 """
 
@@ -21,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import pytest
@@ -29,7 +37,7 @@ sys.dont_write_bytecode = True  # a __pycache__ in a source tree once broke a de
 
 from materialize.offline.errors import MissingDefinition  # noqa: E402
 from materialize.offline.extract import DEFAULT_HEAVY  # noqa: E402
-from materialize.offline.report import ArmResult, Ledger  # noqa: E402
+from materialize.offline.report import ArmResult, Ledger, results_json  # noqa: E402
 from materialize.offline.trees import EngineSource, PatchDirSource, TreeSource  # noqa: E402
 from materialize.series import PatchEntry, Series, load_series  # noqa: E402
 
@@ -49,6 +57,7 @@ class _OfflineState:
         self.preloaded = sorted(_heavy_modules(self.heavy))
         self.scratch: str | None = None
         self.seen_heavy: set[str] = set(self.preloaded)
+        self.results_path: Path | None = None
 
     def load_series(self) -> Series:
         if self.series is None:
@@ -153,6 +162,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="TARGET=DIR of an unpacked upstream",
     )
     group.addoption(
+        "--offline-results",
+        dest="offline_results",
+        default="build/offline/results.json",
+        help="where to write the per-patch results as JSON (relative to the rootdir; '' = do not write)",
+    )
+    group.addoption(
         "--heavy", dest="offline_heavy", action="append", default=[], help="another package never to import"
     )
 
@@ -225,13 +240,42 @@ def tree(request: pytest.FixtureRequest, offline_arm: str, patch_entry: PatchEnt
     return state.tree_source().tree(position, patch_entry.target)
 
 
-def _is_assertion(exc: BaseException) -> bool:
-    """A deliberate test failure: ``assert``, or pytest's ``fail``/``raises`` (DID NOT RAISE)."""
-    if isinstance(exc, AssertionError | pytest.fail.Exception):
-        return True
+# Frames an assertion helper may add after the test's own frame (np.testing.assert_allclose,
+# pytest.raises' "DID NOT RAISE", unittest's assert*, hypothesis re-raising the minimal example).
+_ASSERTION_HELPERS = tuple(
+    f"{os.sep}{part}{os.sep}" for part in ("_pytest", os.path.join("numpy", "testing"), "unittest", "hypothesis")
+)
+
+
+def _is_test_frame(filename: str, test_dir: Path) -> bool:
+    try:
+        return Path(filename).resolve().parent == test_dir
+    except (OSError, ValueError):
+        return False
+
+
+def _own_failure(exc: BaseException, test_dir: Path) -> bool:
+    """True if ``exc`` is the test's own failed assertion, not an error on the way to it.
+
+    An ``AssertionError`` (or pytest's ``Failed``) counts only when the innermost frame of the
+    test's directory is followed by nothing but assertion-helper frames: an ``assert`` inside the
+    extractor or inside the tree's kept code is an internal error, not the test looking and seeing.
+    """
     if isinstance(exc, BaseExceptionGroup):
-        return all(_is_assertion(e) for e in exc.exceptions)
-    return False
+        return bool(exc.exceptions) and all(_own_failure(e, test_dir) for e in exc.exceptions)
+    if not isinstance(exc, AssertionError | pytest.fail.Exception):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [i for i, frame in enumerate(frames) if _is_test_frame(frame.filename, test_dir)]
+    if not own:
+        return False
+    return all(any(h in frame.filename for h in _ASSERTION_HELPERS) for frame in frames[own[-1] + 1 :])
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of the frame that raised ``exc`` (for the "errored" detail)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
 def _missing(exc: BaseException) -> MissingDefinition | None:
@@ -268,12 +312,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if culprit is not None:
             note = f"broken by {culprit.name} (position {culprit.position})"
             report.sections.append(("offline --at tip", note))
-            _record(item, arm, ok=False, detail=f"{note}: {_short(call)}")
+            _record(item, arm, ok=False, outcome="failed", detail=f"{note}: {_short(call)}")
             return
-    if arm != "control":
-        _record(item, arm, ok=report.passed, detail="" if report.passed else f"failed: {_short(call)}")
-        return
     exc = call.excinfo.value if call.excinfo is not None else None
+    test_dir = Path(str(item.path)).resolve().parent
+    if arm != "control":
+        if report.passed:
+            _record(item, arm, ok=True, outcome="passed")
+        elif exc is not None and not _own_failure(exc, test_dir):
+            _record(item, arm, ok=False, outcome="errored", detail=f"errored: {_short(call)}{_where(exc)}")
+        else:
+            _record(item, arm, ok=False, outcome="failed", detail=f"failed: {_short(call)}")
+        return
     weak_marker = item.get_closest_marker("weak_control")
     if exc is None:
         report.outcome = "failed"
@@ -281,15 +331,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             f"CONTROL PASSED: {item.nodeid} passed on the tree WITHOUT its patch, so it cannot see the patch. "
             "Assert on the behaviour the patch changes."
         )
-        _record(item, arm, ok=False, detail="control passed: the test cannot see its patch")
-    elif _is_assertion(exc):
+        _record(item, arm, ok=False, outcome="passed", detail="control passed: the test cannot see its patch")
+    elif _own_failure(exc, test_dir):
         report.outcome, report.longrepr = "passed", None
-        _record(item, arm, ok=True, detail="control failed by assertion")
+        _record(item, arm, ok=True, outcome="failed", detail="control failed by assertion")
     elif (missing := _missing(exc)) is not None:
         if weak_marker is not None:
             report.outcome, report.longrepr = "passed", None
             reason = weak_marker.args[0] if weak_marker.args else "new code"
-            _record(item, arm, ok=True, weak=True, detail=f"{missing.name!r} missing ({reason})")
+            _record(item, arm, ok=True, weak=True, outcome="weak", detail=f"{missing.name!r} missing ({reason})")
         else:
             report.outcome = "failed"
             report.longrepr = (
@@ -297,14 +347,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 f"  {missing}\nThat proves nothing about the behaviour. Test behaviour that exists before the patch, "
                 "or mark the test @pytest.mark.weak_control('why') if the patch only adds new code."
             )
-            _record(item, arm, ok=False, detail=f"weak control not declared: {missing}")
+            _record(item, arm, ok=False, outcome="weak", detail=f"weak control not declared: {missing}")
     else:
         report.outcome = "failed"
         report.longrepr = (
-            f"CONTROL ERRORED: {item.nodeid} must fail by assertion on the control tree, "
-            f"but raised {type(exc).__name__}: {exc}\n\n{report.longrepr}"
+            f"CONTROL ERRORED: {item.nodeid} must fail by the test's own assertion on the control tree, "
+            f"but raised {type(exc).__name__}{_where(exc)}: {exc}\n"
+            "An error on the way (extraction, a stub, a NameError or an assert in kept code) proves nothing.\n\n"
+            f"{report.longrepr}"
         )
-        _record(item, arm, ok=False, detail=f"control raised {type(exc).__name__}, not an assertion: {exc}")
+        _record(
+            item, arm, ok=False, outcome="errored",
+            detail=f"control errored ({type(exc).__name__}{_where(exc)}, not the test's assertion): {exc}",
+        )  # fmt: skip
 
 
 def _first_breaking_patch(item: pytest.Item, state: _OfflineState) -> PatchEntry | None:
@@ -325,7 +380,8 @@ def _first_breaking_patch(item: pytest.Item, state: _OfflineState) -> PatchEntry
             funcargs["tree"] = state.tree_source().tree(later.position, entry.target)
             try:
                 item.runtest()
-            except Exception:  # noqa: BLE001 - any failure marks the culprit
+            except (Exception, pytest.fail.Exception):  # noqa: BLE001 - any failure marks the culprit
+                # pytest's Failed ("DID NOT RAISE", pytest.fail) is a BaseException, not an Exception
                 return later
     finally:
         funcargs["tree"] = original
@@ -339,7 +395,9 @@ def _short(call: pytest.CallInfo) -> str:
     return f"{call.excinfo.typename}: {text[0] if text else ''}"[:200]
 
 
-def _record(item: pytest.Item, arm: str, *, ok: bool, weak: bool = False, detail: str = "") -> None:
+def _record(
+    item: pytest.Item, arm: str, *, ok: bool, outcome: str, weak: bool = False, detail: str = ""
+) -> None:
     state = _state(item.config)
     entry = state.binding(item)
     if entry is None:
@@ -348,7 +406,13 @@ def _record(item: pytest.Item, arm: str, *, ok: bool, weak: bool = False, detail
     name = item.nodeid.split("::", 1)[-1]
     row.results.append(
         ArmResult(
-            name, arm, ok=ok, weak=weak, detail=detail, duration=state.ledger.durations.get(item.nodeid, 0.0)
+            name,
+            arm,
+            ok=ok,
+            weak=weak,
+            outcome=outcome,
+            detail=detail,
+            duration=state.ledger.durations.get(item.nodeid, 0.0),
         )
     )
 
@@ -366,11 +430,35 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.problems.append(f"heavy modules in sys.modules ({origin}): {', '.join(leaked[:8])}")
     if state.problems and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _write_results(session, state)
     if state.source is not None:
         state.source.close()
     if state.scratch is not None:
         shutil.rmtree(state.scratch, ignore_errors=True)
         os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+
+
+def _write_results(session: pytest.Session, state: _OfflineState) -> None:
+    """Every arm's result as JSON for the HTML report (one atomic write; never half a file)."""
+    option = session.config.getoption("offline_results")
+    if not option or state.series is None or not state.ledger.rows:
+        return
+    from materialize.workspace.journal import atomic_write
+
+    path = Path(option)
+    if not path.is_absolute():
+        path = session.config.rootpath / path
+    data = results_json(
+        state.ledger,
+        state.series.patches,
+        state.problems,
+        series=str(state.series.path),
+        at=session.config.getoption("offline_at"),
+        tree_source=state.source.name if state.source is not None else "-",
+        exitstatus=int(session.exitstatus),
+    )
+    atomic_write(path, data.encode("utf-8"))
+    state.results_path = path
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -384,3 +472,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_line(f"series {state.series.path}  tree source: {source}  never imported: {heavy}")
     for line in lines:
         terminalreporter.write_line(line)
+    if state.results_path is not None:
+        terminalreporter.write_line(f"results: {state.results_path}")

@@ -1,7 +1,12 @@
-"""The per-patch table ``make test-offline`` prints: did each patch's tests see their patch?"""
+"""The per-patch table ``make test-offline`` prints: did each patch's tests see their patch?
+
+The same ledger is written as JSON (``results_json``) for the HTML report; its shape is documented
+in ast_tests/README.md ("Results file").
+"""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -10,11 +15,17 @@ ARMS = ("patched", "control", "tip")
 
 @dataclass
 class ArmResult:
-    """One run of one test in one arm; ``ok`` means the arm's requirement was met."""
+    """One run of one test in one arm; ``ok`` means the arm's requirement was met.
+
+    ``outcome`` is what the test did: ``passed``, ``failed`` (its own assertion), ``errored``
+    (anything else: extraction, stubs, a NameError in kept code) or ``weak`` (a control that failed
+    only because the definition is missing).
+    """
 
     test: str
     arm: str
     ok: bool
+    outcome: str = "passed"
     weak: bool = False
     detail: str = ""
     duration: float = 0.0
@@ -34,6 +45,10 @@ class PatchRow:
     @property
     def weak(self) -> int:
         return sum(r.weak for r in self.results if r.arm == "control")
+
+    @property
+    def errored(self) -> int:
+        return sum(r.outcome == "errored" for r in self.results)
 
     @property
     def duration(self) -> float:
@@ -67,6 +82,7 @@ class Ledger:
             "control fails",
             "weak",
             "tip pass",
+            "errored",
             "time",
             "result",
         )
@@ -76,7 +92,7 @@ class Ledger:
             if row is None:
                 result = "not run" if entry.spec.tests else "NO TESTS"
                 rows.append(
-                    (str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", result)
+                    (str(entry.position), entry.name, entry.target, "-", "-", "-", "-", "-", "-", result)
                 )
                 continue
             tip_ok, tip_n = row.count("tip")
@@ -92,6 +108,7 @@ class Ledger:
                     f"{c_ok}/{c_n}",
                     str(row.weak),
                     f"{tip_ok}/{tip_n}" if tip_n else "-",
+                    str(row.errored),
                     f"{row.duration:.2f}s",
                     result,
                 )
@@ -122,3 +139,44 @@ class Ledger:
         if problems:
             lines += ["errors:", *(f"  {p}" for p in problems)]
         return lines
+
+
+def results_json(ledger: Ledger, series_patches, problems: list[str], **meta) -> str:
+    """The ledger as JSON: one object per series entry with its arms' counts and every run."""
+    patches = []
+    for entry in series_patches:
+        row = ledger.rows.get(entry.position)
+        results = row.results if row is not None else []
+        arms = {}
+        for arm in ARMS:
+            runs = [r for r in results if r.arm == arm]
+            if runs:
+                arms[arm] = {
+                    "ok": sum(r.ok for r in runs),
+                    "total": len(runs),
+                    "errored": sum(r.outcome == "errored" for r in runs),
+                    "weak": sum(r.weak for r in runs),
+                }
+        status = ("ok" if row.ok else "FAIL") if row is not None else ("not run" if entry.spec.tests else "NO TESTS")
+        patches.append(
+            {
+                "position": entry.position,
+                "name": entry.name,
+                "target": entry.target,
+                "status": status,
+                "arms": arms,
+                "results": [
+                    {
+                        "test": r.test,
+                        "arm": r.arm,
+                        "ok": r.ok,
+                        "outcome": r.outcome,
+                        "weak": r.weak,
+                        "detail": r.detail,
+                        "duration": round(r.duration, 4),
+                    }
+                    for r in results
+                ],
+            }
+        )
+    return json.dumps({"version": 1, **meta, "problems": problems, "patches": patches}, indent=2) + "\n"

@@ -226,3 +226,59 @@ def test_cli_front_runs_the_same_suite(workspace, monkeypatch, capfd):
     assert run_offline(workspace / "series" / "s.yaml", at="tip") == 0
     out = capfd.readouterr().out
     assert _row(out, "0001-clamp").split()[3:7] == ["1/1", "1/1", "0", "1/1"]
+
+
+def test_an_error_on_the_way_is_not_a_failing_control(workspace):
+    """An assert raised outside the test's own code (extractor, kept code) makes the control *errored*."""
+    inner = """
+        from materialize.offline import extract
+
+        def test_inner(tree):
+            ns = extract(tree, "demo/calc.py", "clamp")
+            if ns.clamp(9, 0, 5) != 5:
+                exec(compile("assert False, 'an assert inside kept code'", "demo/kept.py", "exec"))
+            assert ns.clamp(9, 0, 5) == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": inner})
+    assert proc.returncode == 1, proc.stdout
+    assert "CONTROL ERRORED" in proc.stdout and "demo/kept.py:1" in proc.stdout
+    row = _row(proc.stdout, "0001-clamp").split()
+    assert row[3:8] == ["1/1", "0/1", "0", "-", "1"] and row[-1] == "FAIL"
+    assert "control errored (AssertionError at demo/kept.py:1" in proc.stdout
+
+
+def test_a_declared_pytest_raises_counts_and_tip_names_the_patch_that_stops_it(workspace):
+    """"DID NOT RAISE" is the test's own failure; at tip it names the breaking patch (no INTERNALERROR)."""
+    _add_second_patch(workspace)
+    raises = """
+        import pytest
+        from materialize.offline import extract
+
+        def test_refuses_none(tree):
+            with pytest.raises(TypeError):
+                extract(tree, "demo/calc.py", "clamp").clamp(None, 0, 5)
+    """
+    at_patch = _run(workspace, {"test_bound_by_series.py": raises})
+    assert at_patch.returncode == 0, at_patch.stdout + at_patch.stderr
+    assert _row(at_patch.stdout, "0001-clamp").split()[3:8] == ["1/1", "1/1", "0", "-", "0"]
+    at_tip = _run(workspace, {"test_bound_by_series.py": raises}, "--at", "tip")
+    assert at_tip.returncode == 1, at_tip.stdout + at_tip.stderr
+    assert "INTERNALERROR" not in at_tip.stdout + at_tip.stderr
+    assert "broken by 0002-unclamp (position 2)" in at_tip.stdout and "DID NOT RAISE" in at_tip.stdout
+
+
+def test_results_are_written_as_json(workspace):
+    import json
+
+    proc = _run(workspace, {"test_bound_by_series.py": GOOD})
+    assert proc.returncode == 0, proc.stdout
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("results: "))
+    data = json.loads(Path(line.removeprefix("results: ")).read_text())
+    assert data["version"] == 1 and data["at"] == "patch" and data["exitstatus"] == 0
+    (patch,) = data["patches"]
+    assert (patch["position"], patch["name"], patch["target"], patch["status"]) == (1, "0001-clamp", "tt-metal", "ok")
+    assert patch["arms"]["control"] == {"ok": 1, "total": 1, "errored": 0, "weak": 0}
+    outcomes = {(r["test"], r["arm"], r["outcome"]) for r in patch["results"]}
+    assert outcomes == {("test_clamps[patched]", "patched", "passed"), ("test_clamps[control]", "control", "failed")}
+    off = _run(workspace, {}, "--offline-results", "")
+    assert "results: " not in off.stdout
