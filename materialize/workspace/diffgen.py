@@ -6,6 +6,10 @@ byte, the description/header, each file section's header and every old hunk whos
 not touch; only the hunks around the edit are regenerated (and the ``@@`` numbers of later hunks in the
 same file, when the edit changed the line count). A hunk survives when it still matches the base and
 the previous patch result exactly and no edit falls inside it or within ``context`` lines of it.
+
+Regenerated hunks are what the patch's own tool would write (``diffscript``: git for git-style and new
+patches, GNU diff for quilt/GNU ones), with the ``@@`` function context the patch had (or the tool's
+own rule, or none when the patch never had any): an edit plus its revert gives back the same bytes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from materialize.errors import PatchFormatError
+from materialize.workspace.diffscript import GIT, GNU, Block, edit_scripts
 from materialize.workspace.patchtext import (
     NO_NEWLINE,
     FileSection,
@@ -78,12 +83,16 @@ def _loc(start: int, length: int) -> int:
     return start if length == 0 else start - 1
 
 
-def _funcname(base: list[bytes], before: int) -> bytes:
-    """git's default hunk-header context: the nearest preceding line starting with a letter, _ or $."""
+def _funcname(base: list[bytes], before: int, style: str) -> bytes:
+    """The ``@@`` line's function context for a hunk starting at ``before``, as the patch's own tool
+    writes it: git's default (nearest earlier line starting with a letter, ``_`` or ``$``, cut to 80
+    bytes, trailing blanks dropped), GNU ``diff -p`` (same rule, 40 characters), or none."""
+    if style == "none":
+        return b"\n"
+    width = 80 if style == GIT else 40
     for i in range(min(before, len(base)) - 1, -1, -1):
         if _FUNCNAME.match(base[i]):
-            text = base[i].rstrip()[:80]
-            return b" " + text + b"\n"
+            return b" " + base[i].rstrip(b"\n")[:width].rstrip() + b"\n"
     return b"\n"
 
 
@@ -93,35 +102,64 @@ def _emit(prefix: bytes, line: bytes) -> list[bytes]:
     return [prefix + line + b"\n", NO_NEWLINE]
 
 
-def _fresh_hunks(base: list[bytes], cur: list[bytes], b_off: int, c_off: int, bseg, cseg, context: int):
-    """Standard unified-diff hunks for one gap between kept hunks (absolute line indices)."""
-    matcher = difflib.SequenceMatcher(None, bseg, cseg, autojunk=False)
+def _group(blocks: list[Block], context: int) -> list[list[Block]]:
+    """Blocks whose unchanged gap is at most 2 x context share a hunk (git's and GNU diff's rule)."""
+    groups: list[list[Block]] = []
+    for block in blocks:
+        if groups and block[0] - groups[-1][-1][1] <= 2 * context:
+            groups[-1].append(block)
+        else:
+            groups.append([block])
+    return groups
+
+
+def _fresh_hunks(base: list[bytes], cur: list[bytes], blocks: list[Block], lo: tuple[int, int],
+                 hi: tuple[int, int], context: int, sections: dict[int, bytes], style: str) -> list[_Piece]:
+    """Unified-diff hunks for ``blocks`` (the tool's own placement), context clipped to ``lo``..``hi``."""
     pieces: list[_Piece] = []
-    for group in matcher.get_grouped_opcodes(context):
+    for group in _group(blocks, context):
+        first, last = group[0], group[-1]
+        lead = min(context, first[0] - lo[0], first[2] - lo[1])
+        trail = min(context, hi[0] - last[1], hi[1] - last[3])
+        b0, c0 = first[0] - lead, first[2] - lead
+        b1, c1 = last[1] + trail, last[3] + trail
         body: list[bytes] = []
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                for line in bseg[i1:i2]:
-                    body += _emit(b" ", line)
-                continue
-            for line in bseg[i1:i2]:
+        at = b0
+        for i1, i2, j1, j2 in group:
+            for line in base[at:i1]:
+                body += _emit(b" ", line)
+            for line in base[i1:i2]:
                 body += _emit(b"-", line)
-            for line in cseg[j1:j2]:
+            for line in cur[j1:j2]:
                 body += _emit(b"+", line)
-        b0, b1 = b_off + group[0][1], b_off + group[-1][2]
-        c0, c1 = c_off + group[0][3], c_off + group[-1][4]
-        pieces.append(_Piece(b0, b1, c0, c1, lines=body, section=_funcname(base, b0)))
+            at = i2
+        for line in base[at:b1]:
+            body += _emit(b" ", line)
+        section = sections.get(b0)
+        pieces.append(_Piece(b0, b1, c0, c1, lines=body,
+                             section=section if section is not None else _funcname(base, b0, style)))
     return pieces
 
 
-def _first_last_change(bseg, cseg) -> tuple[int, int] | None:
-    """Distance (in lines) from the gap's start and end to its first and last change, or None."""
-    if bseg == cseg:
-        return None
-    ops = [op for op in difflib.SequenceMatcher(None, bseg, cseg, autojunk=False).get_opcodes() if op[0] != "equal"]
-    head = min(op[1] for op in ops)
-    tail = len(bseg) - max(op[2] for op in ops)
-    return head, tail
+def _on_path(blocks: list[Block], b: int, c: int) -> bool:
+    """Does the tool's alignment pass through (b, c), i.e. can a kept hunk begin or end there?"""
+    pi, pj = 0, 0
+    for i1, i2, j1, j2 in blocks:
+        if pi <= b <= i1 and c - b == pj - pi:
+            return True
+        if b < i1 or c < j1:
+            return False
+        pi, pj = i2, j2
+    return b >= pi and c - b == pj - pi
+
+
+def _context(h: Hunk) -> tuple[int, int]:
+    """(leading, trailing) unchanged lines of a hunk."""
+    kinds = [line[:1] for line in h.body if not line.startswith(b"\\")]
+    changed = [k for k, kind in enumerate(kinds) if kind in (b"-", b"+")]
+    if not changed:
+        return len(kinds), len(kinds)
+    return changed[0], len(kinds) - 1 - changed[-1]
 
 
 def _find(lines: list[bytes], pattern: list[bytes], near: int, reach: int = 5000) -> int | None:
@@ -166,27 +204,39 @@ def _kept_candidates(old: FileSection | None, base, prev, cur) -> list[_Piece]:
     return out
 
 
-def _file_hunks(old: FileSection | None, base: list[bytes], prev, cur: list[bytes], context: int) -> list[_Piece]:
-    kept = _kept_candidates(old, base, prev, cur)
+def _file_hunks(old: FileSection | None, base: list[bytes], prev, cur: list[bytes], context: int,
+                blocks: list[Block], style: str) -> list[_Piece]:
+    """Old hunks the edit left alone (byte for byte), fresh hunks from the tool's ``blocks`` elsewhere.
+
+    A kept hunk must begin and end on the tool's alignment; it is regenerated instead when a change
+    comes closer to it than the tool would leave between two hunks, so the result is what the tool
+    would write wherever the old patch was written by it, and the old bytes wherever they still hold.
+    """
+    kept = [p for p in _kept_candidates(old, base, prev, cur)
+            if _on_path(blocks, p.b0, p.c0) and _on_path(blocks, p.b1, p.c1)]
+    sections = {_loc(h.old_start, h.old_len): h.section for h in (old.hunks if old else [])}
     while True:
         demote: set[int] = set()
         pieces: list[_Piece] = []
-        bpos = cpos = 0
+        lo = (0, 0)
         for k in range(len(kept) + 1):
             nxt = kept[k] if k < len(kept) else None
-            bend, cend = (nxt.b0, nxt.c0) if nxt else (len(base), len(cur))
-            bseg, cseg = base[bpos:bend], cur[cpos:cend]
-            span = _first_last_change(bseg, cseg)
-            if span is not None:
-                head, tail = span
-                if k > 0 and head < context:
+            hi = (nxt.b0, nxt.c0) if nxt else (len(base), len(cur))
+            inside = [bl for bl in blocks if lo[0] <= bl[0] and bl[1] <= hi[0] and lo[1] <= bl[2] and bl[3] <= hi[1]]
+            prev_trail = _context(kept[k - 1].hunk)[1] if k > 0 and kept[k - 1].hunk else 0
+            next_lead = _context(nxt.hunk)[0] if nxt is not None and nxt.hunk else 0
+            if inside:
+                head, tail = inside[0][0] - lo[0], hi[0] - inside[-1][1]
+                if k > 0 and (head < context or prev_trail + head <= 2 * context):
                     demote.add(k - 1)
-                if nxt is not None and tail < context:
+                if nxt is not None and (tail < context or tail + next_lead <= 2 * context):
                     demote.add(k)
-                pieces += _fresh_hunks(base, cur, bpos, cpos, bseg, cseg, context)
+                pieces += _fresh_hunks(base, cur, inside, lo, hi, context, sections, style)
+            elif k > 0 and nxt is not None and prev_trail + (hi[0] - lo[0]) + next_lead <= 2 * context:
+                demote.update((k - 1, k))  # the tool would have made one hunk of the two
             if nxt is not None:
                 pieces.append(nxt)
-                bpos, cpos = nxt.b1, nxt.c1
+                lo = (nxt.b1, nxt.c1)
         if not demote:
             return pieces
         kept = [p for i, p in enumerate(kept) if i not in demote]
@@ -281,6 +331,16 @@ def _prefixes(old: PatchText | None, strip: int) -> tuple[str, str]:
     raise PatchFormatError(f"cannot invent path prefixes for a new file in a patch with strip level {strip}")
 
 
+def _style(old: PatchText | None) -> tuple[str, str]:
+    """(diff engine, ``@@`` context style) the patch was written with: git for git-style patches and
+    new ones; GNU diff for quilt/GNU ones, with ``-p`` function context only if the patch has any."""
+    if old is None or not old.sections or any(sec.header[:1] and sec.header[0].startswith(b"diff --git ")
+                                              for sec in old.sections):
+        return GIT, GIT
+    named = any(h.section.strip() for sec in old.sections for h in sec.hunks)
+    return GNU, GNU if named else "none"
+
+
 def regenerate(
     old: PatchText | None,
     changes: list[FileChange],
@@ -307,17 +367,20 @@ def regenerate(
         ordered.append((sec, ch))
     ordered += [(None, by_path[p]) for p in sorted(by_path) if p not in used]
 
-    out = [old.header if old else header]
-    for sec, ch in ordered:
-        if ch.is_noop():
-            continue
+    ordered = [(sec, ch) for sec, ch in ordered if not ch.is_noop()]
+    for _sec, ch in ordered:
         if (ch.base is not None and b"\0" in ch.base) or (ch.cur is not None and b"\0" in ch.cur):
             raise PatchFormatError(f"{ch.path}: binary files cannot go into a text patch")
+    engine, names = _style(old)
+    scripts = edit_scripts([(ch.base or b"", ch.cur or b"") for _sec, ch in ordered], engine, context)
+    out = [old.header if old else header]
+    for (sec, ch), blocks in zip(ordered, scripts, strict=True):
         keep_header = sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
         head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
         out += head
         if ch.base != ch.cur:
-            pieces = _file_hunks(sec if keep_header else None, _lines(ch.base), _lines(ch.prev), _lines(ch.cur), context)
+            pieces = _file_hunks(sec if keep_header else None, _lines(ch.base), _lines(ch.prev), _lines(ch.cur),
+                                 context, blocks, names)
             out += [_render_hunk(p) for p in pieces]
     out.append(old.trailer if old else b"")
     return b"".join(out)

@@ -114,7 +114,12 @@ def _is_file_start(lines: list[bytes], i: int) -> bool:
 
 
 def split_lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
+    """Lines as git, GNU diff and GNU patch see them: ended by LF only (a lone CR is inside a line)."""
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
 
 
 def parse(data: bytes, *, source: str = "<patch>", strip: int = 1) -> PatchText:
