@@ -328,18 +328,23 @@ def export_git(series_path: Path | None, target: str, branch: str, repo_path: Pa
 @series_option
 @click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
 @click.argument("target")
+@click.option("--prune", is_flag=True, help="drop the patches whose commit is not in BASE..TIP (files kept under "
+                                          "work/.materialize/saved/)")
 @click.argument("rev_range", metavar="BASE..TIP")
-def import_git(series_path: Path | None, target: str, rev_range: str, repo_path: Path | None) -> int:
+def import_git(series_path: Path | None, target: str, rev_range: str, repo_path: Path | None, prune: bool) -> int:
     """Turn the commits BASE..TIP into TARGET's patch files and series entries."""
     from materialize.workspace import gitio
 
     with _session(series_path, "import-git") as ws:
-        result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target)
+        result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target, prune=prune)
     for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
         for name in names:
             out.print(f"{label:9s} {name}", markup=False)
+    for name in result.pruned:
+        out.print(f"{'dropped':9s} {name} (not in {rev_range}; file kept in {result.saved_to})", markup=False)
     for name in result.not_in_range:
-        err.print(f"not in {rev_range} (left in the series): {name}", markup=False)
+        if name not in result.pruned:
+            err.print(f"not in {rev_range}: {name} is left in the series (`--prune` drops it)", markup=False)
     return 0
 
 

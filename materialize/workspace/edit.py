@@ -55,14 +55,7 @@ def top_entry(ws: Workspace, state: State) -> PatchEntry:
 
 def _patch_files(entry: PatchEntry, data: bytes) -> list[tuple[str, str]]:
     """(source path, destination path) of every file a patch touches."""
-    parsed = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
-    out = []
-    for sec in parsed.sections:
-        dest = sec.new_path or sec.old_path
-        src = sec.old_path or sec.new_path
-        if dest:
-            out.append((src or dest, dest))
-    return out
+    return patchtext.touched(data, source=str(entry.path), strip=entry.strip)
 
 
 def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +98,8 @@ class ImportResult:
     unchanged: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     not_in_range: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    saved_to: str | None = None
 
 
 def _raw_changes(repo: git.Repo, parent: str, commit: str) -> list[tuple[str, str, str, str, str, str | None]]:
@@ -174,8 +177,12 @@ def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry |
     return regenerate(None, changes, strip=strip, header=header)
 
 
-def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path) -> ImportResult:
-    """Turn the commits of ``rev_range`` into the target's patches (in commit order) and series entries."""
+def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, prune: bool = False) -> ImportResult:
+    """Turn the commits of ``rev_range`` into the target's patches (in commit order) and series entries.
+
+    Patches of the target whose commit is not in the range (removed in ``git rebase -i``) stay in the
+    series unless ``prune``: then their entries go and their files move to work/.materialize/saved/.
+    """
     series = ws.series
     if target not in series.targets:
         raise MaterializeError(f"import-git: no target {target!r} in {series.path}")
@@ -205,6 +212,13 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path) -> I
         planned.append((rel, data, entry is None))
     imported = {rel for rel, _d, _n in planned}
     result.not_in_range = [p.name for p in series.patches if p.target == target and p.spec.patch not in imported]
+    gone = [p for p in series.patches if p.name in result.not_in_range] if prune else []
+    if gone:
+        state = ws.load()
+        applied = [p.name for p in gone if p.position <= state.position]
+        if applied:
+            raise MaterializeError(f"import-git --prune: {', '.join(applied)} applied in {ws.root}; "
+                                   f"`materialize goto {applied[0]}` then pop it first")
     patches_dir = series.resolve(series.spec.patches_dir)
     doc = SeriesDoc.load(series.path)
     with Journal.run(ws.meta, "import-git", [target, rev_range, "--repo", str(repo_path)]) as journal:
@@ -221,6 +235,17 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path) -> I
             else:
                 result.updated.append(name)
             journal.write(path, data)
+        if gone:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            keep = ws.meta / "saved" / f"{stamp}-import-git-prune"
+            keep.mkdir(parents=True, exist_ok=True)
+            for entry in gone:
+                doc.remove(doc.index_of(entry.spec.patch))
+                if entry.path.exists():
+                    (keep / entry.path.name).write_bytes(entry.read())
+                    journal.remove(entry.path)
+                result.pruned.append(entry.name)
+            result.saved_to = str(keep)
         _place_entries(doc, target, [rel for rel, _d, _n in planned])
         new_yaml = doc.render()
         if new_yaml != series.path.read_bytes():

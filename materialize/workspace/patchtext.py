@@ -260,3 +260,13 @@ def conflict_markers(base: bytes | None, cur: bytes | None) -> list[int]:
         return []
     already = set(split_lines(base)) if base else set()
     return [n for n, line in enumerate(split_lines(cur), 1) if _MARKER.match(line) and line not in already]
+
+
+def touched(data: bytes, *, source: str = "<patch>", strip: int = 1) -> list[tuple[str, str]]:
+    """(source path, destination path) of every file a patch touches."""
+    out = []
+    for sec in parse(data, source=source, strip=strip).sections:
+        dest = sec.new_path or sec.old_path
+        if dest:
+            out.append((sec.old_path or dest, dest))
+    return out

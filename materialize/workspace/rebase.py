@@ -358,7 +358,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     changes = ws.changes(state)
     if changes.any():
         raise DirtyWorkspaceError(
-            f"rebase refused: the workspace has changes that are in no patch:\n{changes.describe()}\n"
+            f"rebase refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
             "refresh them (or `materialize pop -a --force` to save them aside) first"
         )
     pin = parse_spec(spec)

@@ -25,15 +25,16 @@ class MoveResult:
 
 
 def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal) -> str | None:
-    """Refuse (or with force, save first) when the workspace holds work that is in no patch."""
+    """Refuse (or with force, save first) when the workspace holds work no patch records yet."""
     changes = ws.changes(state)
     if not changes.any():
         return None
     if not force:
         raise DirtyWorkspaceError(
-            f"`{op}` refused: the workspace has changes that are in no patch:\n{changes.describe()}\n"
-            "`materialize refresh` them into the top patch, `materialize add FILE` files that belong to no "
-            f"patch, or `materialize {op} --force` to save them under {ws.meta / 'saved'} and discard them"
+            f"`{op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
+            "`materialize refresh` records the top patch's files, `materialize add FILE` puts a file of no "
+            f"patch into the top patch, or `materialize {op} --force` saves them under {ws.meta / 'saved'} and "
+            "discards them"
         )
     saved = ws.save_changes(state, changes, op, journal)
     for target, paths in changes.stray.items():

@@ -29,7 +29,7 @@ STATE_FORMAT = 1
 
 
 class DirtyWorkspaceError(MaterializeError):
-    """The workspace holds changes that are in no patch; the operation would lose them."""
+    """The workspace holds changes no patch records yet (unrefreshed, or files of no patch)."""
 
     exit_code = 1
 
@@ -78,10 +78,14 @@ class Changes:
     def any(self) -> bool:
         return any(self.modified.values()) or any(self.stray.values())
 
-    def describe(self) -> str:
+    def describe(self, owners: dict[tuple[str, str], str] | None = None) -> str:
+        """One line per file; a modified file names the applied patch it belongs to (unrefreshed work
+        of that patch, not "in no patch")."""
         lines = []
         for target, paths in sorted(self.modified.items()):
-            lines += [f"  modified  {target}/{p}" for p in paths]
+            for p in paths:
+                owner = (owners or {}).get((target, p))
+                lines.append(f"  modified  {target}/{p}" + (f"  (unrefreshed, patch {owner})" if owner else ""))
         for target, paths in sorted(self.stray.items()):
             lines += [f"  no patch  {target}/{p}" for p in paths]
         return "\n".join(lines)
@@ -216,11 +220,31 @@ class Workspace:
                 result.stray[target] = stray
         return result
 
+    def owners(self, state: State) -> dict[tuple[str, str], str]:
+        """(target, path) -> the topmost applied patch that touches it (files added to the top count)."""
+        from materialize.workspace.patchtext import touched
+
+        out: dict[tuple[str, str], str] = {}
+        for entry in self.series.patches[: state.position]:
+            for _src, dest in touched(entry.read(), source=str(entry.path), strip=entry.strip):
+                out[(entry.target, dest)] = entry.name
+            for path in state.added.get(entry.name, []):
+                out[(entry.target, path)] = entry.name
+        return out
+
     def relpath(self, target: str, name: str, cwd: Path | None = None) -> str:
-        """A user-given file name as a path inside ``target``: relative to work/<target>/ or cwd."""
+        """A user-given file name as a path inside ``target``: what the user sees from the current
+        directory when that lies inside work/<target>/ (``add rope.py`` in work/tt-metal/models/), or
+        a path inside work/<target>/ given from anywhere; else a path relative to the target's root.
+
+        Only the directory part is resolved (symlinks in the workspace path itself, /tmp -> /private/tmp):
+        the file may be a symlink of the tree, which must not be followed.
+        """
         cwd = cwd or Path.cwd()
         root = self.target_dir(target).resolve()
-        candidate = (cwd / name).resolve() if not Path(name).is_absolute() else Path(name).resolve()
+        given = Path(name) if Path(name).is_absolute() else cwd / name
+        given = Path(os.path.normpath(given))
+        candidate = given.parent.resolve() / given.name if given.name else given.resolve()
         if candidate == root or root in candidate.parents:
             return candidate.relative_to(root).as_posix()
         return safe_relpath(name, origin="command line")

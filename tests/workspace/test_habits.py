@@ -1,0 +1,86 @@
+"""quilt and git habits (issue 11 items 4 and 7): commands from any directory inside the repository,
+paths relative to where the user stands, messages that say what a file is, `import-git --prune`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+import pytest
+
+from materialize.cli import main
+from materialize.store import Store
+
+from .test_edit import ATTN, patch_file, run, wfile
+from .test_gitio import ENV
+
+
+def test_commands_run_from_any_directory_inside_the_repository(project: Path, store: Store, capsys,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project / "patches" / "tt-metal")
+    assert main(["new", "0001-gen", "--target", "tt-metal"]) == 0
+    assert main(["add", ATTN]) == 0  # a path inside the target, from outside work/
+    monkeypatch.chdir(project / "work" / "tt-metal" / "models" / "tt")
+    assert main(["add", "generator.py"]) == 0  # relative to where the user stands
+    for name in ("generator.py", "attention.py"):
+        f = Path(name)
+        f.write_text(f.read_text() + f"# edited {name}\n")
+    assert main(["refresh"]) == 0
+    patch = patch_file(project, "0001-gen").read_text()
+    assert "+++ b/models/tt/generator.py" in patch and "+++ b/models/tt/attention.py" in patch
+    capsys.readouterr()
+    assert main(["top"]) == 0
+    assert capsys.readouterr().out.strip() == "0001-gen"
+    monkeypatch.chdir(project.parent)
+    assert main(["top"]) == 2
+    assert "series/default.yaml" in capsys.readouterr().err
+
+
+def test_an_unrefreshed_file_of_the_top_patch_is_named_as_such(project: Path, store: Store, capsys) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN, "models/tt/new_module.py")
+    wfile(project).write_text(wfile(project).read_text() + "# wip\n")
+    wfile(project, "models/tt/new_module.py").write_text("X = 1\n")
+    (project / "work" / "tt-metal" / "stray.txt").write_text("mine\n")
+    assert main(["pop", "--series", str(project / "series" / "default.yaml")]) == 1
+    message = capsys.readouterr().err
+    assert f"modified  tt-metal/{ATTN}  (unrefreshed, patch 0001-a)" in message
+    assert "modified  tt-metal/models/tt/new_module.py  (unrefreshed, patch 0001-a)" in message
+    assert "no patch  tt-metal/stray.txt" in message
+    assert "changes that are in no patch" not in message
+
+
+def commit(repo: git.Repo, path: Path, text: str, message: str) -> None:
+    path.write_text(text)
+    with repo.git.custom_environment(**ENV):
+        repo.git.add("-A")
+        repo.git.commit("-q", "-m", message)
+
+
+def test_import_git_prune_drops_the_patch_of_a_removed_commit(project: Path, store: Store, tmp_path: Path,
+                                                              capsys) -> None:
+    for name, old, new in (("0001-a", "ID_LENGTH = 16", "ID_LENGTH = 20"),
+                           ("0002-b", "class StoreTree:", "class StoreTree:\n    # b")):
+        run(project, "new", name, "--target", "tt-metal")
+        run(project, "add", ATTN)
+        wfile(project).write_text(wfile(project).read_text().replace(old, new))
+        run(project, "refresh")
+    run(project, "goto", "0")
+    series = str(project / "series" / "default.yaml")
+    assert main(["export-git", "tt-metal", "pq", "--repo", str(tmp_path / "out"), "--series", series]) == 0
+    repo = git.Repo(tmp_path / "out")
+    with repo.git.custom_environment(**ENV):  # git rebase -i: drop 0001-a
+        repo.git.checkout("-q", "-b", "work", "pq~2")
+        repo.git.cherry_pick("pq")
+    capsys.readouterr()
+    assert main(["import-git", "tt-metal", "pq~2..work", "--repo", str(tmp_path / "out"), "--series", series]) == 0
+    assert "0001-a is left in the series (`--prune` drops it)" in capsys.readouterr().err
+    assert "0001-a.patch" in (project / "series" / "default.yaml").read_text()
+    assert main(["import-git", "tt-metal", "pq~2..work", "--repo", str(tmp_path / "out"), "--prune",
+                 "--series", series]) == 0
+    out = capsys.readouterr().out
+    assert "dropped   0001-a" in out
+    assert "0001-a.patch" not in (project / "series" / "default.yaml").read_text()
+    assert not patch_file(project, "0001-a").exists()
+    assert list((project / "work" / ".materialize" / "saved").glob("*-import-git-prune/0001-a.patch"))
+    assert main(["push", "-a", "--series", series]) == 0
