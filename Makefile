@@ -7,13 +7,13 @@ SERIES ?= series/default.yaml
 PROFILE ?= prod
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: materialize test test-unit test-offline test-offline-tip lint serve serve-check bench bisect clean venv
+.PHONY: materialize test test-unit test-offline test-offline-tip lint serve serve-check bench bisect report clean venv
 
 ## Everything the tests need (every extra, Ray's `fleet` and the dev tools); `make materialize` needs less.
 venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[offline,serve,bisect,fleet,dev]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[offline,serve,bisect,report,fleet,dev,report-test]'
 	touch $@ $(VENV)/.stamp-core
 $(VENV)/.stamp-core: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ bench: venv
 
 bisect: venv
 	$(MAT) bisect status
+
+## A static HTML page of the series (patches, evidence, bisect, serving plans): build/report/index.html.
+report: venv
+	$(MAT) report --series $(SERIES) -o build/report
 
 clean:
 	rm -rf build work

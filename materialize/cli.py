@@ -53,6 +53,7 @@ LAZY: dict[str, tuple[str, str]] = {
     "rebase": (_WORKSPACE, "Move TARGET's pin to --to SPEC and carry the series across (git rebase habits)."),
     "export-git": (_WORKSPACE, "Write BRANCH: the pinned base plus one commit per patch of TARGET (like gbp pq)."),
     "import-git": (_WORKSPACE, "Turn the commits BASE..TIP into TARGET's patch files and series entries."),
+    "report": ("materialize.site.cli:report_command", "Write a self-contained static HTML report: series, evidence, bisect, serving."),
 }
 
 

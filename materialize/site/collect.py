@@ -1,0 +1,495 @@
+"""Gather what the report shows, as plain data: the series, its materialization, the ledger, a bisect,
+the serving plans. Nothing here formats HTML; nothing here applies a patch by itself.
+
+The report is a consumer, like serve and bisect: the per-hunk outcomes come from a manifest (an
+existing output's ``manifest.json``, or the one ``output.manifest`` builds for the engine's cached
+materialization, which is never published and never moves ``latest``); validity of run records
+comes from ``bisect.validate`` exactly as ``runs validate`` computes it; bounds from
+``bisect.stats.describe_rate``; plans from ``serve.plan.build_plan`` and their differences from
+``serve.diff``. Every list is in a fixed order and no clock is read unless asked, so the same inputs
+give the same report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from materialize.errors import MaterializeError, PatchApplyError
+from materialize.series import PatchEntry, Series
+
+ARMS = ("patched", "control", "tip")
+
+
+def display(path: str | Path) -> str:
+    """A path as the report prints it: relative to the working directory when inside it, so the page
+    does not carry the machine's absolute layout (and two checkouts give the same bytes)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def anchor(text: str) -> str:
+    """An HTML id from free text (ledger file:line, ids): letters, digits and dashes only."""
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# The materialization
+
+
+@dataclass
+class Source:
+    """Which materialization the report describes and where its manifest came from."""
+
+    manifest: dict[str, Any] | None
+    how: str  # one line for the page: "read from DIR/manifest.json" / "computed by the engine (not published)"
+    out_dir: Path | None  # where the plan's mounts point
+    error: str | None = None  # the series does not apply: the patch, file and hunk
+    failed_patch: str | None = None
+    plugin_tree: Any = None
+
+
+def from_output(directory: Path) -> Source:
+    """Read an existing output (e.g. build/materialized/latest): nothing is materialized."""
+    path = directory / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MaterializeError(f"{path}: no manifest (not a materialized output)") from None
+    except ValueError as exc:
+        raise MaterializeError(f"{path}: not a manifest: {exc}") from None
+    return Source(manifest, f"read from {display(path)}", directory)
+
+
+def from_engine(series: Series) -> Source:
+    """The whole series through the engine's cache, without publishing an output or moving ``latest``."""
+    from materialize.engine import materialize
+    from materialize.output import DEFAULT_ROOT, manifest
+
+    try:
+        m = materialize(series)
+    except PatchApplyError as exc:
+        partial = {"id": None, "patches": [_report_entry(r, series) for r in getattr(exc, "reports", [])],
+                   "targets": {}}
+        failed = getattr(getattr(exc, "entry", None), "name", None)
+        return Source(partial, "computed by the engine (not published)", None, str(exc), failed)
+    data = manifest(m, overlay=False)
+    plugin = m.tree("plugin") if "plugin" in m.trees else None
+    return Source(data, "computed by the engine from its cache (not published; latest not moved)",
+                  DEFAULT_ROOT / m.id, plugin_tree=plugin)
+
+
+def _report_entry(report: Any, series: Series) -> dict[str, Any]:
+    """A manifest ``patches[]`` entry from an engine report (for a series that stops applying)."""
+    entry = series.find(report.name)
+    return {"position": report.position, "name": report.name, "target": report.target, "sha256": report.sha256,
+            "flag": entry.flag, "banner": entry.banner, "status": entry.spec.status, "files": report.files,
+            "deleted": report.deleted,
+            "hunks": [{"file": h.file, "header": h.header, "status": h.status, "offset": h.offset, "fuzz": h.fuzz}
+                      for h in report.hunks]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Series rows
+
+
+@dataclass
+class EvidenceLink:
+    text: str
+    href: str | None  # "#anchor" inside the page, or None when the ledger has no such record
+    note: str = ""
+
+
+@dataclass
+class PatchRow:
+    position: int
+    name: str
+    target: str
+    status: str
+    state: str  # applied | FAILED | not reached | changed since materialization | not in this output
+    flag: str | None
+    banner: str | None
+    clean: int | None
+    offset: int | None
+    fuzz: int | None
+    files: int | None
+    added: int
+    removed: int
+    why: str
+    evidence: list[EvidenceLink]
+    offline: dict[str, str] | None  # arm -> "ok/total"; None: no recorded run
+    offline_ok: dict[str, bool]
+    hunks: list[dict[str, Any]]
+    diff: str  # the patch text (highlighted by the renderer)
+    tests: list[str] = field(default_factory=list)
+
+
+def line_counts(entry: PatchEntry) -> tuple[int, int]:
+    """Lines added and removed, counted on the parsed patch as the engine counts them."""
+    from materialize.patching import parse_patch
+
+    patchset = parse_patch(entry.read(), source=str(entry.path), strip=entry.strip)
+    added = removed = 0
+    for fp in patchset.files:
+        for hunk in fp.hunks:
+            added += sum(1 for line in hunk.lines if line.kind == "+")
+            removed += sum(1 for line in hunk.lines if line.kind == "-")
+    return added, removed
+
+
+def series_rows(series: Series, source: Source, offline: dict[str, dict[str, list[bool]]] | None,
+                evidence_index: dict[str, str]) -> list[PatchRow]:
+    """One row per patch, in series order."""
+    applied = {p["name"]: p for p in (source.manifest or {}).get("patches", [])}
+    rows = []
+    for entry in series.patches:
+        got = applied.get(entry.name)
+        sha = entry.sha256()
+        if got is not None:
+            state = "applied" if got.get("sha256") in (None, sha) else "changed since materialization"
+        elif entry.name == source.failed_patch:
+            state = "FAILED"
+        elif source.error:
+            state = "not reached"
+        else:
+            state = "not in this output"
+        hunks = list(got.get("hunks", [])) if got else []
+        counts = {s: sum(1 for h in hunks if h.get("status") == s) for s in ("clean", "offset", "fuzz")}
+        added, removed = line_counts(entry)
+        results = (offline or {}).get(entry.name)
+        rows.append(PatchRow(
+            position=entry.position, name=entry.name, target=entry.target, status=entry.spec.status, state=state,
+            flag=entry.flag, banner=entry.banner,
+            clean=counts["clean"] if got else None, offset=counts["offset"] if got else None,
+            fuzz=counts["fuzz"] if got else None,
+            files=len(got.get("files", [])) + len(got.get("deleted", [])) if got else None,
+            added=added, removed=removed, why=entry.spec.why.strip(),
+            evidence=[_evidence_link(text, evidence_index) for text in entry.spec.evidence],
+            offline=None if results is None else {
+                arm: f"{sum(results[arm])}/{len(results[arm])}" for arm in ARMS if results.get(arm)},
+            offline_ok={arm: all(results[arm]) for arm in ARMS if results and results.get(arm)},
+            hunks=hunks, diff=entry.read().decode("utf-8", "replace"), tests=list(entry.spec.tests),
+        ))
+    return rows
+
+
+def _evidence_link(text: str, index: dict[str, str]) -> EvidenceLink:
+    """A series ``evidence:`` entry: a ledger file:line, a ledger file, or a materialization id prefix."""
+    key = text.strip()
+    for candidate in (key, key.removeprefix("./")):
+        if candidate in index:
+            return EvidenceLink(text, index[candidate])
+    ids = sorted({v for k, v in index.items() if k.startswith("#mid:") and k[5:].startswith(key)} if key else set())
+    if len(ids) == 1:
+        return EvidenceLink(text, ids[0])
+    return EvidenceLink(text, None, "not in the ledger given to the report")
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline test results
+
+
+def read_offline(path: Path) -> tuple[dict[str, dict[str, list[bool]]] | None, str]:
+    """Per patch name, per arm, the outcome of each test, from the pytest plugin's JSON; or None and why.
+
+    Accepts the plugin's per-patch rows, each with a ``results`` list of ``{"arm", "ok"}``.
+    """
+    if not path.is_file():
+        return None, f"no recorded run ({display(path)} not found; run make test-offline)"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        return None, f"no recorded run ({display(path)} is not JSON: {exc})"
+    rows = data.get("patches") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return None, f"no recorded run ({display(path)} has no 'patches' list)"
+    out: dict[str, dict[str, list[bool]]] = {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            continue
+        arms: dict[str, list[bool]] = {}
+        for result in row.get("results", []):
+            if isinstance(result, dict) and result.get("arm") in ARMS:
+                arms.setdefault(result["arm"], []).append(bool(result.get("ok")))
+        out[row["name"]] = arms
+    return out, f"from {display(path)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence (the run ledger)
+
+
+@dataclass
+class RecordView:
+    where: str
+    anchor: str
+    valid: bool
+    problems: list[str]
+    host: str = ""
+    time: str = ""
+    profile: str = ""
+    position: int | None = None
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    notes: str = ""
+
+
+@dataclass
+class RecordGroup:
+    materialization_id: str
+    anchor: str
+    position: int | None
+    patch: str
+    records: list[RecordView]
+
+    @property
+    def valid(self) -> int:
+        return sum(r.valid for r in self.records)
+
+
+def evidence(series: Series, runs: list[Path], check_ids: bool) -> tuple[list[RecordGroup], dict[str, str]]:
+    """Ledger records grouped by materialization id, each checked as ``runs validate`` checks it."""
+    from materialize.bisect.candidates import SeriesIndex
+    from materialize.bisect.cli import _id_checker
+    from materialize.bisect.stats import describe_rate
+    from materialize.bisect.validate import check_records
+    from materialize.ledger import iter_ledger, ledger_files
+
+    files = ledger_files(runs)
+    existing = [f for f in files if f.exists()]
+    checked = check_records(iter_ledger(existing), SeriesIndex(series), _id_checker(series, None, check_ids))
+    names = {p.position: p.name for p in series.patches}
+    groups: dict[str, RecordGroup] = {}
+    index: dict[str, str] = {}
+    for c in checked:
+        where = f"{display(c.line.source)}:{c.line.line}"
+        rec = c.line.record
+        raw = c.line.raw or {}
+        mid = rec.materialization_id if rec else str(raw.get("materialization_id") or "(no id)")
+        view = RecordView(where=where, anchor="rec-" + anchor(where), valid=c.ok, problems=list(c.problems),
+                          position=c.position)
+        if rec is not None:
+            view.host, view.time, view.profile, view.notes = rec.host, rec.time, rec.profile or "", rec.notes
+            gate_names = sorted({g.name for g in rec.gates})
+            for name in gate_names:
+                g = rec.gate(name)
+                assert g is not None
+                view.gates.append({"name": name, "n": f"{g.failures}/{g.requests}", "censored": g.censored,
+                                   "bound": describe_rate(g.failures, g.requests, 0.95)})
+            for name in sorted({m.name for m in rec.metrics}):
+                m = rec.metric(name)
+                assert m is not None
+                ordered = sorted(m.samples)
+                median = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+                    ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+                view.metrics.append({"name": name, "unit": m.unit, "n": len(m.samples), "median": f"{median:.6g}",
+                                     "range": f"{ordered[0]:.6g}..{ordered[-1]:.6g}"})
+        group = groups.get(mid)
+        if group is None:
+            position = c.position if c.position is not None else (rec.position if rec else None)
+            group = groups[mid] = RecordGroup(mid, "mid-" + anchor(mid), position,
+                                              "(upstream alone)" if position == 0 else names.get(position or -1, ""),
+                                              [])
+        group.records.append(view)
+        index.setdefault(where, "#" + view.anchor)
+        index.setdefault(display(c.line.source), "#" + group.anchor)
+        index.setdefault("#mid:" + mid, "#" + group.anchor)
+    ordered = sorted(groups.values(), key=lambda g: (g.position is None, g.position or 0, g.materialization_id))
+    return ordered, index
+
+
+# ---------------------------------------------------------------------------------------------
+# Bisect
+
+
+@dataclass
+class BisectView:
+    mode: str
+    what: str
+    status_text: str
+    log: str
+    chart: str
+    verdict: str
+    series: str
+    table: list[dict[str, str]]
+
+
+def bisect_view(series: Series, work_dir: Path) -> BisectView | None:
+    """The bisect in ``work_dir/bisect`` (in progress or finished), or None when there is none."""
+    from materialize.bisect import session
+    from materialize.bisect.candidates import patch_names
+    from materialize.bisect.report import render
+    from materialize.bisect.state import StateStore, render_log
+    from materialize.bisect.stats import describe_rate
+    from materialize.site import svg
+
+    store = StateStore(work_dir)
+    if not store.exists():
+        return None
+    state = store.load()
+    step = session.decide(state)
+    names = patch_names(series)
+    table: list[dict[str, str]] = []
+    if state.mode == "gate" and step.posterior is not None:
+        post = step.posterior
+        probs = {int(c): float(p) for c, p in zip(post.culprits, post.probs, strict=True)}
+        bars = [svg.Bar(str(k), probs[k], f"position {k} {names.get(k, '')}: P(first bad) = {probs[k]:.3f}",
+                        "bar best" if k == step.culprit else "bar") for k in sorted(probs)]
+        chart = svg.bar_chart(bars, y_label="P(first bad patch)", x_label="series position (prefix length)",
+                              threshold=state.confidence, threshold_label=f"confidence {state.confidence:g}",
+                              chart_id="bisect-chart")
+        data = session.gate_data(state)
+        for k in range(state.good, state.bad + 1):
+            c = data.get(k)
+            table.append({"position": str(k), "patch": names.get(k, "(upstream alone)" if k == 0 else ""),
+                          "p": f"{probs[k]:.3f}" if k in probs else "-",
+                          "evidence": describe_rate(c.failures, c.requests, state.confidence) if c and c.requests
+                          else ("skipped" if k in state.skipped else "")})
+        what = f"gate {state.gate}"
+    else:
+        samples = session.metric_samples(state)
+        verdicts = step.metric.verdicts if step.metric else {}
+        good = sorted(samples.get(state.good, []))
+        band = None
+        if good:
+            med = good[len(good) // 2] if len(good) % 2 else (good[len(good) // 2 - 1] + good[len(good) // 2]) / 2
+            band = (med * (1 - state.threshold), med * (1 + state.threshold))
+        columns = []
+        for k in sorted(samples):
+            verdict = {state.good: "good", state.bad: "bad"}.get(k, verdicts.get(k, ""))
+            columns.append(svg.Column(str(k), samples[k], f"sample {verdict}".strip()))
+            table.append({"position": str(k), "patch": names.get(k, "(upstream alone)" if k == 0 else ""),
+                          "p": str(len(samples[k])), "evidence": verdict})
+        chart = svg.samples_chart(columns, band=band, y_label=state.metric or "metric",
+                                  x_label="series position (prefix length)",
+                                  band_label=f"noise band: good end's median ± {state.threshold * 100:g}%",
+                                  chart_id="bisect-chart")
+        what = f"metric {state.metric} ({state.direction} is better, band ±{state.threshold * 100:g}%)"
+    if step.status == "found":
+        verdict = f"position {step.culprit} {names.get(step.culprit or 0, '')} is the first bad patch"
+        if step.probability is not None:
+            verdict += f" (P={step.probability:.3f})"
+    elif step.status == "run":
+        verdict = "in progress: next " + ", ".join(f"position {p} x{r}" for p, r in step.runs)
+    else:
+        verdict = f"{step.status}: {step.message}"
+    return BisectView(mode=state.mode, what=what, status_text=render(state, step, names),
+                      log=render_log(state), chart=chart, verdict=verdict, series=display(state.series), table=table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Serving
+
+
+@dataclass
+class PlanView:
+    profile: str
+    path: str
+    description: str
+    error: str | None = None
+    plan: dict[str, Any] | None = None
+    argv: str = ""
+    plan_hash: str = ""
+
+
+@dataclass
+class PlanDiff:
+    a: str
+    b: str
+    lines: list[str]
+
+
+def serving(series: Series, source: Source, profiles_dir: Path) -> tuple[list[PlanView], list[PlanDiff]]:
+    """Each profile of this series: its plan (as ``serve plan`` derives it) and how the plans differ."""
+    import shlex
+
+    from materialize.serve.diff import diff_plans
+    from materialize.serve.plan import build_plan
+    from materialize.serve.profile import load_profile
+
+    views: list[PlanView] = []
+    if not profiles_dir.is_dir():
+        return views, []
+    for path in sorted(profiles_dir.glob("*.y*ml")):
+        try:
+            profile = load_profile(path)
+        except MaterializeError as exc:
+            views.append(PlanView(path.stem, display(path), "", error=str(exc)))
+            continue
+        if profile.series_path != series.path:
+            continue
+        view = PlanView(profile.name, display(path), profile.spec.description or "")
+        out_dir = source.out_dir
+        if out_dir is not None and profile.spec.launcher.sources == "mounts" and source.how.startswith("computed"):
+            out_dir = out_dir.with_name(out_dir.name + "-overlay")  # where serve would publish its overlay
+        try:
+            plan = build_plan(profile, series, source.manifest if not source.error else None,
+                              None if out_dir is None else Path(display(out_dir)), source.plugin_tree)
+        except MaterializeError as exc:
+            view.error = str(exc)
+        else:
+            data = plan.to_dict()
+            data["series"] = display(data["series"])
+            view.plan = data
+            view.argv = " ".join(shlex.quote(a) for a in plan.argv)
+            view.plan_hash = plan.hash()[:16]
+        views.append(view)
+    planned = [v for v in views if v.plan is not None]
+    diffs = [PlanDiff(a.profile, b.profile, diff_plans(a.plan or {}, b.plan or {}))
+             for i, a in enumerate(planned) for b in planned[i + 1:]]
+    return views, diffs
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    series: str
+    materialization_id: str | None
+    source: str
+    error: str | None
+    targets: list[dict[str, str]]
+    rows: list[PatchRow]
+    offline_note: str
+    groups: list[RecordGroup]
+    runs: list[str]
+    bisect: BisectView | None
+    work_dir: str
+    plans: list[PlanView]
+    plan_diffs: list[PlanDiff]
+    profiles_dir: str
+    generated: str | None
+
+
+def collect(series: Series, source: Source, *, runs: list[Path], work_dir: Path, profiles_dir: Path,
+            offline_path: Path, check_ids: bool = True, generated: str | None = None) -> Report:
+    """Everything the page shows; ``generated`` is a timestamp only when the user asked for one."""
+    offline, offline_note = read_offline(offline_path)
+    groups, index = evidence(series, runs, check_ids)
+    manifest = source.manifest or {}
+    targets = []
+    for name, spec in series.targets.items():  # as the series file declares them
+        info = manifest.get("targets", {}).get(name, {})
+        pin = spec.pin.model_dump()
+        label = pin.get("requirement") or pin.get("url") or pin.get("path") or ""
+        rev = pin.get("rev")
+        targets.append({"name": name, "pin": f"{pin['kind']}: {label}{'@' + rev if rev else ''}",
+                        "tree": str(info.get("tree", ""))[:12],
+                        "changed": str(len(info.get("changed", []))) if info else "-"})
+    plans, diffs = serving(series, source, profiles_dir)
+    return Report(
+        series=display(series.path), materialization_id=manifest.get("id"), source=source.how, error=source.error,
+        targets=targets, rows=series_rows(series, source, offline, index), offline_note=offline_note,
+        groups=groups, runs=[display(p) for p in runs], bisect=bisect_view(series, work_dir),
+        work_dir=display(work_dir), plans=plans, plan_diffs=diffs, profiles_dir=display(profiles_dir),
+        generated=generated,
+    )
+
