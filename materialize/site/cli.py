@@ -15,7 +15,7 @@ from materialize.errors import MaterializeError
 DEFAULT_SERIES = Path("series/default.yaml")
 DEFAULT_RUNS = Path("bench/runs")
 DEFAULT_PROFILES = Path("serve/profiles")
-DEFAULT_OFFLINE = Path("build/test-offline/results.json")
+DEFAULT_OFFLINE = Path("build/offline/results.json")
 DEFAULT_OUT = Path("build/report")
 
 

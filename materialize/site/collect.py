@@ -124,8 +124,7 @@ class PatchRow:
     removed: int
     why: str
     evidence: list[EvidenceLink]
-    offline: dict[str, str] | None  # arm -> "ok/total"; None: no recorded run
-    offline_ok: dict[str, bool]
+    offline: dict[str, dict[str, Any]] | None  # arm -> {"text": "ok/total", "ok": bool, "title"}; None: no run
     hunks: list[dict[str, Any]]
     diff: str  # the patch text (highlighted by the renderer)
     tests: list[str] = field(default_factory=list)
@@ -144,7 +143,14 @@ def line_counts(entry: PatchEntry) -> tuple[int, int]:
     return added, removed
 
 
-def series_rows(series: Series, source: Source, offline: dict[str, dict[str, list[bool]]] | None,
+def _arm_cell(counts: dict[str, int]) -> dict[str, Any]:
+    """One arm's cell: "ok/total", green only when every run met the arm's requirement."""
+    notes = [f"{counts[k]} {k}" for k in ("errored", "weak") if counts.get(k)]
+    return {"text": f"{counts['ok']}/{counts['total']}", "ok": counts["ok"] == counts["total"] and not counts["errored"],
+            "notes": ", ".join(notes)}
+
+
+def series_rows(series: Series, source: Source, offline: dict[str, dict[str, dict[str, int]]] | None,
                 evidence_index: dict[str, str]) -> list[PatchRow]:
     """One row per patch, in series order."""
     applied = {p["name"]: p for p in (source.manifest or {}).get("patches", [])}
@@ -172,9 +178,7 @@ def series_rows(series: Series, source: Source, offline: dict[str, dict[str, lis
             files=len(got.get("files", [])) + len(got.get("deleted", [])) if got else None,
             added=added, removed=removed, why=entry.spec.why.strip(),
             evidence=[_evidence_link(text, evidence_index) for text in entry.spec.evidence],
-            offline=None if results is None else {
-                arm: f"{sum(results[arm])}/{len(results[arm])}" for arm in ARMS if results.get(arm)},
-            offline_ok={arm: all(results[arm]) for arm in ARMS if results and results.get(arm)},
+            offline=None if results is None else {arm: _arm_cell(c) for arm, c in results.items()},
             hunks=hunks, diff=entry.read().decode("utf-8", "replace"), tests=list(entry.spec.tests),
         ))
     return rows
@@ -196,13 +200,15 @@ def _evidence_link(text: str, index: dict[str, str]) -> EvidenceLink:
 # Offline test results
 
 
-def read_offline(path: Path) -> tuple[dict[str, dict[str, list[bool]]] | None, str]:
-    """Per patch name, per arm, the outcome of each test, from the pytest plugin's JSON; or None and why.
+def read_offline(path: Path) -> tuple[dict[str, dict[str, dict[str, int]]] | None, str]:
+    """Per patch name, per arm, ``{"ok", "total", "errored", "weak"}`` from the offline plugin's JSON
+    (``build/offline/results.json``, shape in ast_tests/README.md "Results file"); or None and why.
 
-    Accepts the plugin's per-patch rows, each with a ``results`` list of ``{"arm", "ok"}``.
+    ``ok`` counts the runs that met their arm's requirement (a control is ok when it failed by its own
+    assertion). A patch the last run did not reach has no arms.
     """
     if not path.is_file():
-        return None, f"no recorded run ({display(path)} not found; run make test-offline)"
+        return None, f"no recorded run ({display(path)} not found; make test-offline writes it)"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -210,16 +216,33 @@ def read_offline(path: Path) -> tuple[dict[str, dict[str, list[bool]]] | None, s
     rows = data.get("patches") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         return None, f"no recorded run ({display(path)} has no 'patches' list)"
-    out: dict[str, dict[str, list[bool]]] = {}
+    out: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
             continue
-        arms: dict[str, list[bool]] = {}
-        for result in row.get("results", []):
-            if isinstance(result, dict) and result.get("arm") in ARMS:
-                arms.setdefault(result["arm"], []).append(bool(result.get("ok")))
+        arms: dict[str, dict[str, int]] = {}
+        given = row.get("arms")
+        if isinstance(given, dict):
+            for arm in ARMS:
+                counts = given.get(arm)
+                if isinstance(counts, dict) and counts.get("total"):
+                    arms[arm] = {k: int(counts.get(k) or 0) for k in ("ok", "total", "errored", "weak")}
+        else:  # counts from the individual runs
+            for result in row.get("results") or []:
+                if isinstance(result, dict) and result.get("arm") in ARMS:
+                    c = arms.setdefault(result["arm"], {"ok": 0, "total": 0, "errored": 0, "weak": 0})
+                    c["total"] += 1
+                    c["ok"] += bool(result.get("ok"))
+                    c["errored"] += result.get("outcome") == "errored"
+                    c["weak"] += bool(result.get("weak"))
         out[row["name"]] = arms
-    return out, f"from {display(path)}"
+    problems = data.get("problems") or []
+    how = f"last run recorded in {display(path)}"
+    if data.get("at"):
+        how += f" (--at {data['at']}, exit status {data.get('exitstatus', '?')})"
+    if problems:
+        how += f"; {len(problems)} problem(s): " + "; ".join(str(p) for p in problems[:3])
+    return out, how
 
 
 # ---------------------------------------------------------------------------------------------

@@ -161,14 +161,22 @@ def write_bisect(project: Project) -> None:
 
 
 def write_offline(project: Project) -> Path:
-    path = project.root / "build/test-offline/results.json"
+    """The offline plugin's results file, written by its own serializer (one patch ran: one control
+    test saw the patch, the other did not)."""
+    from materialize.offline.report import ArmResult, Ledger, results_json
+    from materialize.series import load_series
+
+    series = load_series(project.series)
+    ledger = Ledger()
+    row = ledger.row(1, "0001-sdpa-streaming", "tt-metal")
+    row.results += [ArmResult("test_a[patched]", "patched", ok=True),
+                    ArmResult("test_b[patched]", "patched", ok=True),
+                    ArmResult("test_a[control]", "control", ok=True, outcome="failed"),
+                    ArmResult("test_b[control]", "control", ok=False, outcome="passed")]
+    path = project.root / "build/offline/results.json"
     path.parent.mkdir(parents=True)
-    rows = [
-        {"position": 1, "name": "0001-sdpa-streaming", "target": "tt-metal",
-         "results": [{"test": "test_a", "arm": "patched", "ok": True}, {"test": "test_a", "arm": "control", "ok": True},
-                     {"test": "test_b", "arm": "patched", "ok": True}, {"test": "test_b", "arm": "control", "ok": False}]},
-    ]
-    path.write_text(json.dumps({"series": str(project.series), "patches": rows}))
+    path.write_text(results_json(ledger, series.patches, ["test_b[control] passed: it cannot see its patch"],
+                                 series=str(series.path), at="patch", tree_source="engine", exitstatus=1))
     return path
 
 

@@ -54,7 +54,8 @@ def test_series_rows_statuses_hunks_and_offline_results(project: Project) -> Non
     assert '<a href="#rec-bench-runs-prod-jsonl-1">bench/runs/prod.jsonl:1</a>' in row1
     assert 'class="missing" title="not in the ledger given to the report">bench/runs/missing.jsonl:9' in row1
     row4 = html.split('id="patch-0004-docs"', 1)[1].split("</tr>", 1)[0]
-    assert "no recorded run" in row4
+    assert '<td class="offline"><span class="dim">no tests</span></td>' in row4
+    assert "last run recorded in build/offline/results.json (--at patch, exit status 1); 1 problem(s)" in html
     # the diff is in the page, highlighted and escaped
     diff3 = html.split('id="diff-0003-scheduler-sync"', 1)[1].split("</tbody>", 1)[0]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in diff3 and '<div class="hl">' in diff3
@@ -149,7 +150,7 @@ def test_series_that_stops_applying_is_reported_not_fatal(project: Project) -> N
 
 
 def test_missing_inputs_are_said_plainly(project: Project) -> None:
-    (project.root / "build/test-offline/results.json").unlink()
+    (project.root / "build/offline/results.json").unlink()
     (project.root / "work/bisect/state.json").unlink()
     html = page(project, "--runs", "nowhere", "--profiles", "nothing")
     assert html.count("no recorded run") >= len(NAMES)
