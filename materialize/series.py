@@ -82,6 +82,8 @@ class PatchSpec(_Strict):
     max_fuzz: Annotated[int, Field(ge=0, le=3)] | None = None
     flag: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
     banner: str | None = None
+    banner_none_why: str | None = Field(default=None, description="with banner: none, why no log line can show "
+                                                                   "the flag engaged (serve records it as unobservable)")
     tests: list[str] = Field(default_factory=list)
     status: Literal["cleared", "held", "experimental"] = "experimental"
     evidence: list[str] = Field(default_factory=list)

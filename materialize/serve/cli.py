@@ -30,18 +30,26 @@ def _profile_path(ctx: click.Context, ref: str) -> Path:
 
 
 def _prepare(ctx: click.Context, ref: str, output_dir: Path | None = None, materialize: bool = True):
+    """Plan a profile. Writes nothing: no output is published and ``latest`` is never repointed."""
     from materialize.serve.up import prepare
 
-    return prepare(_profile_path(ctx, ref), materialize=materialize, manifest_dir=output_dir)
+    return prepare(_profile_path(ctx, ref), materialize=materialize, manifest_dir=output_dir,
+                   sources_dir=ctx.obj["sources"])
 
 
 @click.group("serve")
 @click.option("--profiles", "profiles_dir", type=click.Path(path_type=Path, file_okay=False), default=PROFILES_DIR,
               show_default=True, help="directory of serving profiles")
+@click.option("--sources-dir", "sources_dir", type=click.Path(path_type=Path, file_okay=False),
+              envvar="MATERIALIZE_SERVE_SOURCES", default=None,
+              help="durable, content-addressed home of served sources (default /var/lib/materialize/serve/"
+                   "sources; env MATERIALIZE_SERVE_SOURCES); `materialize gc` never touches it")
 @click.pass_context
-def serve_group(ctx: click.Context, profiles_dir: Path) -> None:
+def serve_group(ctx: click.Context, profiles_dir: Path, sources_dir: Path | None) -> None:
     """Serve the materialized source from a profile: plan, check, up, verify, install."""
-    ctx.obj = {"profiles": profiles_dir}
+    from materialize.serve.up import DEFAULT_SOURCES_DIR
+
+    ctx.obj = {"profiles": profiles_dir, "sources": (sources_dir or DEFAULT_SOURCES_DIR).absolute()}
 
 
 @serve_group.command("plan")
@@ -127,16 +135,23 @@ def check_cmd(ctx: click.Context, profiles: tuple[str, ...], no_materialize: boo
 @click.pass_context
 def up_cmd(ctx: click.Context, profile: str, ledger_dir: Path, log_dir: Path, once: bool) -> int:
     """Preflight, materialize, launch, require banners, run the gates, record the run."""
+    from materialize.series import load_series
     from materialize.serve import preflight
+    from materialize.serve.constraints import require_rules
     from materialize.serve.profile import load_profile
     from materialize.serve.up import prepare, serve_up
 
     path = _profile_path(ctx, profile)
-    checks = preflight.host_checks(load_profile(path))
+    loaded = load_profile(path)
+    # 1. the rules (cheap, and a broken profile is the answer whatever the host looks like) ...
+    require_rules(loaded, load_series(loaded.series_path))
+    # 2. ... then the host ...
+    checks = preflight.host_checks(loaded)
     for c in checks:
         click.echo(f"preflight {c.name}: {'ok' if c.ok else 'FAIL'}: {c.detail}")
     preflight.require(checks, Path(path).stem)
-    prep = prepare(path)
+    # 3. ... then materialize, plan (the rules again, now against the pinned tree) and launch.
+    prep = prepare(path, sources_dir=ctx.obj["sources"])
     result = serve_up(prep, log_dir=log_dir, ledger_dir=ledger_dir, echo=click.echo, keep_running=not once)
     click.echo(("ok: " if result.exit_code == 0 else "FAILED: ") + result.reason)
     return result.exit_code
@@ -149,17 +164,20 @@ def up_cmd(ctx: click.Context, profile: str, ledger_dir: Path, log_dir: Path, on
 @click.option("--container", help="the running container's name (reads docker inspect)")
 @click.option("--root", "unit_root", type=click.Path(path_type=Path, file_okay=False),
               help="also check the installed systemd unit under this root (use / for the live system)")
+@click.option("--log", "log", type=click.Path(path_type=Path, dir_okay=False),
+              help="the server's output, for the banners (default: the pid's stdout file, docker logs, or the "
+                   "unit's log under --root)")
 @manifest_option
 @click.pass_context
 def verify_cmd(ctx: click.Context, url: str | None, profile: str, pid: int | None, container: str | None,
-               unit_root: Path | None, output_dir: Path | None) -> int:
+               unit_root: Path | None, log: Path | None, output_dir: Path | None) -> int:
     """Check the rendered plan against the unit, the running process and live gate requests."""
     from materialize.serve.verify import verify
 
     if pid is not None and container is not None:
         raise click.UsageError("give --pid or --container, not both")
     plan = _prepare(ctx, profile, output_dir).plan
-    checks = verify(plan, url=url, pid=pid, container=container, unit_root=unit_root)
+    checks = verify(plan, url=url, pid=pid, container=container, unit_root=unit_root, log=log)
     for c in checks:
         click.echo(c.line())
     bad = [c for c in checks if not c.ok]
@@ -176,16 +194,42 @@ def verify_cmd(ctx: click.Context, url: str | None, profile: str, pid: int | Non
 @click.pass_context
 def install_cmd(ctx: click.Context, profile: str, systemd: bool, root: Path, output_dir: Path | None) -> int:
     """Write a durable unit + env file from the plan (no runtime-only overrides)."""
-    from materialize.serve.install import install_systemd
+    from materialize.serve.install import install_prepared
 
     if not systemd:
         raise click.UsageError("say what to install: --systemd")
-    plan = _prepare(ctx, profile, output_dir).plan
-    for path in install_systemd(plan, root):
+    prep = _prepare(ctx, profile, output_dir)
+    plan = prep.plan
+    for path in install_prepared(prep, root):
         click.echo(f"wrote {path}")
     click.echo(f"plan {plan.hash()[:16]}; check it later with: materialize serve verify --profile {plan.profile} "
                f"--root {root}")
     return 0
+
+
+@serve_group.command("boot-check")
+@click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False, exists=False))
+@click.option("--pre", is_flag=True, help="before the start: only check that every source the plan needs exists")
+@click.option("--log", "log", type=click.Path(path_type=Path, dir_okay=False), help="this start's server output")
+def boot_check_cmd(plan_file: Path, pre: bool, log: Path | None) -> int:
+    """Run by the installed unit (ExecStartPre / ExecStartPost): fail the service closed."""
+    from materialize.serve.bootcheck import boot_check, check_sources, load_plan
+
+    if not plan_file.is_file():
+        click.echo(f"FAILED: {plan_file} is missing: the unit cannot know what it was installed to serve")
+        return 1
+    plan = load_plan(plan_file)
+    if pre:
+        missing = check_sources(plan)
+        if missing:
+            click.echo(f"FAILED: {len(missing)} source(s) missing (was the content-addressed folder removed?): "
+                       + ", ".join(missing[:5]))
+            return 1
+        click.echo(f"ok: {len(plan.mounts)} mount source(s) present for materialization {plan.materialization_id}")
+        return 0
+    result = boot_check(plan, log, echo=click.echo)
+    click.echo(("ok: " if result.ok else "FAILED: ") + result.reason)
+    return 0 if result.ok else 1
 
 
 def _shell_word(word: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from materialize.errors import SeriesError
 from materialize.series import PatchEntry, Series
-from materialize.serve.profile import Profile
+from materialize.serve.profile import Profile, ProfileError, parse_rate, rule_of_three
 from materialize.tree import Tree, read_text
 
 _FLAG_SHAPE = str.isupper
@@ -75,6 +75,21 @@ PARSER_ROUTES_BY_FLAG: dict[str, dict[str, str]] = {
     "QWEN36_HERMES_AS_QWEN3_XML": {"hermes": "Qwen3EngineToolParser"},
 }
 REGISTRY_FILE = "vllm/tool_parsers/__init__.py"
+BANNER_NONE = "none"
+# Every vLLM option the plan renders from the profile's typed fields. ``vllm.extra_args`` may not name
+# any of them (argparse lets the last value win, so ``extra_args: [--tool-call-parser, hermes]`` would
+# override the value the rules checked), nor ``--config`` (a YAML file of options nobody checks).
+MANAGED_VLLM_OPTIONS = frozenset({
+    "--model", "--served-model-name", "--host", "--port", "--max-model-len", "--tensor-parallel-size",
+    "--block-size", "--max-num-seqs", "--enable-prefix-caching", "--mamba-cache-mode", "--mamba-block-size",
+    "--async-scheduling", "--enable-auto-tool-choice", "--tool-call-parser", "--override-tt-config",
+    "--config", "--tool-parser-plugin",
+})
+# ``docker run`` options the plan owns: the environment, mounts, devices, name and lifetime.
+MANAGED_DOCKER_OPTIONS = frozenset({
+    "-e", "--env", "--env-file", "-v", "--volume", "--mount", "--device", "--device-cgroup-rule", "--name",
+    "--rm", "--init", "--entrypoint", "-d", "--detach", "--privileged", "--volumes-from",
+})
 STABLE_DEVICE_MARKERS = ("/by-id/", "/by-path/")
 
 
@@ -194,6 +209,9 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
                     problems.append(_v(profile, rule.id, _where_fact(profile, key),
                                        f"{trigger} requires {key}={want!r} (have {have!r}): {rule.why}"))
 
+    problems.extend(_banners(profile, series))
+    problems.extend(_format(profile))
+    problems.extend(_unmanaged_args(profile))
     problems.extend(_block_sizes(profile))
     problems.extend(_parser(profile, plugin_tree, env))
     problems.extend(_gates(profile))
@@ -202,6 +220,56 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
             problems.append(_v(profile, "devices-by-stable-id", profile.where("devices", index),
                                f"{device} is not a stable path; numeric nodes are renumbered by a reset "
                                f"(tt-smi -r). Use /dev/tenstorrent/by-id/..."))
+    return problems
+
+
+def require_rules(profile: Profile, series: Series, plugin_tree: Tree | None = None) -> None:
+    """Raise ProfileError listing every violation (what ``plan`` and ``up`` do before anything else)."""
+    violations = check_profile(profile, series, plugin_tree)
+    if violations:
+        raise ProfileError("profile breaks serving rules:\n  " + "\n  ".join(str(v) for v in violations))
+
+
+def managed_option(word: str, managed: frozenset[str]) -> str | None:
+    """The managed option ``word`` would set, if any: ``--x=v``, ``--x_y``, ``--no-x`` and argparse's
+    unambiguous abbreviations (``--tool-call-pars``) all count."""
+    if not word.startswith("-"):
+        return None
+    name = word.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    candidates = {name}
+    if name.startswith("--no-"):
+        candidates.add("--" + name[5:])
+    for candidate in candidates:
+        if candidate in managed:
+            return candidate
+        if candidate.startswith("--") and len(candidate) > 3:
+            hits = [m for m in managed if m.startswith(candidate)]
+            if hits:
+                return sorted(hits)[0]
+    if not name.startswith("--") and len(name) > 2:  # -eFOO=1, -v/a:/b
+        short = name[:2]
+        if short in managed:
+            return short
+    return None
+
+
+def _unmanaged_args(profile: Profile) -> list[Violation]:
+    """extra_args / docker_args may add options, never re-set one the plan renders from checked fields."""
+    problems = []
+    for index, word in enumerate(profile.spec.vllm.extra_args):
+        hit = managed_option(word, MANAGED_VLLM_OPTIONS)
+        if hit:
+            problems.append(_v(profile, "extra-args-not-managed", profile.where("vllm", "extra_args", index),
+                               f"{word!r} sets {hit}, which the plan renders from the profile's fields (and the "
+                               f"rules check); argparse lets the last value win, so set it there instead"))
+    for index, word in enumerate(profile.spec.launcher.docker_args):
+        hit = managed_option(word, MANAGED_DOCKER_OPTIONS)
+        if hit:
+            problems.append(_v(profile, "docker-args-not-managed", profile.where("launcher", "docker_args", index),
+                               f"{word!r} is docker's {hit}: the environment, mounts, devices and the container's "
+                               f"name and lifetime come from the plan (enable / env / devices), never by hand"))
     return problems
 
 
@@ -223,14 +291,39 @@ def _block_sizes(profile: Profile) -> list[Violation]:
     return []
 
 
+def derived_format(profile: Profile) -> tuple[str | None, str]:
+    """The tool-call format the model emits (from the model or the pinned table), never the profile's say."""
+    from materialize.serve.models import model_format
+
+    found = model_format(profile.spec.model.path)
+    return found.format, found.source
+
+
+def _format(profile: Profile) -> list[Violation]:
+    """The format must be known, and a declared one must agree with it (issue 14.5)."""
+    model = profile.spec.model
+    fmt, source = derived_format(profile)
+    where = profile.where("model", "tool_call_format") if model.tool_call_format else profile.where("model", "path")
+    if fmt is None:
+        return [_v(profile, "tool-call-format-from-model", where,
+                   f"cannot tell which tool-call format {model.path} emits: {source}; serve a local model "
+                   f"directory with its chat template, or add the model with evidence to the pinned table")]
+    if model.tool_call_format is not None and model.tool_call_format != fmt:
+        return [_v(profile, "tool-call-format-from-model", where,
+                   f"the profile declares {model.tool_call_format} but {model.path} emits {fmt} ({source}); "
+                   f"the format comes from the model, not the profile")]
+    return []
+
+
 def _parser(profile: Profile, plugin_tree: Tree | None, env: Mapping[str, str]) -> list[Violation]:
     model, vllm = profile.spec.model, profile.spec.vllm
     where = profile.where("vllm", "tool_call_parser") if vllm.tool_call_parser else profile.where("vllm")
-    if model.tool_call_format == "none":
+    fmt, _ = derived_format(profile)
+    if fmt in (None, "none"):
         return []
     if not vllm.tool_call_parser:
         return [_v(profile, "tool-call-parser-matches-model", where,
-                   f"model {model.path} emits {model.tool_call_format} tool calls but no tool_call_parser is set")]
+                   f"model {model.path} emits {fmt} tool calls but no tool_call_parser is set")]
     registry, source = parser_registry(plugin_tree)
     for flag, routes in PARSER_ROUTES_BY_FLAG.items():
         if env.get(flag) == "1" and any(name in registry for name in routes):
@@ -244,25 +337,109 @@ def _parser(profile: Profile, plugin_tree: Tree | None, env: Mapping[str, str]) 
     parses = PARSER_CLASS_FORMAT.get(cls)
     if parses is None:
         return [_v(profile, "tool-call-parser-matches-model", where,
-                   f"parser {vllm.tool_call_parser!r} ({cls}) has no known format; cannot show it parses "
-                   f"{model.tool_call_format}")]
-    if parses != model.tool_call_format:
+                   f"parser {vllm.tool_call_parser!r} ({cls}) has no known format; cannot show it parses {fmt}")]
+    if parses != fmt:
         return [_v(profile, "tool-call-parser-matches-model", where,
                    f"parser {vllm.tool_call_parser!r} ({cls}) parses {parses} but model {model.path} emits "
-                   f"{model.tool_call_format}: tool calls would come back empty when streamed")]
+                   f"{fmt}: tool calls would come back empty when streamed")]
     return []
+
+
+TOOL_GATES = ("tool_call_stream", "tool_call_nonstream")
+
+
+def resolved_gates(profile: Profile) -> list[dict[str, Any]]:
+    """Each gate with its request count and concurrency made concrete (what the plan runs).
+
+    A tool-call gate sends ceil(3/r) requests for the profile's ``max_failure_rate`` r (0 failures in
+    that many bound the rate below r at ~95%), at the profile's concurrency (``vllm.max_num_seqs``):
+    the seeds' stale-slot defect failed 1 of 32 *concurrent* requests and no serial one."""
+    spec = profile.spec
+    rate = parse_rate(spec.max_failure_rate) if spec.max_failure_rate is not None else None
+    out = []
+    for gate in spec.gates:
+        tool = gate.name in TOOL_GATES
+        needed = rule_of_three(rate) if (tool and rate is not None) else 1
+        concurrency = gate.concurrency or (spec.vllm.max_num_seqs if tool else None) or 1
+        out.append({"name": gate.name, "requests": max(gate.requests or 0, needed), "concurrency": concurrency,
+                    "timeout_s": gate.timeout_s,
+                    "max_failure_rate": str(spec.max_failure_rate) if (tool and rate is not None) else None})
+    return out
 
 
 def _gates(profile: Profile) -> list[Violation]:
-    """A model that emits tool calls must be gated on them, streamed and not (seed 000)."""
-    if profile.spec.model.tool_call_format == "none":
+    """A model that emits tool calls is gated on them, streamed and not (seed 000), with enough requests
+    to rule out the declared failure rate, at the profile's concurrency (seed 001, issue 14.4)."""
+    fmt, _ = derived_format(profile)
+    if fmt in (None, "none"):
         return []
-    names = {g.name for g in profile.spec.gates}
-    missing = [g for g in ("models", "tool_call_stream", "tool_call_nonstream") if g not in names]
+    spec = profile.spec
+    names = {g.name for g in spec.gates}
+    missing = [g for g in ("models", *TOOL_GATES) if g not in names]
+    problems = []
     if missing:
-        return [_v(profile, "tool-call-gates-required", profile.where("gates"),
-                   f"gates {', '.join(missing)} missing: a healthy server can still return empty tool calls")]
-    return []
+        problems.append(_v(profile, "tool-call-gates-required", profile.where("gates"),
+                           f"gates {', '.join(missing)} missing: a healthy server can still return empty tool calls"))
+    if spec.max_failure_rate is None:
+        problems.append(_v(profile, "gates-sized-by-failure-rate", profile.where("gates"),
+                           "no max_failure_rate: say which intermittent failure rate the gates must rule out "
+                           "(e.g. 1/128, the seeds' argmax+prefix defect); the request count follows from it"))
+        return problems
+    rate = parse_rate(spec.max_failure_rate)
+    needed = rule_of_three(rate)
+    for index, gate in enumerate(spec.gates):
+        if gate.name not in TOOL_GATES:
+            continue
+        if gate.requests is not None and gate.requests < needed:
+            problems.append(_v(profile, "gates-sized-by-failure-rate", profile.where("gates", index, "requests"),
+                               f"gate {gate.name}: {gate.requests} requests bound the rate only below "
+                               f"{3 / gate.requests:.2%}; max_failure_rate {spec.max_failure_rate} needs "
+                               f"ceil(3/r) = {needed}"))
+        seqs = spec.vllm.max_num_seqs or 1
+        if gate.concurrency is not None and gate.concurrency < seqs:
+            problems.append(_v(profile, "gates-at-profile-concurrency", profile.where("gates", index, "concurrency"),
+                               f"gate {gate.name}: concurrency {gate.concurrency} below max_num_seqs {seqs}; "
+                               f"a defect that shows only under concurrency would pass"))
+    return problems
+
+
+def _banners(profile: Profile, series: Series) -> list[Violation]:
+    """Every flag has a banner, or ``banner: none`` with a reason; flag and banner occur in the patch's
+    added lines, so a typo in the series is caught offline rather than on hardware (issue 14.3)."""
+    problems = []
+    for patch in series.patches:
+        if not patch.flag:
+            continue
+        where = f"{series.path}:{patch.line}"
+        if patch.banner is None:
+            problems.append(_v(profile, "flag-needs-banner", where,
+                               f"patch {patch.name}: flag {patch.flag} has no banner, so nothing can show it "
+                               f"engaged; add the log line it prints, or banner: none with banner_none_why"))
+            continue
+        if patch.banner == BANNER_NONE and not (patch.spec.banner_none_why or "").strip():
+            problems.append(_v(profile, "flag-needs-banner", where,
+                               f"patch {patch.name}: banner: none needs banner_none_why (why no log line can "
+                               f"show {patch.flag} engaged)"))
+        try:
+            added = added_text(patch.read())
+        except SeriesError as exc:
+            problems.append(_v(profile, "flag-and-banner-in-patch", where, str(exc)))
+            continue
+        if patch.flag not in added:
+            problems.append(_v(profile, "flag-and-banner-in-patch", where,
+                               f"patch {patch.name}: flag {patch.flag} occurs in none of the lines it adds "
+                               f"({patch.path}); the code reads another name"))
+        if patch.banner != BANNER_NONE and patch.banner not in added:
+            problems.append(_v(profile, "flag-and-banner-in-patch", where,
+                               f"patch {patch.name}: banner {patch.banner!r} occurs in none of the lines it "
+                               f"adds ({patch.path}); the log would never show it"))
+    return problems
+
+
+def added_text(patch_bytes: bytes) -> str:
+    """The lines a unified diff adds (without the leading ``+``), joined by newlines."""
+    lines = patch_bytes.decode("utf-8", "replace").splitlines()
+    return "\n".join(line[1:] for line in lines if line.startswith("+") and not line.startswith("+++"))
 
 
 def _where_fact(profile: Profile, key: str) -> str:

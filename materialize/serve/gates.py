@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,42 @@ WEATHER_TOOL = {
         },
     },
 }
-TOOL_PROMPT = "What is the weather in Prague right now? Use the get_weather tool."
+LOOKUP_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup_record",
+        "description": "Fetch one record by its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {"record_id": {"type": "string", "description": "Record id, e.g. R0000"}},
+            "required": ["record_id"],
+        },
+    },
+}
+TOOLS = [WEATHER_TOOL, LOOKUP_TOOL]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One fixed request and the one tool call a correct server returns for it."""
+
+    text: str
+    name: str
+    arguments: dict[str, Any]
+
+
+# The fixed prompt set (seeds 000 and 002 used exactly the first two). Requests cycle through it, so
+# concurrent requests ask different things: a server that hands one request another's answer (the
+# seeds' stale-slot defect) returns a *wrong* call, which "a tool call parsed" alone would pass.
+PROMPTS: tuple[Prompt, ...] = (
+    Prompt("What is the weather in Prague right now? Use the get_weather tool.", "get_weather", {"city": "Prague"}),
+    Prompt("Look up record R0000 with the lookup_record tool.", "lookup_record", {"record_id": "R0000"}),
+    Prompt("What is the weather in Oslo right now? Use the get_weather tool.", "get_weather", {"city": "Oslo"}),
+    Prompt("Look up record R0042 with the lookup_record tool.", "lookup_record", {"record_id": "R0042"}),
+    Prompt("What is the weather in Brno right now? Use the get_weather tool.", "get_weather", {"city": "Brno"}),
+    Prompt("Look up record R1337 with the lookup_record tool.", "lookup_record", {"record_id": "R1337"}),
+)
+TOOL_PROMPT = PROMPTS[0].text
 
 
 @dataclass
@@ -43,6 +79,7 @@ class GateResult:
     failures: int
     details: list[str] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
+    concurrency: int = 1
 
     @property
     def passed(self) -> bool:
@@ -57,6 +94,16 @@ class GateResult:
         return 3.0 / self.requests if self.failures == 0 and self.requests else None
 
 
+def describe(g: GateResult) -> str:
+    """One line per gate, with the failure-rate bound the run actually achieved."""
+    bound = g.upper_bound()
+    achieved = (f"failure rate < {bound:.2%} at 95% (rule of three, 0/{g.requests})" if bound is not None
+                else f"{g.failures}/{g.requests} failed")
+    last = g.details[-1] if g.details else ""
+    return (f"gate {g.name}: {g.requests - g.failures}/{g.requests} passed at concurrency {g.concurrency}; "
+            f"{achieved}; {last}")
+
+
 @dataclass
 class Observation:
     """What one request really returned, for the verdict and for the message."""
@@ -65,11 +112,11 @@ class Observation:
     detail: str
 
 
-def chat_request(model: str, stream: bool) -> dict[str, Any]:
+def chat_request(model: str, stream: bool, prompt: Prompt = PROMPTS[0]) -> dict[str, Any]:
     return {
         "model": model,
-        "messages": [{"role": "user", "content": TOOL_PROMPT}],
-        "tools": [WEATHER_TOOL],
+        "messages": [{"role": "user", "content": prompt.text}],
+        "tools": TOOLS,
         "tool_choice": "auto",
         "temperature": 0,
         "max_tokens": 256,
@@ -77,20 +124,21 @@ def chat_request(model: str, stream: bool) -> dict[str, Any]:
     }
 
 
-def judge_tool_calls(calls: list[dict[str, Any]], content: str, offered: Iterable[str]) -> tuple[bool, str]:
-    """Pass iff at least one call names an offered tool with JSON-object arguments and content holds
-    no raw tool-call markup."""
-    offered = set(offered)
+def judge_tool_calls(calls: list[dict[str, Any]], content: str, expected: Prompt) -> tuple[bool, str]:
+    """Pass iff there is exactly the expected call (name and JSON-object arguments equal to the expected
+    ones) and content holds no raw tool-call markup."""
     problems: list[str] = []
     leaked = [m for m in RAW_MARKUP if m in content]
     if leaked:
         problems.append(f"raw {leaked[0]} in content (the parser did not match)")
     if not calls:
         problems.append("no parsed tool_calls")
+    elif len(calls) > 1:
+        problems.append(f"{len(calls)} tool calls, expected one")
     for i, call in enumerate(calls):
         name = call.get("name") or ""
-        if name not in offered:
-            problems.append(f"tool call {i}: name {name!r} is not an offered tool")
+        if name != expected.name:
+            problems.append(f"tool call {i}: name {name!r}, expected {expected.name!r}")
         try:
             args = json.loads(call.get("arguments") or "")
         except json.JSONDecodeError:
@@ -98,23 +146,22 @@ def judge_tool_calls(calls: list[dict[str, Any]], content: str, offered: Iterabl
             continue
         if not isinstance(args, dict) or not args:
             problems.append(f"tool call {i}: arguments {call.get('arguments')!r} are not a non-empty object")
+        elif args != expected.arguments:
+            problems.append(f"tool call {i}: arguments {args} are not the expected {expected.arguments}")
     summary = ", ".join(f"{c.get('name')}({c.get('arguments')})" for c in calls) or "none"
     if problems:
-        return False, "; ".join(problems) + f" [calls: {summary}; content {len(content)} chars]"
+        return False, "; ".join(problems) + f" [asked: {expected.text!r}; calls: {summary}; content {len(content)} chars]"
     return True, f"parsed {summary}"
 
 
-def parse_sse(lines: Iterable[str]) -> tuple[list[dict[str, Any]], bool]:
-    """The JSON events of an SSE stream, and whether the ``[DONE]`` terminator was seen."""
+def sse_events(source: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The JSON events of an SSE stream (framing by httpx-sse), and whether ``[DONE]`` was seen."""
     events: list[dict[str, Any]] = []
-    for raw in lines:
-        line = raw.strip()
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
+    for sse in source.iter_sse():
+        if sse.data == "[DONE]":
             return events, True
-        events.append(json.loads(payload))
+        if sse.data:
+            events.append(json.loads(sse.data))
     return events, False
 
 
@@ -143,7 +190,7 @@ def assemble_stream(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return [calls[i] for i in sorted(calls)], "".join(content), deltas, finish
 
 
-def gate_models(client: httpx.Client, model: str) -> Observation:
+def gate_models(client: httpx.Client, model: str, prompt: Prompt | None = None) -> Observation:
     resp = client.get("/v1/models")
     if resp.status_code != 200:
         return Observation(False, f"GET /v1/models -> HTTP {resp.status_code}")
@@ -153,25 +200,28 @@ def gate_models(client: httpx.Client, model: str) -> Observation:
     return Observation(True, f"{model} listed")
 
 
-def gate_tool_call_stream(client: httpx.Client, model: str) -> Observation:
-    with client.stream("POST", "/v1/chat/completions", json=chat_request(model, stream=True)) as resp:
-        if resp.status_code != 200:
-            resp.read()
-            return Observation(False, f"streamed chat -> HTTP {resp.status_code}: {resp.text[:200]}")
-        events, done = parse_sse(resp.iter_lines())
+def gate_tool_call_stream(client: httpx.Client, model: str, prompt: Prompt = PROMPTS[0]) -> Observation:
+    from httpx_sse import connect_sse
+
+    with connect_sse(client, "POST", "/v1/chat/completions", json=chat_request(model, True, prompt)) as source:
+        if source.response.status_code != 200:
+            source.response.read()
+            return Observation(False, f"streamed chat -> HTTP {source.response.status_code}: "
+                                      f"{source.response.text[:200]}")
+        events, done = sse_events(source)
     try:
         calls, content, deltas, finish = assemble_stream(events)
     except ValueError as exc:
         return Observation(False, str(exc))
-    ok, why = judge_tool_calls(calls, content, [WEATHER_TOOL["function"]["name"]])
+    ok, why = judge_tool_calls(calls, content, prompt)
     if not done:
         ok, why = False, why + "; stream ended without [DONE]"
     shape = f"{len(events)} chunks, {len(content)} content chars, {deltas} tool-call deltas, finish_reason={finish}"
     return Observation(ok, f"{why} ({shape})")
 
 
-def gate_tool_call_nonstream(client: httpx.Client, model: str) -> Observation:
-    resp = client.post("/v1/chat/completions", json=chat_request(model, stream=False))
+def gate_tool_call_nonstream(client: httpx.Client, model: str, prompt: Prompt = PROMPTS[0]) -> Observation:
+    resp = client.post("/v1/chat/completions", json=chat_request(model, False, prompt))
     if resp.status_code != 200:
         return Observation(False, f"chat -> HTTP {resp.status_code}: {resp.text[:200]}")
     choices = resp.json().get("choices") or []
@@ -182,28 +232,37 @@ def gate_tool_call_nonstream(client: httpx.Client, model: str) -> Observation:
         {"name": (tc.get("function") or {}).get("name", ""), "arguments": (tc.get("function") or {}).get("arguments", "")}
         for tc in message.get("tool_calls") or []
     ]
-    ok, why = judge_tool_calls(calls, message.get("content") or "", [WEATHER_TOOL["function"]["name"]])
+    ok, why = judge_tool_calls(calls, message.get("content") or "", prompt)
     return Observation(ok, f"{why} (finish_reason={choices[0].get('finish_reason')})")
 
 
-GATES: dict[str, Callable[[httpx.Client, str], Observation]] = {
+GATES: dict[str, Callable[..., Observation]] = {
     "models": gate_models,
     "tool_call_stream": gate_tool_call_stream,
     "tool_call_nonstream": gate_tool_call_nonstream,
 }
 
 
-def run_gate(client: httpx.Client, name: str, model: str, requests: int = 1) -> GateResult:
-    """Send ``requests`` requests; a transport error is a failure of that request, never a skip."""
-    result = GateResult(name=name, requests=0, failures=0)
-    check = GATES[name]
-    for _ in range(requests):
-        start = time.monotonic()
-        try:
-            obs = check(client, model)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            obs = Observation(False, f"{type(exc).__name__}: {exc}")
-        result.latencies_s.append(time.monotonic() - start)
+def _one(client: httpx.Client, name: str, model: str, index: int) -> tuple[Observation, float]:
+    """Request number ``index`` of a gate; a transport error is a failure of that request, never a skip."""
+    start = time.monotonic()
+    try:
+        obs = GATES[name](client, model, PROMPTS[index % len(PROMPTS)])
+    except Exception as exc:  # noqa: BLE001 - any error of one request is that request's failure
+        obs = Observation(False, f"{type(exc).__name__}: {exc}")
+    return obs, time.monotonic() - start
+
+
+def run_gate(client: httpx.Client, name: str, model: str, requests: int = 1, concurrency: int = 1) -> GateResult:
+    """Send ``requests`` requests, ``concurrency`` in flight at a time, cycling through the prompt set."""
+    result = GateResult(name=name, requests=0, failures=0, concurrency=max(1, concurrency))
+    if result.concurrency == 1:
+        outcomes = [_one(client, name, model, i) for i in range(requests)]
+    else:
+        with ThreadPoolExecutor(max_workers=result.concurrency) as pool:
+            outcomes = list(pool.map(lambda i: _one(client, name, model, i), range(requests)))
+    for obs, latency in outcomes:
+        result.latencies_s.append(latency)
         result.requests += 1
         if not obs.ok:
             result.failures += 1
@@ -217,6 +276,8 @@ def run_gates(base_url: str, model: str, gates: list[dict[str, Any]], timeout_s:
     results = []
     for gate in gates:
         timeout = timeout_s or float(gate.get("timeout_s", 300.0))
-        with httpx.Client(base_url=base_url, timeout=timeout, trust_env=False) as client:
-            results.append(run_gate(client, gate["name"], model, int(gate.get("requests", 1))))
+        concurrency = int(gate.get("concurrency") or 1)
+        limits = httpx.Limits(max_connections=max(concurrency, 1) + 2)
+        with httpx.Client(base_url=base_url, timeout=timeout, trust_env=False, limits=limits) as client:
+            results.append(run_gate(client, gate["name"], model, int(gate.get("requests") or 1), concurrency))
     return results

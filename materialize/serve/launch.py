@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,27 +100,33 @@ class Readiness:
     reason: str
 
 
-def wait_ready(running: Running, timeout_s: float, poll_s: float = 1.0) -> Readiness:
-    """Poll ``/v1/models`` until it answers 200, the server exits, or ``timeout_s`` passes."""
+def poll_ready(url: str, timeout_s: float, poll_s: float = 1.0,
+               exited: Callable[[], int | None] = lambda: None, started: float | None = None) -> Readiness:
+    """Poll ``url/v1/models`` until it answers 200, ``exited()`` reports an exit code, or ``timeout_s``
+    passes. Used by ``serve up`` (which owns the process) and by the unit's boot check (which does not)."""
+    started = time.monotonic() if started is None else started
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
-    with httpx.Client(base_url=running.plan.url, timeout=min(5.0, max(poll_s, 0.5)), trust_env=False) as client:
+    with httpx.Client(base_url=url, timeout=min(5.0, max(poll_s, 0.5)), trust_env=False) as client:
         while True:
-            code = running.exit_code()
+            code = exited()
             if code is not None:
-                return Readiness(False, time.monotonic() - running.started,
-                                 f"server exited with code {code} before it was ready")
+                return Readiness(False, time.monotonic() - started, f"server exited with code {code} before it was ready")
             try:
                 resp = client.get("/v1/models")
                 if resp.status_code == 200:
-                    return Readiness(True, time.monotonic() - running.started, "GET /v1/models -> 200")
+                    return Readiness(True, time.monotonic() - started, "GET /v1/models -> 200")
                 last = f"GET /v1/models -> HTTP {resp.status_code}"
             except httpx.HTTPError as exc:
                 last = f"{type(exc).__name__}"
             if time.monotonic() >= deadline:
-                return Readiness(False, time.monotonic() - running.started,
-                                 f"not ready within {timeout_s:g}s (last: {last})")
+                return Readiness(False, time.monotonic() - started, f"not ready within {timeout_s:g}s (last: {last})")
             time.sleep(poll_s)
+
+
+def wait_ready(running: Running, timeout_s: float, poll_s: float = 1.0) -> Readiness:
+    """Poll the started server until it is ready, exits, or ``timeout_s`` passes."""
+    return poll_ready(running.plan.url, timeout_s, poll_s, running.exit_code, running.started)
 
 
 def banners_seen(log_text: str, banners: list[Banner]) -> tuple[list[Banner], list[Banner]]:

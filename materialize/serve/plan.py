@@ -17,8 +17,14 @@ from typing import Any
 
 from materialize.errors import MaterializeError
 from materialize.series import Series
-from materialize.serve.constraints import check_profile, resolve_enabled, server_env
-from materialize.serve.profile import Profile, ProfileError
+from materialize.serve.constraints import (
+    BANNER_NONE,
+    require_rules,
+    resolve_enabled,
+    resolved_gates,
+    server_env,
+)
+from materialize.serve.profile import Profile
 from materialize.tree import Tree
 
 PLAN_FORMAT = 1
@@ -68,12 +74,25 @@ class Plan:
     readiness: dict[str, float]
     gates: list[dict[str, Any]]
     stop_timeout_s: int
+    docker_args: list[str] = field(default_factory=list)
     disabled_flags: list[str] = field(default_factory=list)
+    unobservable: list[dict[str, str]] = field(default_factory=list)
+    sources: str | None = None
     format: int = PLAN_FORMAT
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """The inverse of ``to_dict`` (what the installed unit's boot check reads back)."""
+        if data.get("format") != PLAN_FORMAT:
+            raise PlanError(f"plan format {data.get('format')!r} is not {PLAN_FORMAT}; install again")
+        fields = dict(data)
+        fields["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
+        fields["banners"] = [Banner(**b) for b in data.get("banners", [])]
+        return cls(**fields)
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, two-space indent, trailing newline. Diffable and hashable."""
@@ -152,9 +171,7 @@ def build_plan(
     plugin_tree: Tree | None = None,
 ) -> Plan:
     """Derive the plan; refuses (fail closed) on any rule violation or manifest mismatch."""
-    violations = check_profile(profile, series, plugin_tree)
-    if violations:
-        raise ProfileError("profile breaks serving rules:\n  " + "\n  ".join(str(v) for v in violations))
+    require_rules(profile, series, plugin_tree)
     enabled, _ = resolve_enabled(profile, series)
     spec = profile.spec
     env = server_env(profile, enabled)
@@ -210,15 +227,20 @@ def build_plan(
         env=env,
         mounts=mounts,
         devices=list(spec.devices),
-        banners=[Banner(patch=p.name, flag=p.flag or "", banner=p.banner) for p in enabled if p.banner],
+        banners=[Banner(patch=p.name, flag=p.flag or "", banner=p.banner) for p in enabled
+                 if p.banner and p.banner != BANNER_NONE],
         served_model=spec.model.served_name,
         url=f"http://{_connect_host(spec.server.host)}:{spec.server.port}",
         readiness=spec.readiness.model_dump(),
-        gates=[g.model_dump() for g in spec.gates],
+        gates=resolved_gates(profile),
         stop_timeout_s=launcher.stop_timeout_s,
+        docker_args=list(launcher.docker_args),
+        sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,
         disabled_flags=sorted({p.flag for p in series.patches if p.flag and p not in enabled}),
-        notes=notes + [f"{p.name}: flag {p.flag} has no banner; engagement cannot be observed"
-                       for p in enabled if not p.banner],
+        unobservable=[{"flag": p.flag or "", "patch": p.name, "reason": p.spec.banner_none_why or ""}
+                      for p in enabled if p.banner == BANNER_NONE],
+        notes=notes + [f"{p.name}: flag {p.flag} declares banner: none ({p.spec.banner_none_why}); its engagement "
+                       f"cannot be observed and the run record says so" for p in enabled if p.banner == BANNER_NONE],
     )
 
 

@@ -66,9 +66,12 @@ def check_devices(devices: list[str]) -> list[Check]:
 
 
 def check_port(host: str, port: int) -> Check:
+    """Can the server bind its port? Bound the way uvicorn binds (SO_REUSEADDR), so the TIME_WAIT
+    connections a stopped server leaves for a minute do not read as "in use"; a listener does."""
     bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host
     family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((bind_host, port))
         except OSError as exc:

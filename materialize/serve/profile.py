@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from materialize.errors import SeriesError
 from materialize.yamlpos import LocatedYaml, load_located
@@ -72,7 +74,9 @@ class Model(_Strict):
 
     path: str
     served_name: str
-    tool_call_format: Literal["qwen3_xml", "hermes_json", "none"]
+    tool_call_format: Literal["qwen3_xml", "hermes_json", "none"] | None = Field(
+        default=None, description="optional; must equal what the model's chat template or the pinned model "
+                                  "table says (a profile cannot declare its way out of the parser rule)")
     hybrid: bool = Field(default=False, description="GDN/mamba + attention layers: block-size rules apply")
 
 
@@ -116,11 +120,27 @@ class Readiness(_Strict):
 
 
 class Gate(_Strict):
-    """One correctness gate and how many requests it sends (flaky defects need repeats)."""
+    """One correctness gate. Tool-call gates are sized by the profile's ``max_failure_rate`` (rule of
+    three) and sent at the profile's concurrency; ``requests`` / ``concurrency`` may only raise those."""
 
     name: Literal["models", "tool_call_stream", "tool_call_nonstream"]
-    requests: Annotated[int, Field(ge=1, le=4096)] = 1
+    requests: Annotated[int, Field(ge=1, le=65536)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
     timeout_s: Annotated[float, Field(gt=0)] = 300.0
+
+
+def parse_rate(value: str | float) -> Fraction:
+    """``1/128``, ``0.0078125`` or ``0.78%`` as an exact fraction in (0, 1)."""
+    text = str(value).strip()
+    rate = Fraction(text[:-1]) / 100 if text.endswith("%") else Fraction(text)
+    if not 0 < rate < 1:
+        raise ValueError(f"max_failure_rate {value!r} must be between 0 and 1 (e.g. 1/128)")
+    return rate
+
+
+def rule_of_three(rate: Fraction) -> int:
+    """Requests with 0 failures needed to bound the failure rate below ``rate`` at ~95%: ceil(3/r)."""
+    return math.ceil(Fraction(3) / rate)
 
 
 class ProfileSpec(_Strict):
@@ -137,7 +157,20 @@ class ProfileSpec(_Strict):
     devices: list[str] = Field(default_factory=list)
     preflight: Preflight = Preflight()
     readiness: Readiness = Readiness()
+    max_failure_rate: str | float | None = Field(
+        default=None, description="the failure rate the gates must rule out (e.g. 1/128): 0 failures in "
+                                  "ceil(3/r) requests bound it at ~95%")
+    unverified: dict[str, str] = Field(
+        default_factory=dict, description="option / config key / environment variable names that come from "
+                                          "something the series does not pin, each with where it comes from")
     gates: list[Gate] = Field(default_factory=lambda: [Gate(name=n) for n in GATE_NAMES])
+
+    @field_validator("max_failure_rate")
+    @classmethod
+    def _rate(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            parse_rate(value)
+        return value
 
 
 @dataclass(frozen=True)

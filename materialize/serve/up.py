@@ -21,16 +21,25 @@ from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
 from materialize.serve.launch import Running, banners_seen, launch, wait_banners, wait_ready
-from materialize.serve.plan import Plan, build_plan
+from materialize.serve.plan import Plan, PlanError, build_plan
 from materialize.serve.profile import Profile, load_profile
 from materialize.tree import Tree
 
 Echo = Callable[[str], None]
 
 
+DEFAULT_SOURCES_DIR = Path("/var/lib/materialize/serve/sources")
+
+
 @dataclass
 class Prepared:
-    """A profile made concrete: its series, the materialization it will serve, and the plan."""
+    """A profile made concrete: its series, the materialization it will serve, and the plan.
+
+    Preparing writes nothing: the manifest is computed in memory (or read from ``--from-output``) and
+    ``out_dir`` is where the sources *will* be, a content-addressed folder under the sources dir. Only
+    ``publish_sources`` (called by ``up`` and ``install``) writes it, and never repoints
+    ``build/materialized/latest``, which belongs to ``materialize apply``.
+    """
 
     profile: Profile
     series: Series
@@ -38,35 +47,58 @@ class Prepared:
     out_dir: Path | None
     plan: Plan
     plugin_tree: Tree | None = None
+    materialization: Any = None
 
 
-def materialize_for(profile: Profile, series: Series, out_root: Path | None) -> tuple[dict[str, Any], Path, Tree | None]:
-    """Apply the whole series and publish it (overlay for mounts, full for PYTHONPATH)."""
+def sources_folder(sources_dir: Path, materialization_id: str, overlay: bool) -> Path:
+    """The content-addressed folder of one materialization's sources (the id names the trees)."""
+    return sources_dir / (materialization_id + ("-overlay" if overlay else ""))
+
+
+def materialize_for(profile: Profile, series: Series) -> tuple[Any, dict[str, Any], Tree | None]:
+    """Apply the whole series in the store (cached prefixes) and compute its manifest in memory."""
     from materialize.engine import materialize
-    from materialize.output import write_output
+    from materialize.output import manifest as make_manifest
 
     overlay = profile.spec.launcher.sources == "mounts"
     m = materialize(series)
-    out = None if out_root is None else out_root / (m.id + ("-overlay" if overlay else ""))
-    out_dir = write_output(m, out, overlay=overlay)
-    manifest = json.loads((out_dir / "manifest.json").read_text())
+    manifest = json.loads(json.dumps(make_manifest(m, overlay=overlay)))
     plugin_tree = m.tree("plugin") if "plugin" in m.trees else None
-    return manifest, out_dir, plugin_tree
+    return m, manifest, plugin_tree
 
 
-def prepare(profile_path: Path, *, materialize: bool = True, out_root: Path | None = None,
+def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path | None = None,
             manifest_dir: Path | None = None) -> Prepared:
-    """Load the profile and its series; materialize (or read ``manifest_dir``); derive the plan."""
+    """Load the profile and its series; materialize in memory (or read ``manifest_dir``); derive the
+    plan. Writes nothing."""
     profile = load_profile(profile_path)
     series = load_series(profile.series_path)
-    manifest = out_dir = plugin_tree = None
+    manifest = out_dir = plugin_tree = m = None
     if manifest_dir is not None:
         out_dir = manifest_dir.resolve()
         manifest = json.loads((out_dir / "manifest.json").read_text())
+        from materialize.tree import DirTree
+
+        if (out_dir / "plugin").is_dir():
+            plugin_tree = DirTree(out_dir / "plugin", "plugin")
     elif materialize:
-        manifest, out_dir, plugin_tree = materialize_for(profile, series, out_root)
+        m, manifest, plugin_tree = materialize_for(profile, series)
+        base = (sources_dir or DEFAULT_SOURCES_DIR).absolute()
+        out_dir = sources_folder(base, manifest["id"], bool(manifest.get("overlay")))
     plan = build_plan(profile, series, manifest, out_dir, plugin_tree)
-    return Prepared(profile, series, manifest, out_dir, plan, plugin_tree)
+    return Prepared(profile, series, manifest, out_dir, plan, plugin_tree, m)
+
+
+def publish_sources(prep: Prepared, root: Path | None = None) -> Path:
+    """Write the prepared sources to their content-addressed folder (under ``root`` when staging an
+    install) and return it. An existing folder for the same id is left as it is; nothing else moves."""
+    from materialize.output import write_output
+
+    if prep.materialization is None or prep.out_dir is None:
+        raise PlanError(f"profile {prep.profile.name}: no materialization to publish (planned from a manifest?)")
+    target = prep.out_dir if root is None else root / prep.out_dir.relative_to(prep.out_dir.anchor)
+    written = write_output(prep.materialization, target, overlay=bool(prep.manifest and prep.manifest.get("overlay")))
+    return written
 
 
 @dataclass
@@ -104,7 +136,9 @@ def run_record(prep: Prepared, *, ready: bool, ready_s: float, banners: tuple[li
         "gates": gates,
         "metrics": metrics,
         "banners_seen": [b.banner for b in seen],
-        "notes": "; ".join(notes),
+        "notes": "; ".join(notes + [f"engagement of {u['flag']} ({u['patch']}) cannot be observed: banner: none "
+                                    f"({u['reason']})" for u in plan.unobservable]),
+        "x_unobservable": [u["flag"] for u in plan.unobservable],
         "x_plan_hash": plan.hash(),
         "x_log": str(log_path),
         "x_gate_details": {g.name: g.details for g in gate_results},
@@ -136,6 +170,8 @@ def serve_up(prep: Prepared, *, log_dir: Path, ledger_dir: Path | None, echo: Ec
     """Launch the prepared plan and judge it. Stops the server on any failure (and at the end unless
     ``keep_running``); appends the run record when ``ledger_dir`` is given."""
     plan = prep.plan
+    if prep.materialization is not None:
+        publish_sources(prep)
     preflight.require(preflight.check_sources(plan), plan.profile)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_path = log_dir / f"{plan.profile}-{stamp}.log"
@@ -164,7 +200,7 @@ def serve_up(prep: Prepared, *, log_dir: Path, ledger_dir: Path | None, echo: Ec
                 gate_results = gates_mod.run_gates(plan.url, plan.served_model, plan.gates)
                 failed = [g for g in gate_results if not g.passed]
                 for g in gate_results:
-                    echo(f"gate {g.name}: {g.requests - g.failures}/{g.requests} passed; {g.details[-1] if g.details else ''}")
+                    echo(gates_mod.describe(g))
                 if failed:
                     reason = "gate(s) failed: " + ", ".join(f"{g.name} {g.failures}/{g.requests}" for g in failed)
                 else:

@@ -11,6 +11,7 @@ Any mismatch fails; nothing is reported as verified that was not read back.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +20,16 @@ from typing import Any
 import psutil
 
 from materialize.serve import gates as gates_mod
+from materialize.serve import systemd
 from materialize.serve.diff import argv_options
 from materialize.serve.install import (
     UNIT_DIR,
-    drop_ins,
+    WANTED_BY,
     env_path,
     exec_argv,
+    log_path,
     parse_env,
+    plan_path,
     render_env,
     render_unit,
     systemd_unquote,
@@ -33,6 +37,8 @@ from materialize.serve.install import (
     unit_name,
 )
 from materialize.serve.plan import Plan
+
+VOLATILE = "/run/"
 
 
 @dataclass(frozen=True)
@@ -71,12 +77,21 @@ def compare_env(layer: str, plan: Plan, actual: dict[str, str]) -> list[Check]:
 
 
 def verify_unit(plan: Plan, root: Path) -> list[Check]:
-    unit_path = root / UNIT_DIR / unit_name(plan)
-    if not unit_path.exists():
-        return [Check("unit", "installed", False, f"{unit_path} does not exist (run serve install)")]
-    text = unit_path.read_text()
-    fields = unit_fields(text)
+    """The installed unit as systemd would load it under ``root``, against the plan."""
+    root = root.resolve()
+    name = unit_name(plan)
+    view = systemd.unit_view(name, root)
+    ours = root / UNIT_DIR / name
+    if view.fragment is None or not ours.exists():
+        return [Check("unit", "installed", False, f"{ours} does not exist (run serve install)")]
     checks: list[Check] = []
+    if view.masked:
+        checks.append(Check("unit", "fragment", False, f"{view.fragment} masks the unit (-> /dev/null)"))
+    elif view.fragment != ours:
+        checks.append(Check("unit", "fragment", False, f"systemd loads {view.fragment}, not the generated {ours}"
+                            f"{' (in /run: lost on reboot)' if VOLATILE in str(view.fragment) else ''}"))
+    text = ours.read_text()
+    fields = unit_fields(text)
     installed_hash = fields.get("X-Materialize-Plan-Hash", "<none>")
     if installed_hash != plan.hash():
         checks.append(Check("unit", "plan-hash", False,
@@ -96,12 +111,57 @@ def verify_unit(plan: Plan, root: Path) -> list[Check]:
         checks += compare_env("unit", plan, parse_env(env_text))
         if env_text != render_env(plan) and installed_hash == plan.hash():
             checks.append(Check("unit", "env-file", False, f"{env_file} was edited by hand after install"))
-    overrides = drop_ins(plan, root)
-    volatile = [p for p in overrides if "/run/" in str(p)]
-    if overrides:
+    checks += _durable_files(plan, root)
+    if view.dropins:
+        volatile = [p for p in view.dropins if VOLATILE in str(p)]
         checks.append(Check("unit", "drop-ins", False,
-                            f"{len(overrides)} override(s) change the generated unit"
-                            f"{' (in /run: lost on reboot)' if volatile else ''}: {', '.join(map(str, overrides))}"))
+                            f"{len(view.dropins)} drop-in(s) change the generated unit"
+                            f"{' (in /run: lost on reboot)' if volatile else ''}: {', '.join(map(str, view.dropins))}"))
+    else:
+        checks.append(Check("unit", "drop-ins", True, "no drop-in in any of systemd's unit directories"))
+    enabled, how = systemd.is_enabled(name, root, WANTED_BY)
+    checks.append(Check("unit", "enabled", enabled, how + ("" if enabled else ": it will not start after a reboot")))
+    if systemd.systemd_running(root):
+        checks += verify_loaded(plan, systemd.systemctl_show(name))
+    return checks
+
+
+def _durable_files(plan: Plan, root: Path) -> list[Check]:
+    """The plan file the boot check reads, the sources the unit mounts, the checker's interpreter."""
+    checks = []
+    installed = root / plan_path(plan).lstrip("/")
+    if not installed.is_file() or installed.read_text() != plan.to_json():
+        checks.append(Check("unit", "plan-file", False, f"{installed} missing or not the current plan"))
+    missing = [m.source for m in plan.mounts if not (root / m.source.lstrip("/")).is_file()]
+    missing += [p for p in filter(None, plan.env.get("PYTHONPATH", "").split(":")) if not (root / p.lstrip("/")).is_dir()]
+    if missing:
+        checks.append(Check("unit", "sources", False, f"{len(missing)} source(s) the unit needs are missing, e.g. "
+                            f"{missing[0]}: the unit will refuse to start; install again"))
+    else:
+        checks.append(Check("unit", "sources", True, f"sources present under {plan.sources or '(none needed)'}"))
+    fields = unit_fields(render_unit(plan))
+    checker = systemd_unquote(fields["ExecStartPost"])[0]
+    if not os.access(checker, os.X_OK):
+        checks.append(Check("unit", "boot-check", False, f"{checker} (the boot check's interpreter) is not executable"))
+    return checks
+
+
+def verify_loaded(plan: Plan, props: dict[str, str]) -> list[Check]:
+    """What the running systemd loaded (``systemctl show``), against the plan."""
+    checks = []
+    dropins = props.get("DropInPaths", "").split()
+    checks.append(Check("systemd", "drop-ins", not dropins,
+                        f"systemd loaded drop-in(s): {' '.join(dropins)}" if dropins else "systemd loaded no drop-in"))
+    want = " ".join(exec_argv(plan))
+    have = " ".join(systemd.show_argv(props.get("ExecStart", "")))
+    checks.append(Check("systemd", "exec-start", have == want,
+                        "loaded ExecStart is the plan's" if have == want else f"loaded ExecStart differs: {have!r}"))
+    state = props.get("UnitFileState", "")
+    checks.append(Check("systemd", "enabled", state == "enabled", f"UnitFileState={state}"))
+    reload_needed = props.get("NeedDaemonReload") == "yes"
+    checks.append(Check("systemd", "daemon-reload", not reload_needed,
+                        "unit changed on disk since systemd loaded it: systemctl daemon-reload" if reload_needed
+                        else "loaded unit is the file on disk"))
     return checks
 
 
@@ -135,13 +195,31 @@ def container_view(inspect: dict[str, Any]) -> tuple[list[str], dict[str, str], 
 
 
 def verify_container_data(plan: Plan, inspect: dict[str, Any]) -> list[Check]:
+    """Cmd, Env, image, devices and every mount (none extra, none writable that the plan mounts ro)."""
     argv, env, mounts = container_view(inspect)
     checks = [compare_argv("process", plan.server_argv, argv)]
     checks += compare_env("process", plan, env)
-    want = {m.target: m.source for m in plan.mounts}
-    wrong = [t for t in sorted(set(want) | set(mounts)) if t in want and mounts.get(t) != want[t]]
-    checks.append(Check("process", "mounts", not wrong,
-                        f"not mounted as planned: {', '.join(wrong)}" if wrong else f"{len(want)} mounts match"))
+    want = {m.target: m for m in plan.mounts}
+    have = {m.get("Destination"): m for m in inspect.get("Mounts") or []}
+    problems = []
+    for target in sorted(set(want) | set(have)):
+        if target not in have:
+            problems.append(f"{target}: not mounted")
+        elif target not in want:
+            problems.append(f"{target}: mounted from {have[target].get('Source')} but not in the plan")
+        else:
+            if have[target].get("Source") != want[target].source:
+                problems.append(f"{target}: from {have[target].get('Source')}, plan {want[target].source}")
+            if bool(have[target].get("RW")) == want[target].read_only:
+                problems.append(f"{target}: {'read-write' if have[target].get('RW') else 'read-only'}, "
+                                f"plan {'ro' if want[target].read_only else 'rw'}")
+    checks.append(Check("process", "mounts", not problems,
+                        "; ".join(problems) if problems else f"{len(want)} mounts match (none extra)"))
+    image = (inspect.get("Config") or {}).get("Image")
+    checks.append(Check("process", "image", image == plan.image, f"image {image}, plan {plan.image}"))
+    devices = sorted(d.get("PathOnHost", "") for d in ((inspect.get("HostConfig") or {}).get("Devices") or []))
+    checks.append(Check("process", "devices", devices == sorted(plan.devices),
+                        f"devices {devices}" + ("" if devices == sorted(plan.devices) else f", plan {sorted(plan.devices)}")))
     return checks
 
 
@@ -156,14 +234,59 @@ def verify_container(plan: Plan, name: str) -> list[Check]:
     return verify_container_data(plan, data[0])
 
 
+def verify_banners(plan: Plan, log_text: str | None, where: str) -> list[Check]:
+    """Every expected banner in the server's output; a flag with ``banner: none`` is named as unobservable."""
+    checks = []
+    if plan.banners:
+        if log_text is None:
+            checks.append(Check("process", "banners", False, f"{len(plan.banners)} banner(s) expected but the "
+                                "server's output cannot be read: give --log (or --pid, --container, --root)"))
+        else:
+            missing = [b for b in plan.banners if b.banner not in log_text]
+            checks.append(Check("process", "banners", not missing,
+                                "did not appear in " + where + ", so their patches did not engage: " + "; ".join(
+                                    f"{b.flag} ({b.patch}) -> {b.banner!r}" for b in missing) if missing
+                                else f"{len(plan.banners)} banner(s) seen in {where}"))
+    for u in plan.unobservable:
+        checks.append(Check("process", "unobservable", True,
+                            f"{u['flag']} ({u['patch']}) declares banner: none: {u['reason']}"))
+    return checks
+
+
+def server_output(pid: int | None, container: str | None, unit_root: Path | None, plan: Plan,
+                  log: Path | None) -> tuple[str | None, str]:
+    """The server's output from the most direct source given, and where it was read."""
+    if log is not None:
+        return (log.read_text(errors="replace") if log.is_file() else None), str(log)
+    if pid is not None:
+        try:
+            target = Path(os.readlink(f"/proc/{pid}/fd/1"))
+            if target.is_file():
+                return target.read_text(errors="replace"), str(target)
+        except OSError:
+            pass
+    if container is not None:
+        try:
+            out = subprocess.run(["docker", "logs", container], capture_output=True, text=True, timeout=60,
+                                 check=False)
+            if out.returncode == 0:
+                return out.stdout + out.stderr, f"docker logs {container}"
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            pass
+    if unit_root is not None:
+        path = unit_root / log_path(plan).lstrip("/")
+        if path.is_file():
+            return path.read_text(errors="replace"), str(path)
+    return None, "nowhere"
+
+
 def verify_live(plan: Plan, url: str) -> list[Check]:
     results = gates_mod.run_gates(url, plan.served_model, plan.gates)
-    return [Check("live", g.name, g.passed, f"{g.requests - g.failures}/{g.requests} passed; "
-                  + (g.details[-1] if g.details else "")) for g in results]
+    return [Check("live", g.name, g.passed, gates_mod.describe(g)) for g in results]
 
 
 def verify(plan: Plan, *, url: str | None, pid: int | None = None, container: str | None = None,
-           unit_root: Path | None = None) -> list[Check]:
+           unit_root: Path | None = None, log: Path | None = None) -> list[Check]:
     checks: list[Check] = []
     if unit_root is not None:
         checks += verify_unit(plan, unit_root)
@@ -171,6 +294,9 @@ def verify(plan: Plan, *, url: str | None, pid: int | None = None, container: st
         checks += verify_pid(plan, pid)
     if container is not None:
         checks += verify_container(plan, container)
+    if any(x is not None for x in (pid, container, unit_root, log)):
+        text, where = server_output(pid, container, unit_root, plan, log)
+        checks += verify_banners(plan, text, where)
     if url is not None:
         checks += verify_live(plan, url)
     if not checks:

@@ -4,7 +4,8 @@ It takes vLLM's own options, prints the banner of every patch flag that is set t
 environment (the mapping comes from FAKE_VLLM_BANNERS, the way the patched code carries its banner),
 then serves the recordings for its ``--tool-call-parser`` on ``--host``/``--port``.
 FAKE_VLLM_NEVER_READY=1 makes it print its banners and never open the port; FAKE_VLLM_EXIT=N makes it
-exit with code N after the banners (a crash during boot).
+exit with code N after the banners (a crash during boot); FAKE_VLLM_STALE_EVERY=K injects the seeds'
+stale-slot defect under concurrency (see replay.py) and FAKE_VLLM_LATENCY_S slows each answer.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def main() -> int:
     if os.environ.get("FAKE_VLLM_NEVER_READY") == "1":
         while True:
             time.sleep(1)
-    server = ReplayServer(args.served_model_name, args.tool_call_parser or "no_parser", port=args.port, host=args.host)
+    server = ReplayServer(args.served_model_name, args.tool_call_parser or "no_parser", port=args.port, host=args.host,
+                          stale_every=int(os.environ.get("FAKE_VLLM_STALE_EVERY", "0")),
+                          latency_s=float(os.environ.get("FAKE_VLLM_LATENCY_S", "0")))
     print(f"INFO Uvicorn running on http://{args.host}:{args.port}", flush=True)
     server.httpd.serve_forever()
     return 0

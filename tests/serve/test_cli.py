@@ -28,8 +28,9 @@ def cli(series_root, write_profile, tmp_path, monkeypatch):
     profiles = series_root / "serve/profiles"
 
     def run(*args):
-        result = CliRunner().invoke(serve_group, ["--profiles", str(profiles), *args], standalone_mode=False,
-                                    catch_exceptions=True)
+        result = CliRunner().invoke(serve_group, ["--profiles", str(profiles), "--sources-dir",
+                                                  str(tmp_path / "sources"), *args],
+                                    standalone_mode=False, catch_exceptions=True)
         return result
 
     yield run
@@ -73,10 +74,20 @@ def test_check_rejects_a_profile_that_breaks_a_rule(cli, write_profile):
 
 
 def test_install_then_verify_unit(cli, tmp_path):
-    assert cli("install", "prod", "--systemd", "--root", str(tmp_path / "root")).return_value == 0
-    result = cli("verify", "--profile", "prod", "--root", str(tmp_path / "root"))
+    root = tmp_path / "root"
+    assert cli("install", "prod", "--systemd", "--root", str(root)).return_value == 0
+    result = cli("verify", "--profile", "prod", "--root", str(root))
+    # Installed but never started: the banners cannot have been seen, and verify says so.
+    assert result.return_value == 1
+    assert [line for line in result.output.splitlines() if "FAIL" in line] == [
+        "[FAIL] process banners: 1 banner(s) expected but the server's output cannot be read: give --log "
+        "(or --pid, --container, --root)"]
+    log = root / "var/log/materialize-serve-prod.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("INFO QWEN36_SDPA_STREAMING engaged\n")
+    result = cli("verify", "--profile", "prod", "--root", str(root))
     assert result.return_value == 0, result.output
-    assert "checks passed" in result.output
+    assert "banners: 1 banner(s) seen in " + str(log) in result.output
 
 
 def test_up_without_hardware_fails_closed(cli):
@@ -112,3 +123,39 @@ def test_shipped_prod_with_the_wrong_parser_is_rejected(tmp_path, monkeypatch):
     (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(serve_group, ["check", "--no-materialize"], standalone_mode=False)
     assert result.return_value == 0, result.output
+
+
+def test_plan_diff_check_verify_write_nothing_and_never_repoint_latest(cli, tmp_path):
+    """Serve reads a manifest; it never publishes an output or moves `latest` (issue 14.8)."""
+    outputs = tmp_path / "build/materialized"
+    (outputs / "cafe").mkdir(parents=True)
+    (outputs / "cafe/manifest.json").write_text("{}")
+    (outputs / "latest").symlink_to("cafe")
+    before = sorted(p.name for p in outputs.iterdir())
+    assert cli("plan", "prod").return_value == 0
+    assert cli("plan", "prod", "--json").return_value == 0
+    assert cli("diff", "prod", "prefix").return_value == 1
+    assert cli("check").return_value == 0
+    cli("verify", "--profile", "prod", "--root", str(tmp_path / "nothing-installed"))
+    assert sorted(p.name for p in outputs.iterdir()) == before
+    assert (outputs / "latest").readlink() == Path("cafe")
+    assert not (tmp_path / "sources").exists()  # planned there, written only by up/install
+
+
+def test_up_runs_the_rules_before_the_host_preflight(cli, write_profile):
+    """README: rules first, then preflight. A broken profile is the answer on any host (issue 14.10)."""
+    write_profile("broken", base_profile(vllm={"enable_prefix_caching": True}))
+    result = cli("up", "broken", "--once")
+    assert isinstance(result.exception, MaterializeError)
+    assert "prefix-caching-needs-sync-scheduling" in str(result.exception)
+    assert "preflight" not in str(result.exception) and "preflight" not in result.output
+
+
+def test_diff_shows_docker_args_next_to_other_changes(cli, write_profile):
+    write_profile("wide", base_profile(server={"host": "0.0.0.0", "port": 8001},
+                                       launcher={"kind": "docker", "image": "ghcr.io/example/vllm-tt:0.33.0",
+                                                 "docker_args": ["--shm-size", "64g"]}))
+    result = cli("diff", "prod", "wide")
+    assert result.return_value == 1
+    assert "~ option --port: 8000 -> 8001" in result.output
+    assert '~ docker_args: [] -> ["--shm-size", "64g"]' in result.output, result.output

@@ -62,6 +62,22 @@ def test_enable_accepts_names_and_flags(write_profile, series):
         (base_profile(vllm={"tool_call_parser": "qwen4_magic"}), "tool-call-parser-registered", "not registered"),
         (base_profile(gates=[{"name": "models"}]), "tool-call-gates-required", "tool_call_stream"),
         (base_profile(devices=["/dev/tenstorrent/0"]), "devices-by-stable-id", "not a stable path"),
+        # issue 14.2: extra_args / docker_args cannot re-set what the plan renders from checked fields.
+        (base_profile(vllm={"extra_args": ["--tool-call-parser", "hermes"]}), "extra-args-not-managed",
+         "sets --tool-call-parser"),
+        (base_profile(vllm={"extra_args": ["--enable-prefix-caching"]}), "extra-args-not-managed",
+         "sets --enable-prefix-caching"),
+        (base_profile(vllm={"extra_args": ["--tool_call_parser=hermes"]}), "extra-args-not-managed",
+         "sets --tool-call-parser"),
+        (base_profile(vllm={"extra_args": ["--tool-call-pars", "hermes"]}), "extra-args-not-managed",
+         "sets --tool-call-parser"),
+        (base_profile(vllm={"extra_args": ["--no-async-scheduling"]}), "extra-args-not-managed",
+         "sets --async-scheduling"),
+        (base_profile(vllm={"extra_args": ["--config", "more.yaml"]}), "extra-args-not-managed", "sets --config"),
+        (base_profile(launcher={"kind": "docker", "image": "x", "docker_args": ["-e", "QWEN36_DEVICE_RESIDENT=1"]}),
+         "docker-args-not-managed", "docker's -e"),
+        (base_profile(launcher={"kind": "docker", "image": "x", "docker_args": ["-v/tmp/x.py:/opt/x.py"]}),
+         "docker-args-not-managed", "docker's -v"),
     ],
 )
 def test_each_rule_rejects(write_profile, series, data, rule, text):
@@ -97,3 +113,9 @@ def test_parser_registry_is_read_from_the_tree(series_root, write_profile, serie
     # qwen3_coder is in the built-in table but not in this tree's registry: the tree wins.
     found = violations(write_profile, series, base_profile(vllm={"tool_call_parser": "qwen3_coder"}), tree)
     assert rules(found) == ["tool-call-parser-registered"]
+
+
+def test_extra_args_that_the_plan_does_not_manage_are_allowed(write_profile, series):
+    data = base_profile(vllm={"extra_args": ["--seed", "0", "--max-num-batched-tokens=8192"]},
+                        launcher={"kind": "docker", "image": "x", "docker_args": ["--network", "host", "--ipc=host"]})
+    assert violations(write_profile, series, data) == []

@@ -48,3 +48,11 @@ def test_diff_names_env_options_mounts_banners_and_fields():
 
 def test_argv_options_pairs():
     assert argv_options(["vllm", "--a", "1", "--b", "--c=3"]) == {"argv[0]": "vllm", "--a": "1", "--b": "", "--c": "3"}
+
+
+def test_docker_args_change_is_shown_next_to_other_changes():
+    a = plan(docker_args=["--network", "host", "--shm-size", "32g"])
+    b = plan(profile="prefix", docker_args=["--network", "host", "--shm-size", "64g"])
+    lines = diff_plans(a, b)
+    assert "~ profile: prod -> prefix" in lines
+    assert any(line.startswith("~ docker_args:") and "64g" in line for line in lines), lines

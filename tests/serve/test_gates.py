@@ -1,14 +1,19 @@
-"""Gates against a loopback server replaying the recorded streams: wrong parser FAILS, parsed PASSES."""
+"""Gates against a loopback server answering like vLLM in front of the seeds' model: a wrong parser
+FAILS, parsed answers PASS, a wrong answer FAILS, and a defect that shows only under concurrency is
+caught because requests go out at the profile's concurrency."""
 
 from __future__ import annotations
+
+import json
 
 import httpx
 import pytest
 
 from materialize.serve.gates import (
+    PROMPTS,
     assemble_stream,
+    describe,
     judge_tool_calls,
-    parse_sse,
     run_gate,
     run_gates,
 )
@@ -17,6 +22,7 @@ from .replay import FIXTURES, ReplayServer
 
 MODEL = "qwen3.8-27b-tt"
 ALL = [{"name": "models"}, {"name": "tool_call_stream"}, {"name": "tool_call_nonstream"}]
+PRAGUE = PROMPTS[0]
 
 
 def test_parsed_tool_calls_pass_every_gate():
@@ -61,19 +67,35 @@ def test_unlisted_model_and_dead_server_fail():
     assert "ConnectError" in dead.details[0]
 
 
-def test_repeats_and_rule_of_three_bound():
+def test_every_prompt_of_the_set_is_asked_and_its_answer_checked():
     with ReplayServer(MODEL, "qwen3_xml") as server:
-        result = run_gates(server.url, MODEL, [{"name": "tool_call_nonstream", "requests": 6}], timeout_s=10)[0]
-    assert (result.requests, result.failures) == (6, 0)
-    assert result.record() == {"name": "tool_call_nonstream", "requests": 6, "failures": 0}
-    assert result.upper_bound() == pytest.approx(0.5)
-    assert len(result.latencies_s) == 6
+        result = run_gates(server.url, MODEL, [{"name": "tool_call_nonstream", "requests": 12}], timeout_s=10)[0]
+    assert (result.requests, result.failures) == (12, 0)
+    assert result.record() == {"name": "tool_call_nonstream", "requests": 12, "failures": 0}
+    assert result.upper_bound() == pytest.approx(0.25)
+    assert "failure rate < 25.00% at 95% (rule of three, 0/12)" in describe(result)
+    assert len(result.latencies_s) == 12
+
+
+def test_defect_only_under_concurrency_passes_serially_and_fails_at_the_profiles_concurrency():
+    """Seed 001: 1 of 32 concurrent requests got another request's answer; every serial one was right.
+    A gate that checks "a tool call parsed" passes that; one that checks the answer at concurrency fails."""
+    gate = {"name": "tool_call_stream", "requests": 48}
+    with ReplayServer(MODEL, "qwen3_xml", stale_every=8, latency_s=0.02) as server:
+        serial = run_gates(server.url, MODEL, [{**gate, "concurrency": 1}], timeout_s=10)[0]
+        concurrent = run_gates(server.url, MODEL, [{**gate, "concurrency": 8}], timeout_s=10)[0]
+    assert serial.passed, serial.details
+    assert not concurrent.passed and concurrent.concurrency == 8
+    wrong = [d for d in concurrent.details if "expected" in d]
+    assert wrong and "at concurrency 8" in describe(concurrent), concurrent.details
 
 
 def test_recorded_stream_assembles_to_one_call():
-    events, done = parse_sse((FIXTURES / "qwen3_xml" / "stream.sse").read_text().splitlines())
+    events = [json.loads(block[len("data: "):]) for block in
+              (FIXTURES / "qwen3_xml" / "stream.sse").read_text().split("\n\n")
+              if block.startswith("data: {")]
     calls, content, deltas, finish = assemble_stream(events)
-    assert done and deltas == 8 and finish == "tool_calls" and content == ""
+    assert deltas == 8 and finish == "tool_calls" and content == ""
     assert calls == [{"name": "get_weather", "arguments": '{"city": "Prague"}'}]
 
 
@@ -82,16 +104,46 @@ def test_recorded_stream_assembles_to_one_call():
     [
         ([], "", "no parsed tool_calls"),
         ([{"name": "get_weather", "arguments": '{"city": "Prague"}'}], "<tool_call>", "raw <tool_call>"),
-        ([{"name": "rm_rf", "arguments": '{"x": 1}'}], "", "not an offered tool"),
+        ([{"name": "rm_rf", "arguments": '{"x": 1}'}], "", "expected 'get_weather'"),
         ([{"name": "get_weather", "arguments": '{"city": '}], "", "not JSON"),
         ([{"name": "get_weather", "arguments": "{}"}], "", "non-empty object"),
+        # A well-formed call with the wrong answer: a parse-only gate passed this (issue 14.4).
+        ([{"name": "get_weather", "arguments": '{"city": "Oslo"}'}], "", "not the expected {'city': 'Prague'}"),
+        ([{"name": "lookup_record", "arguments": '{"record_id": "R0000"}'}], "", "expected 'get_weather'"),
+        ([{"name": "get_weather", "arguments": '{"city": "Prague"}'}] * 2, "", "2 tool calls, expected one"),
     ],
 )
 def test_judge_rejects_each_defect(calls, content, reason):
-    ok, why = judge_tool_calls(calls, content, ["get_weather"])
+    ok, why = judge_tool_calls(calls, content, PRAGUE)
     assert not ok and reason in why
 
 
 def test_truncated_stream_without_done_fails():
-    events, done = parse_sse(['data: {"choices": []}'])
-    assert events == [{"choices": []}] and not done
+    """SSE framing is httpx-sse's; a stream that ends without [DONE] is a failure."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Truncated(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = (b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": '
+                    b'{"name": "get_weather", "arguments": "{\\"city\\": \\"Prague\\"}"}}]}}]}\n\n')
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Truncated)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        with httpx.Client(base_url=url, timeout=10) as client:
+            result = run_gate(client, "tool_call_stream", MODEL)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.failures == 1 and "without [DONE]" in result.details[0]

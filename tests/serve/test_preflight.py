@@ -46,3 +46,21 @@ def test_shipped_prod_profile_fails_closed_without_hardware():
     assert "this machine has no Tenstorrent devices" in str(exc.value)
     assert "nothing was started" in str(exc.value)
     assert exc.value.exit_code == 1
+
+
+def test_port_left_in_time_wait_by_a_stopped_server_is_free():
+    """A stopped server leaves its accepted connections in TIME_WAIT for a minute; uvicorn binds with
+    SO_REUSEADDR and starts fine, so the preflight must not call the port busy (issue 14.10)."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn (vLLM's server) binds
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = listener.accept()
+    conn.close()  # the server side closes first: (port, client) goes to TIME_WAIT on the server's port
+    client.recv(1)
+    client.close()
+    listener.close()
+    check = preflight.check_port("127.0.0.1", port)
+    assert check.ok, check.detail

@@ -6,6 +6,7 @@ the recordings for its --tool-call-parser on loopback. Nothing here is stubbed i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -22,7 +23,7 @@ from .conftest import free_port, process_profile
 @pytest.fixture
 def up(write_profile, tmp_path):
     def run(data, name="fake"):
-        prep = prepare(write_profile(name, data), out_root=tmp_path / "out")
+        prep = prepare(write_profile(name, data), sources_dir=tmp_path / "out")
         result = serve_up(prep, log_dir=tmp_path / "logs", ledger_dir=tmp_path / "runs", echo=lambda _: None)
         return prep, result
 
@@ -56,12 +57,12 @@ def test_good_run_passes_and_is_recorded(up, tmp_path):
     assert record["flags"] == {"QWEN36_PREFIX_PREFILL_TRACE": "1", "QWEN36_SDPA_STREAMING": "1"}
     assert record["profile"] == "fake" and record["profile_hash"] == prep.profile.hash()
     assert gate_map(record) == {
-        "ready": (1, 0), "banners": (2, 0), "models": (1, 0), "tool_call_stream": (2, 0), "tool_call_nonstream": (1, 0)}
+        "ready": (1, 0), "banners": (2, 0), "models": (1, 0), "tool_call_stream": (6, 0), "tool_call_nonstream": (6, 0)}
     assert record["banners_seen"] == ["QWEN36_SDPA_STREAMING engaged",
                                       "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"]
     metrics = {m["name"]: m for m in record["metrics"]}
     assert metrics["time_to_ready"]["unit"] == "s" and metrics["time_to_ready"]["samples"][0] > 0
-    assert len(metrics["tool_call_stream_latency"]["samples"]) == 2
+    assert len(metrics["tool_call_stream_latency"]["samples"]) == 6
     # The server really ran from the materialized source and was stopped.
     assert prep.plan.env["PYTHONPATH"].startswith(str(tmp_path / "out"))
     assert result.record["x_plan_hash"] == prep.plan.hash()
@@ -102,17 +103,20 @@ def test_crash_during_boot_is_reported(up):
     assert result.exit_code == 1 and "exited with code 3" in result.reason
 
 
-def test_wrong_parser_fails_the_gates_end_to_end(up, tmp_path):
-    # The profile *declares* hermes JSON tool calls, so the rules allow parser hermes; the model in fact
-    # emits Qwen XML (the recordings). The gates are the layer that catches it.
-    data = process_profile(free_port(), model={"tool_call_format": "hermes_json"}, vllm={"tool_call_parser": "hermes"})
-    _, result = up(data)
+def test_wrong_parser_fails_the_gates_end_to_end(write_profile, tmp_path):
+    # The rules refuse hermes for this model, so the wrong parser arrives the way it did in the field:
+    # the process runs another command line than the plan (an immutable unit baking in hermes). The
+    # gates are the layer that catches it, whatever the plan said.
+    prep = prepare(write_profile("fake", process_profile(free_port())), sources_dir=tmp_path / "out")
+    hermes = [w if w != "qwen3_xml" else "hermes" for w in prep.plan.argv]
+    prep.plan = dataclasses.replace(prep.plan, argv=hermes, server_argv=hermes)
+    result = serve_up(prep, log_dir=tmp_path / "logs", ledger_dir=tmp_path / "runs", echo=lambda _: None)
     assert result.exit_code == 1
     failed = {g.name for g in result.gate_results if not g.passed}
     assert failed == {"tool_call_stream", "tool_call_nonstream"}
-    assert "0 tool-call deltas" in result.reason or "tool_call_stream 2/2" in result.reason
+    assert "tool_call_stream 6/6" in result.reason
     (record,) = ledger(tmp_path)
-    assert gate_map(record)["tool_call_stream"] == (2, 2)
+    assert gate_map(record)["tool_call_stream"] == (6, 6)
 
 
 def test_flags_in_the_callers_shell_never_reach_the_server(up, monkeypatch):
@@ -123,7 +127,7 @@ def test_flags_in_the_callers_shell_never_reach_the_server(up, monkeypatch):
 
 
 def test_process_env_is_host_basics_plus_plan(write_profile, tmp_path):
-    prep = prepare(write_profile("env", process_profile(free_port())), out_root=tmp_path / "out")
+    prep = prepare(write_profile("env", process_profile(free_port())), sources_dir=tmp_path / "out")
     env = process_env(prep.plan, {"PATH": "/bin", "QWEN36_DEVICE_RESIDENT": "1", "SECRET": "x"})
     assert env == {"PATH": "/bin", **prep.plan.env}
 
@@ -131,7 +135,7 @@ def test_process_env_is_host_basics_plus_plan(write_profile, tmp_path):
 def test_mount_sources_are_checked_before_launch(write_profile, tmp_path):
     from materialize.serve.plan import Mount
 
-    prep = prepare(write_profile("m", process_profile(free_port())), out_root=tmp_path / "out")
+    prep = prepare(write_profile("m", process_profile(free_port())), sources_dir=tmp_path / "out")
     prep.plan.mounts.append(Mount(source=str(tmp_path / "gone.py"), target="/x/gone.py"))
     with pytest.raises(PreflightError, match="mount source"):
         serve_up(prep, log_dir=tmp_path / "logs", ledger_dir=None, echo=lambda _: None)

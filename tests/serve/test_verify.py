@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from materialize.serve.install import install_systemd
+from materialize.serve.install import install_prepared, install_systemd, log_path
 from materialize.serve.launch import launch, wait_ready
 from materialize.serve.up import prepare
 from materialize.serve.verify import container_view, verify, verify_container_data
@@ -18,7 +18,7 @@ from .conftest import free_port, process_profile
 @pytest.fixture
 def prepared(write_profile, tmp_path):
     def make(name="v", **overrides):
-        return prepare(write_profile(name, process_profile(free_port(), **overrides)), out_root=tmp_path / "out")
+        return prepare(write_profile(name, process_profile(free_port(), **overrides)), sources_dir=tmp_path / "out")
 
     return make
 
@@ -38,14 +38,22 @@ def running(tmp_path):
         server.stop()
 
 
+def ran(root, plan):
+    """What the unit's start leaves behind: its log (StandardOutput=truncate:) with the banners."""
+    log = root / log_path(plan).lstrip("/")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"INFO {b.banner}\n" for b in plan.banners))
+
+
 def failed(checks):
     return {(c.layer, c.name): c.detail for c in checks if not c.ok}
 
 
 def test_all_three_layers_agree(prepared, running, tmp_path):
-    plan = prepared().plan
+    prep = prepared()
+    plan = prep.plan
     server = running(plan)
-    install_systemd(plan, tmp_path / "root")
+    install_prepared(prep, tmp_path / "root")
     checks = verify(plan, url=plan.url, pid=server.pid, unit_root=tmp_path / "root")
     assert failed(checks) == {}
     assert {c.layer for c in checks} == {"unit", "process", "live"}
@@ -69,8 +77,9 @@ def test_flag_set_by_hand_on_the_process_is_caught(prepared, running):
 
 
 def test_live_layer_fails_on_the_wrong_parser(prepared, running):
-    plan = prepared(model={"tool_call_format": "hermes_json"}, vllm={"tool_call_parser": "hermes"}).plan
-    running(plan)
+    plan = prepared().plan
+    hermes = [w if w != "qwen3_xml" else "hermes" for w in plan.argv]
+    running(dataclasses.replace(plan, argv=hermes, server_argv=hermes))
     bad = failed(verify(plan, url=plan.url))
     assert set(bad) == {("live", "tool_call_stream"), ("live", "tool_call_nonstream")}
 
@@ -79,12 +88,14 @@ def test_stale_unit_hand_edits_and_run_overrides(prepared, tmp_path):
     root = tmp_path / "root"
     old = prepared("u").plan
     install_systemd(old, root)
-    new = prepared("u", vllm={"max_model_len": 65536}).plan
+    new_prep = prepared("u", vllm={"max_model_len": 65536})
+    new = new_prep.plan
     bad = failed(verify(new, url=None, unit_root=root))
     assert "stale unit" in bad[("unit", "plan-hash")]
     assert "--max-model-len" in bad[("unit", "argv")]
 
-    install_systemd(new, root)
+    install_prepared(new_prep, root)
+    ran(root, new)
     assert failed(verify(new, url=None, unit_root=root)) == {}
     env_file = root / "etc/materialize/serve/u.env"
     env_file.write_text(env_file.read_text() + 'QWEN36_DEVICE_RESIDENT="1"\n')
