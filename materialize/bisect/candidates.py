@@ -19,14 +19,29 @@ class Candidate:
     directory: Path
 
 
-def prepare(series: Series, position: int) -> Candidate:
-    """Materialize the prefix of ``position`` patches and publish it (cached by the engine's store)."""
+def prepare(series: Series, position: int, root: Path, *, overlay: bool = True) -> Candidate:
+    """Materialize the prefix of ``position`` patches into the bisect's own ``root`` (cached by the store).
+
+    Candidates never go to the project's ``build/materialized`` and never move its ``latest``: a
+    bisect of another series (or of an old prefix) must not change what the checkout serves. The
+    default is an overlay (only the files the prefix changes, plus ``manifest.json``).
+    """
     from materialize.engine import materialize
     from materialize.output import write_output
 
     m = materialize(series, upto=position)
-    out = write_output(m)
+    out = write_output(m, root / (m.id + ("-overlay" if overlay else "")), overlay=overlay)
     return Candidate(position, m.id, Path(out))
+
+
+def series_hash(series: Series) -> str:
+    """What a bisect was started on: the series file and every patch's content, hashed."""
+    import hashlib
+
+    h = hashlib.sha256(series.path.read_bytes())
+    for p in series.patches:
+        h.update(f"\0{p.name}\0{p.sha256()}".encode())
+    return h.hexdigest()
 
 
 def patch_names(series: Series) -> dict[int, str]:

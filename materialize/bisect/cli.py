@@ -77,20 +77,24 @@ def _finish(code: int) -> None:
 
 
 # Seam for tests and for the end-to-end run: how a position becomes a materialized directory.
-def default_prepare(series: Series) -> Callable[[int], Candidate]:
+def default_prepare(series: Series, root: Path, overlay: bool) -> Callable[[int], Candidate]:
     from materialize.bisect.candidates import prepare
 
     cache: dict[int, Candidate] = {}
 
     def _prep(position: int) -> Candidate:
         if position not in cache:
-            cache[position] = prepare(series, position)
+            cache[position] = prepare(series, position, root, overlay=overlay)
         return cache[position]
 
     return _prep
 
 
-PREPARE_FACTORY: Callable[[Series], Callable[[int], Candidate]] = default_prepare
+PREPARE_FACTORY: Callable[[Series, Path, bool], Callable[[int], Candidate]] = default_prepare
+
+
+def _prepare_for(series: Series, store: StateStore, state: BisectState) -> Callable[[int], Candidate]:
+    return PREPARE_FACTORY(series, store.candidates, state.layout == "overlay")
 
 
 @click.group("bisect")
@@ -100,6 +104,33 @@ def bisect_group() -> None:
 
 def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateStore]:
     return load_series(_series_path(series_opt)), StateStore(_work_dir(work_dir, series_opt))
+
+
+def _store(series_opt: str | None, work_dir: str | None) -> StateStore:
+    return StateStore(_work_dir(work_dir, series_opt))
+
+
+def _state_series(state: BisectState, series_opt: str | None) -> Series:
+    """The series the bisect was started on (not ``--series`` or the default), unchanged since.
+
+    Positions only mean something for that series: bisecting another one with the old positions
+    would test the wrong code and mark the missing positions skipped.
+    """
+    from materialize.bisect.candidates import series_hash
+
+    recorded = Path(state.series)
+    if series_opt is not None and Path(series_opt).resolve() != recorded.resolve():
+        raise BisectError(
+            f"this bisect was started on {recorded}, not {Path(series_opt).resolve()}; "
+            "leave --series out, or 'bisect reset' and start again"
+        )
+    series = load_series(recorded)
+    if state.series_hash and series_hash(series) != state.series_hash:
+        raise BisectError(
+            f"{recorded} changed since 'bisect start' (a patch was edited, added or removed): "
+            "the recorded positions no longer name the same code; 'bisect reset' and start again"
+        )
+    return series
 
 
 @bisect_group.command("start")
@@ -131,6 +162,18 @@ def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateSt
 )
 @click.option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
 @click.option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
+@click.option(
+    "--prior-no-culprit",
+    type=float,
+    default=0.25,
+    show_default=True,
+    help="prior probability that no patch in the range is the culprit",
+)
+@click.option(
+    "--full-trees",
+    is_flag=True,
+    help="write whole trees per candidate (default: an overlay of changed files) under work/bisect/candidates",
+)
 def start_cmd(
     series_opt,
     work_dir,
@@ -146,8 +189,12 @@ def start_cmd(
     switch_cost,
     baseline_rate,
     culprit_rate,
+    prior_no_culprit,
+    full_trees,
 ) -> None:
     """Start a bisect between two series positions."""
+    from materialize.bisect.candidates import series_hash
+
     series, store = _load(series_opt, work_dir)
     with store.locked():
         if store.exists():
@@ -167,7 +214,10 @@ def start_cmd(
             switch_cost=switch_cost,
             baseline_rate=_rate(baseline_rate),
             culprit_rate=_rate(culprit_rate),
+            none_prior=prior_no_culprit,
         )
+        state.series_hash = series_hash(series)
+        state.layout = "full" if full_trees else "overlay"
         store.save(state)
     click.echo(
         f"bisecting positions {state.good}..{state.bad} ({state.bad - state.good} candidate patches); state in {store.dir}"
@@ -179,10 +229,11 @@ def start_cmd(
 @common
 def next_cmd(series_opt, work_dir) -> None:
     """Materialize the next candidate and print its id and directory (or the verdict)."""
-    series, store = _load(series_opt, work_dir)
-    prepare = PREPARE_FACTORY(series)
+    store = _store(series_opt, work_dir)
     with store.locked():
         state = store.load()
+        series = _state_series(state, series_opt)
+        prepare = _prepare_for(series, store, state)
         while True:
             step = session.decide(state)
             if step.status != "run":
@@ -209,9 +260,10 @@ def next_cmd(series_opt, work_dir) -> None:
 
 
 def _mark(series_opt, work_dir, verdict, position, requests, failures) -> None:
-    series, store = _load(series_opt, work_dir)
+    store = _store(series_opt, work_dir)
     with store.locked():
         state = store.load()
+        series = _state_series(state, series_opt)
         pos = _position(series, position) if position is not None else None
         obs = session.mark(state, verdict, pos, requests=requests, failures=failures)
         store.save(state)
@@ -255,9 +307,10 @@ def bad_cmd(series_opt, work_dir, position, requests, failures) -> None:
 @click.argument("position", required=False)
 def skip_cmd(series_opt, work_dir, position) -> None:
     """The candidate (or POSITION) cannot be tested."""
-    series, store = _load(series_opt, work_dir)
+    store = _store(series_opt, work_dir)
     with store.locked():
         state = store.load()
+        series = _state_series(state, series_opt)
         pos = session.skip(state, _position(series, position) if position is not None else None)
         store.save(state)
     click.echo(f"skipped position {pos}; " + _summary(session.decide(state)))
@@ -331,9 +384,10 @@ def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
 )
 def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
     """Feed run records (JSONL) into the bisect; invalid records are refused, loudly."""
-    series, store = _load(series_opt, work_dir)
+    store = _store(series_opt, work_dir)
     with store.locked():
         state = store.load()
+        series = _state_series(state, series_opt)
         checked = check_records(
             iter_ledger(runfiles), SeriesIndex(series), _id_checker(series, state, check_ids)
         )
@@ -372,27 +426,30 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
     """Run COMMAND on candidates until the culprit is found (exit 0), or not (exit 1)."""
     from materialize.bisect.runner import LocalExecutor, run_loop
 
-    series, store = _load(series_opt, work_dir)
     if jobs < 1:
         raise BisectError("--jobs must be at least 1")
-    executor = LocalExecutor(jobs)
-    if ray_hosts:
-        from materialize.bisect.ray_executor import RayExecutor
+    store = _store(series_opt, work_dir)
+    with store.locked():  # for the whole run: a second run or a 'good' meanwhile gets exit 5
+        state = store.load()
+        series = _state_series(state, series_opt)
+        executor = LocalExecutor(jobs)
+        if ray_hosts:
+            from materialize.bisect.ray_executor import RayExecutor
 
-        executor = RayExecutor([h for h in ray_hosts.split(",") if h])
-    index = SeriesIndex(series)
-    step = run_loop(
-        store,
-        list(command),
-        PREPARE_FACTORY(series),
-        index.prefix_entries,
-        executor=executor,
-        ledger=Path(ledger) if ledger else None,
-        max_runs=max_runs,
-        timeout=timeout,
-        echo=click.echo,
-    )
-    state = store.load()
+            executor = RayExecutor([h for h in ray_hosts.split(",") if h])
+        index = SeriesIndex(series)
+        step = run_loop(
+            store,
+            list(command),
+            _prepare_for(series, store, state),
+            index.prefix_entries,
+            executor=executor,
+            ledger=Path(ledger) if ledger else None,
+            max_runs=max_runs,
+            timeout=timeout,
+            echo=click.echo,
+        )
+        state = store.load()
     click.echo(render(state, step, patch_names(series)))
     _finish(0 if step.status == "found" else 1)
 
@@ -402,8 +459,9 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
 @click.option("--plot", "plot_path", default=None, help="also draw the posterior / samples to this PNG")
 def status_cmd(series_opt, work_dir, plot_path) -> None:
     """The posterior table (or metric table), bounds, and runs still needed."""
-    series, store = _load(series_opt, work_dir)
+    store = _store(series_opt, work_dir)
     state = store.load()
+    series = _state_series(state, series_opt)
     step = session.decide(state)
     names = patch_names(series)
     click.echo(render(state, step, names))
@@ -433,7 +491,10 @@ def replay_cmd(series_opt, work_dir, logfile) -> None:
         text = Path(logfile).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BisectError(f"{logfile}: no such log file") from None
+    from materialize.bisect.candidates import series_hash
+
     state = session.replay(parse_log(text, logfile), logfile, str(series.path), len(series.patches))
+    state.series_hash = series_hash(series)
     with store.locked():
         store.reset()
         store.save(state)
@@ -480,12 +541,16 @@ def infer_cmd(
     check_ids,
 ) -> None:
     """Start (or extend) a bisect from what the ledger already knows: no hardware run repeated for nothing."""
-    series, store = _load(series_opt, work_dir)
+    from materialize.bisect.candidates import series_hash
+
+    store = _store(series_opt, work_dir)
     paths = runs_paths or (DEFAULT_RUNS,)
     with store.locked():
         if store.exists():
             state = store.load()
+            series = _state_series(state, series_opt)
         else:
+            series = load_series(_series_path(series_opt))
             state = session.start(
                 series=str(series.path),
                 n_patches=len(series.patches),
@@ -498,6 +563,7 @@ def infer_cmd(
                 confidence=confidence,
                 requests=requests,
             )
+            state.series_hash = series_hash(series)
         checked = check_records(
             iter_ledger(paths), SeriesIndex(series), _id_checker(series, state, check_ids)
         )

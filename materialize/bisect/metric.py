@@ -1,19 +1,35 @@
-"""Bisecting a noisy metric, the way Chromium's Pinpoint does it.
+"""Bisecting a noisy metric: a Bayesian change-point model, the metric's twin of the gate posterior.
 
-Each candidate collects repeated samples; a Mann-Whitney U test against the good end and against the
-bad end answers "same as good", "same as bad" or "need more runs", and repeats double until it can
-answer (up to ``max_samples``). The ends must first differ by more than the declared noise band in
-the regression direction: a change inside the band is never called a regression.
+Model: the log of every sample is ``m + s * [position >= c] + noise``, with Gaussian noise of one
+unknown spread shared by all positions. Hypotheses are pairs (culprit ``c``, log-shift ``s``);
+``m`` (flat prior) and the spread (Jeffreys prior) are integrated out exactly, which leaves
+``RSS(c, s) ** (-(n - 1) / 2)`` as the likelihood (a Student-t in disguise: few samples mean wide
+doubt, so a verdict cannot rest on four lucky samples).
 
-The decision is a pure function of the samples collected so far, so a crashed or replayed bisect
-makes exactly the same choices from the same data.
+A *regression* is a shift beyond the declared noise band in the bad direction; a shift inside the
+band, or in the good direction (an improvement), is "no regression", whatever its size. The prior
+puts ``none_prior`` on "no regression" and spreads the rest over culprits and shift sizes.
+
+Why Bayesian rather than repeated tests: the posterior is valid whatever the stopping rule, so
+looking after every sample costs no error rate (the old 4 -> 8 -> 16 -> 32 looks at alpha = 0.01
+each did). The bisect stops only when one culprit (with its shift beyond the band), or "no
+regression", reaches the confidence; otherwise it says "inconclusive" and exits 1, never 0 on a
+tie-break. Runs go to the ends while it is unclear whether there is a regression at all (the ends
+are where a shift shows most), then to the position that splits the culprit posterior in half.
+
+The decision is a pure function of the samples, so a crashed or replayed bisect makes the same
+choices from the same data.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+import numpy as np
+from scipy.special import logsumexp
 
 from materialize.bisect.stats import Comparison, compare
 
@@ -26,9 +42,13 @@ class MetricModel:
     bad: int
     direction: Direction = "lower"  # which way is better
     threshold: float = 0.01  # declared noise band, as a fraction (1% = 0.01)
-    alpha: float = 0.01
-    initial: int = 4
-    max_samples: int = 32
+    confidence: float = 0.95
+    none_prior: float = 0.25  # prior mass of "no regression beyond the band"
+    min_samples: int = 5  # no verdict rests on fewer samples at either side of the boundary
+    initial: int = 4  # samples at each end before anything else
+    batch: int = 2  # samples per step at a midpoint
+    max_samples: int = 400  # the whole bisect; then "inconclusive"
+    max_per_position: int = 40  # a midpoint with this many samples is not sampled again
 
 
 @dataclass
@@ -38,134 +58,210 @@ class MetricStep:
     status: Literal["run", "found", "no-regression", "inconclusive"]
     runs: list[tuple[int, int]] = field(default_factory=list)  # (position, extra samples)
     culprit: int | None = None
-    low: int = 0  # last position judged good
-    high: int = 0  # first position judged bad
+    probability: float | None = None  # P(culprit, regression) when found; P(no regression) when none
+    p_regression: float = 0.0
+    low: int = 0  # narrowest credible range of the culprit: (low, high]
+    high: int = 0
+    shift: float = 0.0  # posterior mean relative shift at the culprit (given a regression)
     verdicts: dict[int, str] = field(default_factory=dict)
     uncertain: list[int] = field(default_factory=list)
     ends: Comparison | None = None
+    probs: dict[int, float] = field(default_factory=dict)  # P(culprit = k, regression)
     message: str = ""
 
 
-def _regressed(model: MetricModel, shift: float) -> bool:
-    return shift > model.threshold if model.direction == "lower" else shift < -model.threshold
+@dataclass
+class MetricPosterior:
+    culprits: np.ndarray
+    shifts: np.ndarray  # log-shift grid
+    regression: np.ndarray  # bool mask over shifts
+    weights: np.ndarray  # [culprit, shift], sums to 1
+
+    @property
+    def p_regression(self) -> float:
+        return float(self.weights[:, self.regression].sum())
+
+    @property
+    def culprit_probs(self) -> np.ndarray:
+        """P(culprit = c and the shift there is a regression)."""
+        return self.weights[:, self.regression].sum(axis=1)
+
+    def mean_shift(self, idx: int) -> float:
+        w = self.weights[idx, self.regression]
+        return float(np.expm1((w * self.shifts[self.regression]).sum() / w.sum())) if w.sum() > 0 else 0.0
 
 
-def _grow(n: int, model: MetricModel) -> int:
-    """How many more samples: reach ``initial``, then double (Pinpoint's escalation)."""
-    if n < model.initial:
-        return model.initial - n
-    return min(n, model.max_samples - n)
+def shift_grid(model: MetricModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Log-shifts, their prior weights, and which of them are regressions."""
+    band = math.log1p(model.threshold)
+    mags = np.unique(np.concatenate([np.geomspace(band / 20, math.log(2.0), 48), [band]]))
+    shifts = np.concatenate([-mags[::-1], [0.0], mags])
+    worse = 1.0 if model.direction == "lower" else -1.0  # the sign of a regression in log space
+    regression = worse * shifts > band * (1 + 1e-9)
+    prior = np.where(regression, (1 - model.none_prior) / regression.sum(), model.none_prior / (~regression).sum())
+    return shifts, prior, regression
 
 
-def classify(
-    model: MetricModel, good: Sequence[float], bad: Sequence[float], cand: Sequence[float]
-) -> tuple[str, Comparison, Comparison]:
-    """'good', 'bad' or 'need more runs' for a candidate's samples, by comparison with both ends."""
-    to_good = compare(good, cand, noise_band=model.threshold / 2, alpha=model.alpha)
-    to_bad = compare(bad, cand, noise_band=model.threshold / 2, alpha=model.alpha)
-    if to_good.verdict == "different" and to_bad.verdict != "different":
-        return "bad", to_good, to_bad
-    if to_bad.verdict == "different" and to_good.verdict != "different":
-        return "good", to_good, to_bad
-    return "need more runs", to_good, to_bad
+def posterior(model: MetricModel, samples: Mapping[int, Sequence[float]]) -> MetricPosterior | None:
+    """Joint posterior over (culprit, shift); None until there are three positive samples."""
+    pos = sorted(k for k, v in samples.items() if len(v))
+    values = [np.log(np.asarray(samples[k], float)) for k in pos]
+    n_all = sum(len(v) for v in values)
+    if n_all < 3:
+        return None
+    if any(np.any(~np.isfinite(v)) for v in values):
+        from materialize.bisect.state import BisectError
+
+        raise BisectError("metric samples must be positive numbers: the model compares relative shifts")
+    centre = float(np.mean(np.concatenate(values)))
+    top = max([model.bad, *pos])
+    n = np.zeros(top + 2)
+    s1 = np.zeros(top + 2)
+    s2 = np.zeros(top + 2)
+    for k, v in zip(pos, values, strict=True):
+        z = v - centre
+        n[k], s1[k], s2[k] = len(z), z.sum(), (z * z).sum()
+    culprits = np.arange(model.good + 1, model.bad + 1)
+    # right-hand sums: positions >= c
+    n_r = np.cumsum(n[::-1])[::-1][culprits]
+    s_r = np.cumsum(s1[::-1])[::-1][culprits]
+    shifts, prior, regression = shift_grid(model)
+    big_n, big_s, big_q = n.sum(), s1.sum(), s2.sum()
+    sz = big_s - shifts[None, :] * n_r[:, None]
+    szz = big_q - 2 * shifts[None, :] * s_r[:, None] + shifts[None, :] ** 2 * n_r[:, None]
+    rss = np.maximum(szz - sz * sz / big_n, 1e-300)
+    loglik = -(big_n - 1) / 2 * np.log(rss)
+    logw = loglik + np.log(prior)[None, :] - math.log(len(culprits))
+    weights = np.exp(logw - logsumexp(logw))
+    return MetricPosterior(culprits, shifts, regression, weights)
 
 
-def _nearest(model: MetricModel, good: Sequence[float], bad: Sequence[float], cand: Sequence[float]) -> str:
-    import numpy as np
-
-    m = float(np.median(cand))
-    return "good" if abs(m - float(np.median(good))) <= abs(m - float(np.median(bad))) else "bad"
+def _credible_range(culprits: np.ndarray, probs: np.ndarray, mass: float, default: tuple[int, int]) -> tuple[int, int]:
+    total = probs.sum()
+    if total <= 0:
+        return default
+    p = probs / total
+    csum = np.concatenate([[0.0], np.cumsum(p)])
+    best, best_len = default, len(p) + 1
+    for a in range(len(p)):
+        for b in range(a + 1, len(p) + 1):
+            if csum[b] - csum[a] >= mass - 1e-12:
+                if b - a < best_len:
+                    best_len, best = b - a, (int(culprits[a]) - 1, int(culprits[b - 1]))
+                break
+    return best
 
 
 def decide(
     model: MetricModel, samples: Mapping[int, Sequence[float]], skipped: Iterable[int] = (), jobs: int = 1
 ) -> MetricStep:
-    """The next runs, or the answer, from the samples collected so far."""
+    """The next samples to take, or the verdict, from the samples collected so far."""
     skip = set(skipped)
     g, b = model.good, model.bad
+    count = {k: len(v) for k, v in samples.items()}
     sg, sb = list(samples.get(g, ())), list(samples.get(b, ()))
     step = MetricStep("run", low=g, high=b)
-    if len(sg) < model.initial or len(sb) < model.initial:
-        step.runs = [(p, model.initial - len(s)) for p, s in ((g, sg), (b, sb)) if len(s) < model.initial]
-        step.message = "sampling the good and bad ends"
+    if len(sg) >= 2 and len(sb) >= 2:
+        step.ends = compare(sg, sb, noise_band=model.threshold)
+    ends_short = [(p, model.initial - count.get(p, 0)) for p in (g, b) if count.get(p, 0) < model.initial]
+    if ends_short:
+        step.runs = ends_short
+        step.message = "sampling the good and bad ends first"
         return step
-    ends = compare(sg, sb, noise_band=model.threshold, alpha=model.alpha, strict=True)
-    step.ends = ends
-    if ends.verdict == "same" or (ends.verdict == "different" and not _regressed(model, ends.shift)):
-        step.status = "no-regression"
+    post = posterior(model, samples)
+    assert post is not None  # both ends have samples
+    probs = post.culprit_probs
+    step.p_regression = p_reg = post.p_regression
+    step.probs = {int(c): float(p) for c, p in zip(post.culprits, probs, strict=True)}
+    step.low, step.high = _credible_range(post.culprits, probs, model.confidence, (g, b))
+    idx = int(np.argmax(probs))
+    best, p_best = int(post.culprits[idx]), float(probs[idx])
+    step.culprit, step.probability = best, p_best
+    step.shift = post.mean_shift(idx)
+    total = sum(count.values())
+    sampled_below = [k for k in count if k < best and count[k]]
+    left = max(sampled_below) if sampled_below else None
+    enough = (
+        left is not None and count.get(best, 0) >= model.min_samples and count[left] >= model.min_samples
+    )
+    if 1 - p_reg >= model.confidence and min(count[g], count[b]) >= model.min_samples:
+        step.status, step.culprit, step.probability = "no-regression", None, 1 - p_reg
         step.message = (
-            f"bad end differs from good end by {ends.shift * 100:+.2f}% (p={ends.p_value:.3g}): "
-            f"not a regression beyond the {model.threshold * 100:.2f}% noise band"
+            f"no regression in {g + 1}..{b}: P(no shift beyond the {model.threshold * 100:g}% band in the "
+            f"bad direction)={1 - p_reg:.3f} (ends {_ends_text(step.ends, model)})"
         )
         return step
-    if ends.verdict == "need more runs":
-        n = min(len(sg), len(sb))
-        if n >= model.max_samples:
-            step.status = "inconclusive"
-            step.message = f"ends still undecided after {n} samples each (p={ends.p_value:.3g})"
-            return step
-        step.runs = [(p, _grow(len(s), model)) for p, s in ((g, sg), (b, sb)) if len(s) < model.max_samples]
-        step.message = "ends not yet distinguishable: more samples at both ends"
+    if p_best >= model.confidence and enough and left == best - 1:
+        step.status = "found"
+        step.message = (
+            f"decided: position {best} is the first bad position (P={p_best:.3f} >= {model.confidence:g}; "
+            f"shift {step.shift * 100:+.2f}% against a {model.threshold * 100:g}% band)"
+        )
         return step
-
-    lo, hi = g, b
-    while True:
-        inner = [k for k in range(lo + 1, hi) if k not in skip]
-        if not inner:
-            step.low, step.high = lo, hi
-            if hi - lo == 1:
-                step.status, step.culprit = "found", hi
-                step.message = f"first bad position {hi}"
-            else:
-                step.status = "inconclusive"
-                step.message = f"culprit is one of positions {lo + 1}..{hi} (the others were skipped)"
-            return step
-        mid = min(inner, key=lambda k: (abs(2 * k - (lo + hi)), k))
-        sm = list(samples.get(mid, ()))
-        verdict = "need more runs"
-        if len(sm) >= model.initial:
-            verdict, _, _ = classify(model, sg, sb, sm)
-            if verdict == "need more runs" and len(sm) >= model.max_samples:
-                verdict = _nearest(model, sg, sb, sm)
-                step.uncertain.append(mid)
-        if verdict == "need more runs":
-            step.low, step.high = lo, hi
-            step.runs = [(mid, _grow(len(sm), model))]
-            # The candidate's power is capped by the ends' sample count: grow them alongside.
-            for p, s in ((g, sg), (b, sb)):
-                if len(s) < len(sm) + step.runs[0][1] and len(s) < model.max_samples:
-                    step.runs.append((p, min(len(sm) + step.runs[0][1], model.max_samples) - len(s)))
-            step.runs.extend(_speculative(model, samples, skip, lo, mid, hi, jobs - len(step.runs)))
-            step.message = f"position {mid}: need more runs"
-            return step
-        step.verdicts[mid] = verdict
-        if verdict == "good":
-            lo = mid
-        else:
-            hi = mid
+    if total >= model.max_samples:
+        step.status = "inconclusive"
+        step.message = (
+            f"undecided after {total} samples: best position {best} P={p_best:.3f}, "
+            f"P(regression)={p_reg:.3f}; not a verdict (exit 1)"
+        )
+        step.culprit = None
+        return step
+    step.culprit = None  # only a verdict names a culprit
+    step.runs = _next_runs(model, post, probs, count, skip, p_reg, jobs)
+    if not step.runs:
+        step.status = "inconclusive"
+        step.message = (
+            f"the culprit is one of positions {step.low + 1}..{step.high} and the positions that would tell "
+            f"them apart are skipped (best {best} P={p_best:.3f})"
+        )
+        return step
+    step.message = f"P(regression)={p_reg:.3f}; best position {best} P={p_best:.3f}"
+    return step
 
 
-def _speculative(
+def _ends_text(ends: Comparison | None, model: MetricModel | None = None) -> str:
+    if ends is None:
+        return "-"
+    text = f"{ends.shift * 100:+.2f}%, n={ends.n_a}/{ends.n_b}"
+    if model is not None:
+        worse = ends.shift if model.direction == "lower" else -ends.shift
+        kind = "an improvement, not a regression" if worse < 0 else "inside the band: not a regression"
+        if abs(ends.shift) > model.threshold and worse < 0 or abs(ends.shift) <= model.threshold:
+            text += f": {kind}"
+    return text
+
+
+def _next_runs(
     model: MetricModel,
-    samples: Mapping[int, Sequence[float]],
+    post: MetricPosterior,
+    probs: np.ndarray,
+    count: dict[int, int],
     skip: set[int],
-    lo: int,
-    mid: int,
-    hi: int,
-    free: int,
+    p_reg: float,
+    jobs: int,
 ) -> list[tuple[int, int]]:
-    """k-ary search: with spare hosts, also sample the next midpoints on both sides of ``mid``."""
-    out: list[tuple[int, int]] = []
-    frontier = [(lo, mid), (mid, hi)]
-    while free > 0 and frontier:
-        a, z = frontier.pop(0)
-        inner = [k for k in range(a + 1, z) if k not in skip]
-        if not inner:
-            continue
-        m = min(inner, key=lambda k: (abs(2 * k - (a + z)), k))
-        have = len(samples.get(m, ()))
-        if have < model.initial:
-            out.append((m, model.initial - have))
-            free -= 1
-        frontier.extend([(a, m), (m, z)])
-    return out
+    """Where the next samples go: the ends while a regression is in doubt, else the culprit median."""
+    g, b = model.good, model.bad
+    runs: list[tuple[int, int]] = []
+    if p_reg < 0.9 or min(count.get(g, 0), count.get(b, 0)) < model.min_samples:
+        runs = [(g, model.batch), (b, model.batch)]
+        if p_reg < 0.5:
+            return runs[:jobs] if jobs > 1 else runs
+    total = probs.sum()
+    if total <= 0:
+        return runs
+    cdf = np.cumsum(probs / total)
+    inner = [k for k in range(g + 1, b) if k not in skip]
+    picked: list[int] = []
+    for q in ([0.5] if jobs <= 1 else list(np.linspace(0, 1, jobs + 2)[1:-1])):
+        # the two positions that bracket the q-quantile of the culprit (a run at k splits c <= k / c > k)
+        lo = [k for k in inner if cdf[k - g - 1] < q]
+        hi = [k for k in inner if cdf[k - g - 1] >= q]
+        options = ([max(lo)] if lo else []) + ([min(hi)] if hi else [])
+        options = [k for k in options if k not in picked and count.get(k, 0) < model.max_per_position]
+        if options:
+            picked.append(min(options, key=lambda k: (count.get(k, 0), k)))
+    runs += [(k, model.batch) for k in picked]
+    if not picked and p_reg < 0.99 and count.get(g, 0) < model.max_per_position:
+        runs = [(g, model.batch), (b, model.batch)]  # no midpoint can help; only the ends can
+    return runs

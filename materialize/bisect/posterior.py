@@ -66,6 +66,7 @@ class GateModel:
     rate_hi: float = 0.95
     baseline_rate: float | None = None  # per-request rate every prefix shows, if known (e.g. 1/256)
     culprit_rate: float | None = None  # per-request rate with the culprit, if known
+    none_prior: float = 0.25  # prior mass of "no patch in the range changed the rate"
 
     def rates(self) -> np.ndarray:
         if self.deterministic:
@@ -122,12 +123,31 @@ class Posterior:
     model: GateModel
     rates: np.ndarray
     culprits: np.ndarray  # candidate culprit positions good+1..bad
-    weights: np.ndarray  # [culprit, i(p0), j(p1)], sums to 1
+    weights: np.ndarray  # [culprit..., none, i(p0), j(p1)], sums to 1; the last row is "no culprit"
     log_evidence: float
 
     @property
-    def probs(self) -> np.ndarray:
+    def all_probs(self) -> np.ndarray:
+        """Culprit probabilities followed by the probability of "no culprit"."""
         return self.weights.sum(axis=(1, 2))
+
+    @property
+    def probs(self) -> np.ndarray:
+        return self.all_probs[:-1]
+
+    @property
+    def p_none(self) -> float:
+        """Posterior probability that no patch in the range changed the rate."""
+        return float(self.all_probs[-1])
+
+    def none_rate_bound(self, confidence: float) -> float:
+        """Upper ``confidence`` quantile of the one shared per-request rate, given "no culprit"."""
+        w = self.weights[-1].sum(axis=1)
+        total = w.sum()
+        if total <= 0:
+            return 1.0
+        cdf = np.cumsum(w / total)
+        return float(self.rates[min(int(np.searchsorted(cdf, confidence)), len(self.rates) - 1)])
 
     def prob_of(self, position: int) -> float:
         idx = position - self.model.good - 1
@@ -139,7 +159,8 @@ class Posterior:
         return int(self.culprits[idx]), float(probs[idx])
 
     def rate_means(self) -> tuple[float, float]:
-        w = self.weights.sum(axis=0)
+        w = self.weights[:-1].sum(axis=0)
+        w = w / w.sum() if w.sum() > 0 else w
         return float((w.sum(axis=1) * self.rates).sum()), float((w.sum(axis=0) * self.rates).sum())
 
     def credible_range(self, mass: float) -> tuple[int, int]:
@@ -158,7 +179,7 @@ class Posterior:
         return best
 
     def entropy(self) -> float:
-        return _entropy(self.probs)
+        return _entropy(self.all_probs)
 
 
 def _entropy(p: np.ndarray) -> float:
@@ -178,9 +199,14 @@ def posterior(model: GateModel, data: Mapping[int, Counts], n_positions: int | N
     # before[c] = sum_{k<c} ll[k]; after[c] = sum_{k>=c} ll[k]
     csum = np.vstack([np.zeros(g), np.cumsum(ll, axis=0)])
     culprits = np.arange(model.good + 1, model.bad + 1)
-    before = csum[culprits]
-    after = csum[-1] - csum[culprits]
-    logw = model.log_prior(rates)[None, :, :] + before[:, :, None] + after[:, None, :]
+    # The last row is "no culprit": every position runs at p0 (p1 is a nuisance that sums out).
+    split = np.append(culprits, top + 1)
+    before = csum[split]
+    after = csum[-1] - csum[split]
+    none = min(max(model.none_prior, 0.0), 1.0 - 1e-9)
+    with np.errstate(divide="ignore"):
+        log_mass = np.append(np.full(len(culprits), math.log1p(-none) - math.log(len(culprits))), math.log(none))
+    logw = log_mass[:, None, None] + model.log_prior(rates)[None, :, :] + before[:, :, None] + after[:, None, :]
     log_z = float(logsumexp(logw))
     # Contradictory deterministic answers: fall back to a flat posterior instead of NaNs.
     weights = np.exp(logw - log_z) if math.isfinite(log_z) else np.full(logw.shape, 1.0 / logw.size)
@@ -211,7 +237,8 @@ def gain_table(post: Posterior, positions: list[int], repeats: tuple[int, ...]) 
     w = post.weights
     u1 = w.sum(axis=1) @ liks  # [c, outcome] if the position carries p1
     u0 = w.sum(axis=2) @ liks  # [c, outcome] if it carries p0
-    left = post.culprits[None, :] <= np.asarray(positions)[:, None]  # [k, c]
+    split = np.append(post.culprits, np.iinfo(np.int64).max)  # "no culprit": every position at p0
+    left = split[None, :] <= np.asarray(positions)[:, None]  # [k, c]
     unnorm = np.where(left[:, :, None], u1[None], u0[None])  # [k, c, outcome]
     p_out = unnorm.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -86,11 +86,11 @@ def _metric_table(state: BisectState, step: Step, names: dict[int, str]) -> list
     samples = metric_samples(state)
     good = samples.get(state.good, [])
     band = state.threshold
-    verdicts = step.metric.verdicts if step.metric else {}
+    probs = step.metric.probs if step.metric else {}
     better = "lower" if state.direction == "lower" else "higher"
     out = [
         "",
-        f"{'pos':>4}  {'patch':<34} {'n':>4} {'median':>12} {'vs good':>9}  verdict   ({better} is better)",
+        f"{'pos':>4}  {'patch':<34} {'n':>4} {'median':>12} {'vs good':>9} {'P(culprit)':>10}  ({better} is better)",
     ]
     for k in sorted(samples):
         s = samples[k]
@@ -99,8 +99,9 @@ def _metric_table(state: BisectState, step: Step, names: dict[int, str]) -> list
         if good and k != state.good:
             cmp = compare(good, s, noise_band=band)
             vs = f"{cmp.shift * 100:+.2f}%"
-        verdict = {state.good: "good end", state.bad: "bad end"}.get(k, verdicts.get(k, ""))
-        out.append(f"{k:>4}  {_name(names, k)[:34]:<34} {len(s):>4} {med:>12.6g} {vs:>9}  {verdict}")
+        p = f"{probs[k]:.3f}" if k in probs else "-"
+        end = {state.good: "  good end", state.bad: "  bad end"}.get(k, "")
+        out.append(f"{k:>4}  {_name(names, k)[:34]:<34} {len(s):>4} {med:>12.6g} {vs:>9} {p:>10}{end}")
     if step.metric and step.metric.ends:
         e = step.metric.ends
         out.append("")
@@ -108,6 +109,10 @@ def _metric_table(state: BisectState, step: Step, names: dict[int, str]) -> list
             f"ends: {e.verdict} (Mann-Whitney p={e.p_value:.3g}, shift {e.shift * 100:+.2f}%, "
             f"noise band {band * 100:.2f}%, n={e.n_a}/{e.n_b})"
         )
-    if step.metric and step.metric.uncertain:
-        out.append(f"decided by nearest median after max samples (uncertain): {step.metric.uncertain}")
+    if step.metric and step.metric.probs:
+        out.append(
+            f"P(regression beyond the {band * 100:g}% band, {'up' if state.direction == 'lower' else 'down'}wards)"
+            f" = {step.metric.p_regression:.3f}; culprit range at {state.confidence:g}: "
+            f"{step.metric.low + 1}..{step.metric.high}"
+        )
     return out

@@ -15,6 +15,7 @@ State is saved after every single result, so killing ``run`` loses at most the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -63,19 +64,79 @@ class Executor(Protocol):
     def run(self, tasks: Sequence[Task]) -> Iterator[TaskResult]: ...
 
 
+# The keeper: leader of the run's own process group. It runs the command, and kills the whole group
+# when the command ends (stray background processes of a run do not outlive it) or when its parent
+# dies in any way, even ``kill -9``: the parent holds the only write end of a pipe, and EOF on the
+# read end is the kernel telling the keeper that its parent is gone.
+KEEPER = r"""
+import os, signal, subprocess, sys, threading
+fd = int(sys.argv[1])
+def watch():
+    try:
+        while os.read(fd, 1):
+            pass
+    except OSError:
+        pass
+    os.killpg(0, signal.SIGKILL)
+threading.Thread(target=watch, daemon=True).start()
+try:
+    child = subprocess.Popen(sys.argv[2:])
+except FileNotFoundError:
+    sys.stderr.write("command not found: %s\n" % sys.argv[2])
+    sys.exit(127)
+except PermissionError:
+    sys.stderr.write("command not executable: %s\n" % sys.argv[2])
+    sys.exit(126)
+rc = child.wait()
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.killpg(0, signal.SIGTERM)
+sys.exit(rc if rc >= 0 else 128 - rc)
+"""
+
+
 def run_task(task: Task) -> TaskResult:
-    """Execute one task locally (argv list, never a shell)."""
+    """Execute one task locally (argv list, never a shell), in its own process group.
+
+    The group is ended with the run: on timeout, on an exception here (Ctrl-C), and by the keeper
+    when this process dies.
+    """
+    import signal
+    import sys
+
     env = dict(os.environ)
     env.update(task.env)
+    read_end, write_end = os.pipe()
     try:
-        proc = subprocess.run(
-            task.argv, env=env, capture_output=True, text=True, timeout=task.timeout, check=False
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KEEPER, str(read_end), *task.argv],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            pass_fds=(read_end,),
+            start_new_session=True,
         )
-    except FileNotFoundError:
-        return TaskResult(task, 127, "", f"command not found: {task.argv[0]}")
-    except subprocess.TimeoutExpired:
-        return TaskResult(task, SKIP, "", f"timed out after {task.timeout}s (counted as skip)")
-    return TaskResult(task, proc.returncode, proc.stdout, proc.stderr)
+    finally:
+        os.close(read_end)
+    try:
+        try:
+            out, err = proc.communicate(timeout=task.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return TaskResult(task, SKIP, "", f"timed out after {task.timeout}s (counted as skip)")
+        except BaseException:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    finally:
+        os.close(write_end)
+    return TaskResult(task, proc.returncode, out, err)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
 
 
 @dataclass
@@ -226,51 +287,61 @@ def run_loop(
     timeout: float | None = None,
     echo: Callable[[str], None] = print,
 ) -> session.Step:
-    """Decide, materialize, run, record; repeat until found, inconclusive or out of budget."""
-    runs = 0
+    """Decide, materialize, run, record; repeat until decided, inconclusive or out of budget.
+
+    The caller holds ``store.locked()`` for the whole loop: a second ``bisect run`` or a ``bisect
+    good`` in the middle is refused (exit 5) instead of interleaving with this one. ``max_runs``
+    is a budget for the whole bisect: runs done by earlier, interrupted invocations count.
+    """
     metric_failures: dict[int, int] = {}
-    scratch = Path(tempfile.mkdtemp(prefix="bisect-run-"))
+    store.dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".run-", dir=store.dir))
     try:
         while True:
-            with store.locked():
-                state = store.load()
-                step = session.decide(state, jobs=executor.jobs)
-                if step.status != "run":
-                    return step
-                if max_runs is not None and runs >= max_runs:
-                    step.message = f"stopped after {runs} runs (--max-runs); best so far {step.culprit}"
-                    return step
-                tasks: list[Task] = []
-                for position, repeats in step.runs:
-                    try:
-                        cand = prepare(position)
-                    except MaterializeError as exc:
-                        # A prefix that does not materialize cannot be tested: git bisect's "skip".
-                        echo(f"position {position}: cannot materialize ({exc}); skipping it")
-                        session.skip(state, position)
-                        continue
-                    session.note_candidate(state, position, cand.materialization_id)
-                    for _ in range(repeats):
-                        slot = len(tasks) % executor.jobs
-                        own = scratch / f"run-{runs + len(tasks)}.jsonl"
-                        env = {
-                            "MATERIALIZED_DIR": str(cand.directory),
-                            "MATERIALIZATION_ID": cand.materialization_id,
-                            "MATERIALIZE_BISECT_POSITION": str(position),
-                            "MATERIALIZE_LEDGER": str(own),
-                        }
-                        tasks.append(Task(slot, cand, substitute(template, slot, cand), env, own, timeout))
-                if max_runs is not None:
-                    tasks = tasks[: max(1, max_runs - runs)]
-                store.save(state)
+            state = store.load()
+            step = session.decide(state, jobs=executor.jobs)
+            if step.status != "run":
+                return step
+            runs = state.run_count
+            if max_runs is not None and runs >= max_runs:
+                best = f"best so far position {step.culprit} at P={step.probability:.3f}" if (
+                    step.culprit is not None and step.probability is not None) else "no verdict yet"
+                step.status = "inconclusive"
+                step.message = (
+                    f"stopped before a verdict: --max-runs {max_runs} reached ({runs} runs in this bisect); "
+                    f"{best}; run again with a larger --max-runs to continue"
+                )
+                return step
+            tasks: list[Task] = []
+            for position, repeats in step.runs:
+                try:
+                    cand = prepare(position)
+                except MaterializeError as exc:
+                    # A prefix that does not materialize cannot be tested: git bisect's "skip".
+                    echo(f"position {position}: cannot materialize ({exc}); skipping it")
+                    session.skip(state, position)
+                    continue
+                session.note_candidate(state, position, cand.materialization_id)
+                for _ in range(repeats):
+                    slot = len(tasks) % executor.jobs
+                    own = scratch / f"run-{runs + len(tasks)}.jsonl"
+                    env = {
+                        "MATERIALIZED_DIR": str(cand.directory),
+                        "MATERIALIZATION_ID": cand.materialization_id,
+                        "MATERIALIZE_BISECT_POSITION": str(position),
+                        "MATERIALIZE_LEDGER": str(own),
+                    }
+                    tasks.append(Task(slot, cand, substitute(template, slot, cand), env, own, timeout))
+            if max_runs is not None:
+                tasks = tasks[: max(1, max_runs - runs)]
+            store.save(state)
             for result in executor.run(tasks):
-                runs += 1
-                with store.locked():
-                    state = store.load()
-                    out = interpret(state, result)
-                    pos = result.task.candidate.position
-                    _record(state, result, out, pos, metric_failures, echo)
-                    store.save(state)
+                state = store.load()
+                out = interpret(state, result)
+                pos = result.task.candidate.position
+                _record(state, result, out, pos, metric_failures, echo)
+                state.run_count += 1
+                store.save(state)
                 if ledger is not None and out.kind in ("gate", "metric"):
                     if out.records:
                         for rec in out.records:

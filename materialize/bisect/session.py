@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from materialize.bisect.metric import MetricModel, MetricStep
-from materialize.bisect.metric import decide as metric_decide
-from materialize.bisect.posterior import Counts, GateModel, Posterior, choose, posterior
 from materialize.bisect.state import BisectError, BisectState, Observation
+
+if TYPE_CHECKING:  # numpy/scipy load only when a decision is computed, never for 'start'
+    from materialize.bisect.metric import MetricModel, MetricStep
+    from materialize.bisect.posterior import Counts, GateModel, Posterior
 
 
 def _fmt(value: float) -> str:
@@ -37,6 +38,7 @@ def start(
     switch_cost: float = 1.0,
     baseline_rate: float | None = None,
     culprit_rate: float | None = None,
+    none_prior: float = 0.25,
 ) -> BisectState:
     """A fresh bisect between two series positions (0 = upstream alone)."""
     if not 0 <= good < bad <= n_patches:
@@ -52,6 +54,8 @@ def start(
     for name, rate in (("--baseline-rate", baseline_rate), ("--culprit-rate", culprit_rate)):
         if rate is not None and not 0 < rate < 1:
             raise BisectError(f"{name} must be a per-request rate in (0, 1); got {rate}")
+    if not 0 < none_prior < 1:
+        raise BisectError(f"--prior-no-culprit must be in (0, 1); got {none_prior}")
     if baseline_rate is not None and culprit_rate is not None and culprit_rate <= baseline_rate:
         raise BisectError("--culprit-rate must be above --baseline-rate")
     mode = "metric" if metric else "gate"
@@ -71,6 +75,7 @@ def start(
         switch_cost=switch_cost,
         baseline_rate=baseline_rate,
         culprit_rate=culprit_rate,
+        none_prior=none_prior,
     )
     state.log.append(start_line(state))
     return state
@@ -91,6 +96,7 @@ def start_line(state: BisectState) -> str:
         if state.culprit_rate is not None:
             parts += ["--culprit-rate", repr(state.culprit_rate)]
     parts += ["--confidence", _fmt(state.confidence), "--switch-cost", _fmt(state.switch_cost)]
+    parts += ["--prior-no-culprit", _fmt(state.none_prior)]
     return " ".join(parts)
 
 
@@ -197,7 +203,7 @@ def note_candidate(state: BisectState, position: int, materialization_id: str | 
 class Step:
     """The answer to "what now?": runs to do, or the culprit and how sure we are."""
 
-    status: Literal["run", "found", "no-regression", "inconclusive"]
+    status: Literal["run", "found", "no-regression", "inconclusive", "good-end-fails"]
     runs: list[tuple[int, int]] = field(default_factory=list)  # (position, repeats)
     culprit: int | None = None
     probability: float | None = None
@@ -207,6 +213,8 @@ class Step:
 
 
 def gate_data(state: BisectState) -> dict[int, Counts]:
+    from materialize.bisect.posterior import Counts
+
     data: dict[int, Counts] = {}
     for o in state.observations:
         if o.requests:
@@ -223,6 +231,8 @@ def metric_samples(state: BisectState) -> dict[int, list[float]]:
 
 
 def gate_model(state: BisectState) -> GateModel:
+    from materialize.bisect.posterior import GateModel
+
     return GateModel(
         good=state.good,
         bad=state.bad,
@@ -232,22 +242,123 @@ def gate_model(state: BisectState) -> GateModel:
         switch_cost=state.switch_cost,
         baseline_rate=state.baseline_rate,
         culprit_rate=state.culprit_rate,
+        none_prior=state.none_prior,
     )
 
 
 def metric_model(state: BisectState) -> MetricModel:
-    return MetricModel(good=state.good, bad=state.bad, direction=state.direction, threshold=state.threshold)
+    from materialize.bisect.metric import MetricModel
+
+    return MetricModel(
+        good=state.good,
+        bad=state.bad,
+        direction=state.direction,
+        threshold=state.threshold,
+        confidence=state.confidence,
+        none_prior=state.none_prior,
+    )
+
+
+def _runs_at(state: BisectState, position: int) -> tuple[int, int]:
+    """(runs, failing runs) observed at ``position``: what the ends check looks at."""
+    runs = fails = 0
+    for o in state.observations:
+        if o.position == position and o.requests:
+            runs += 1
+            fails += o.failures > 0
+    return runs, fails
+
+
+def good_end_broken(state: BisectState) -> str | None:
+    """Why the good end cannot be the good end, or None.
+
+    git bisect refuses a "good" commit that is bad; with a flaky gate the good end may fail now and
+    then, but not most of the time: when even the one-sided 95% lower bound of its per-run failure
+    rate is above one half (3/3, 5/6, ... failing runs), the harness is broken or the good end is
+    not good, and every later run would be read as evidence for a culprit that does not exist.
+    """
+    runs, fails = _runs_at(state, state.good)
+    if not fails:
+        return None
+    if state.deterministic:
+        lower = 1.0
+    else:
+        from materialize.bisect.stats import clopper_pearson_lower
+
+        lower = clopper_pearson_lower(fails, runs, 0.95)
+    if lower <= 0.5:
+        return None
+    return (
+        f"the good end (position {state.good}) is not good: {fails} of {runs} run(s) failed "
+        f"(per-run failure rate >= {lower * 100:.0f}% at 95%). Check the gate command by hand at "
+        f"position {state.good}: a command that crashes (exit 1/2) counts as a failing gate"
+    )
+
+
+def ends_runs(state: BisectState) -> list[tuple[int, int]]:
+    """Runs the ends still need before any midpoint: the good end a few passes, the bad end one failure."""
+    need_good = 1 if state.deterministic else ENDS_GOOD_RUNS
+    g_runs, _ = _runs_at(state, state.good)
+    b_runs, b_fails = _runs_at(state, state.bad)
+    out = []
+    if g_runs < need_good:
+        out.append((state.good, need_good - g_runs))
+    if not b_fails and b_runs < (1 if state.deterministic else ENDS_BAD_RUNS):
+        out.append((state.bad, 1))
+    return out
+
+
+ENDS_GOOD_RUNS = 2  # runs of the good end before any midpoint (flaky gates)
+ENDS_BAD_RUNS = 8  # runs of the bad end without a failure before the posterior takes over
+
+
+def _no_regression(state: BisectState, post: Posterior) -> Step:
+    bound = post.none_rate_bound(state.confidence)
+    pct = f"{state.confidence * 100:g}%"
+    return Step(
+        "no-regression",
+        [],
+        None,
+        post.p_none,
+        f"no regression in {state.good + 1}..{state.bad}: every prefix is consistent with one failure "
+        f"rate <= {bound * 100:.3g}% per request at {pct} (P(no culprit)={post.p_none:.3f})",
+        post,
+    )
 
 
 def decide(state: BisectState, jobs: int = 1) -> Step:
-    """The next runs, or the verdict, from everything observed so far."""
+    """The next runs, or the verdict, from everything observed so far.
+
+    Gate mode checks the ends first (the good end passes at a plausible rate, the bad end fails),
+    then chooses by expected information; it stops when one culprit, or "no culprit", reaches the
+    confidence.
+    """
     if state.mode == "metric":
+        from materialize.bisect.metric import decide as metric_decide
+
         ms = metric_decide(metric_model(state), metric_samples(state), state.skipped, jobs)
-        return Step(ms.status, ms.runs, ms.culprit, None, ms.message, None, ms)
+        return Step(ms.status, ms.runs, ms.culprit, ms.probability, ms.message, None, ms)
+    from materialize.bisect.posterior import choose, posterior
+
     post = posterior(gate_model(state), gate_data(state), n_positions=state.n_patches)
     best, prob = post.best()
+    broken = good_end_broken(state)
+    if broken:
+        return Step("good-end-fails", [], None, None, broken, post)
+    ends = [r for r in ends_runs(state) if r[0] not in state.skipped]
+    if ends:
+        return Step("run", ends, best, prob, "checking the ends first", post)
+    if post.p_none >= state.confidence:
+        return _no_regression(state, post)
     if prob >= state.confidence:
-        return Step("found", [], best, prob, f"position {best} is the first bad prefix (P={prob:.3f})", post)
+        return Step(
+            "found",
+            [],
+            best,
+            prob,
+            f"decided: position {best} is the first bad prefix (P={prob:.3f} >= {state.confidence:g})",
+            post,
+        )
     choices = choose(post, state.skipped, jobs)
     if not choices:
         lo, hi = post.credible_range(state.confidence)
@@ -256,7 +367,8 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
             [],
             best,
             prob,
-            f"no remaining candidate can tell positions {lo + 1}..{hi} apart (skipped); best {best} P={prob:.3f}",
+            f"no remaining candidate can tell positions {lo + 1}..{hi} apart (skipped); best {best} "
+            f"P={prob:.3f}, P(no culprit)={post.p_none:.3f}",
             post,
         )
     return Step("run", [(c.position, c.repeats) for c in choices], best, prob, "", post)
@@ -310,6 +422,7 @@ def apply_line(
                 switch_cost=float(opts.get("switch-cost", 1.0)),
                 baseline_rate=float(opts["baseline-rate"]) if "baseline-rate" in opts else None,
                 culprit_rate=float(opts["culprit-rate"]) if "culprit-rate" in opts else None,
+                none_prior=float(opts.get("prior-no-culprit", 0.25)),
             )
         if state is None:
             raise BisectError(f"{source}: '{verb}' before 'start'")

@@ -9,16 +9,16 @@ hardware. A human-readable copy of the log is written next to it (``log``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-from filelock import FileLock, Timeout
 
 from materialize.errors import BusyError, MaterializeError
 
@@ -64,6 +64,10 @@ class BisectState:
     switch_cost: float = 1.0
     baseline_rate: float | None = None
     culprit_rate: float | None = None
+    none_prior: float = 0.25  # prior mass of "no patch in the range changed the gate/metric"
+    series_hash: str = ""  # patch names and contents at start: a changed series is refused
+    layout: Literal["overlay", "full"] = "overlay"  # how candidates are written under bisect/candidates
+    run_count: int = 0  # runs 'bisect run' has done in this bisect (all invocations): --max-runs counts it
     observations: list[Observation] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     ids: dict[str, str] = field(default_factory=dict)  # position -> materialization id
@@ -116,12 +120,13 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 class StateStore:
-    """The ``<work>/bisect`` directory: state, human log, lock."""
+    """The ``<work>/bisect`` directory: state, human log, candidates; locked as a whole."""
 
     def __init__(self, work_dir: str | Path) -> None:
         self.dir = Path(work_dir) / "bisect"
         self.state_path = self.dir / "state.json"
         self.log_path = self.dir / "log"
+        self.candidates = self.dir / "candidates"
 
     def exists(self) -> bool:
         return self.state_path.exists()
@@ -143,21 +148,33 @@ class StateStore:
         existed = self.state_path.exists()
         self.state_path.unlink(missing_ok=True)
         self.log_path.unlink(missing_ok=True)
+        shutil.rmtree(self.candidates, ignore_errors=True)
         return existed
 
     @contextmanager
-    def locked(self, wait: float = 10.0) -> Iterator[None]:
-        """One bisect command at a time per work dir (two ``bisect run`` would double-book hardware)."""
+    def locked(self) -> Iterator[None]:
+        """Hold the bisect for a whole command; a second state-changing command fails at once (exit 5).
+
+        The lock is ``flock`` on the directory itself: no lock file to leave behind, released by the
+        kernel when the holder dies (even by ``kill -9``). Under the lock, temp files of a writer that
+        was killed mid-write are swept.
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.dir / ".lock"))
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            lock.acquire(timeout=wait)
-        except Timeout:
-            raise BusyError(f"another bisect command holds {self.dir / '.lock'}") from None
-        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BusyError(
+                    f"another bisect command is running on {self.dir} (wait for it, or stop it)"
+                ) from None
+            for leftover in [*self.dir.glob(".state.json.*"), *self.dir.glob(".log.*"), self.dir / ".lock"]:
+                leftover.unlink(missing_ok=True)
+            for scratch in self.dir.glob(".run-*"):  # a killed 'bisect run's ledger scratch
+                shutil.rmtree(scratch, ignore_errors=True)
             yield
         finally:
-            lock.release()
+            os.close(fd)
 
 
 LOG_HEADER = "# materialize bisect log: replay with 'materialize bisect replay FILE'\n"

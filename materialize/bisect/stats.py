@@ -39,6 +39,13 @@ def clopper_pearson(failures: int, requests: int, confidence: float = 0.95) -> t
     return lo, hi
 
 
+def clopper_pearson_lower(failures: int, trials: int, confidence: float = 0.95) -> float:
+    """Exact one-sided lower bound of a binomial rate (0 without failures; (1-confidence)^(1/n) for n/n)."""
+    if failures <= 0 or trials <= 0:
+        return 0.0
+    return float(sps.beta.ppf(1 - confidence, failures, trials - failures + 1))
+
+
 def upper_bound(failures: int, requests: int, confidence: float = 0.95) -> float:
     """Exact one-sided upper bound (for 0 failures: 1 - (1-confidence)^(1/n), close to the rule of three)."""
     if requests <= 0:

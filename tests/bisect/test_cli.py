@@ -49,12 +49,16 @@ def test_manual_deterministic_bisect_materializes_each_candidate(gen_series, tmp
         directory = Path(re.search(r"^dir (.+)$", out, re.M).group(1))
         manifest = json.loads((directory / "manifest.json").read_text())
         assert manifest["id"] == mid and manifest["position"] == pos
-        text = (directory / "plugin" / "src" / "model.py").read_text()
+        assert directory.parent == work / "bisect" / "candidates" and directory.name.endswith("-overlay")
+        changed = directory / "plugin" / "src" / "model.py"  # an overlay: only the files the prefix changed
+        text = changed.read_text() if changed.exists() else ""
         assert text.count("= True") == pos  # the prefix of `pos` patches, really
         seen.append(pos)
         ok("bisect", "bad" if f"step_{culprit} = True" in text else "good", *common)
     assert "0007-step-7 at position 7 is the first bad patch" in out
-    assert len(seen) <= 4
+    assert seen[:2] == [0, 12]  # the ends are checked before any midpoint
+    assert len(seen) <= 6
+    assert not (tmp_path / "build").exists()  # never published into the project's outputs, never `latest`
 
     log = ok("bisect", "log", *common)
     assert log.splitlines()[1].startswith("start --good 0 --bad 12")
@@ -150,13 +154,16 @@ def test_skip_exit_code_and_broken_command(gen_series, tmp_path: Path) -> None:
     common = ["--series", series, "--work-dir", tmp_path / "work"]
     ok("bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
     script = tmp_path / "skip2.py"
-    script.write_text("import os, sys\nsys.exit(125 if os.environ['MATERIALIZE_BISECT_POSITION'] == '2' else 0)\n")
+    script.write_text(
+        "import os, sys\npos = int(os.environ['MATERIALIZE_BISECT_POSITION'])\n"
+        "sys.exit(125 if pos == 2 else 1 if pos >= 3 else 0)\n"
+    )
     import sys
 
-    result = cli("bisect", "run", *common, "--max-runs", "1", "--", sys.executable, script)
+    result = cli("bisect", "run", *common, "--max-runs", "3", "--", sys.executable, script)
     assert result.exit_code == 1
     state = StateStore(tmp_path / "work").load()
-    assert state.skipped == [2]
+    assert state.skipped == [2]  # after the two ends, the midpoint 2 said "skip"
     broken = cli("bisect", "run", *common, "--", tmp_path / "does-not-exist")
     assert isinstance(broken.exception, BisectError) and "exited 127" in str(broken.exception)
 
@@ -171,7 +178,8 @@ def test_jobs_substitute_job_slots(gen_series, tmp_path: Path) -> None:
     script.write_text(
         "import os, sys\nfrom pathlib import Path\n"
         "Path(sys.argv[2], sys.argv[1] + '-' + os.environ['MATERIALIZE_BISECT_POSITION']).touch()\n"
-        "text = Path(os.environ['MATERIALIZED_DIR'], 'plugin/src/model.py').read_text()\n"
+        "f = Path(os.environ['MATERIALIZED_DIR'], 'plugin/src/model.py')\n"
+        "text = f.read_text() if f.exists() else ''\n"
         "sys.exit(1 if 'step_5 = True' in text else 0)\n"
     )
     import sys

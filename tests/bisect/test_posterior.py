@@ -52,8 +52,19 @@ def test_censored_failing_runs_use_at_least_one_failure() -> None:
     def lik(p: float) -> float:
         return (1 - (1 - p) ** 32) * (1 - p) ** 32
 
-    expected = np.array([lik(0.1), lik(0.01)])
-    assert post.probs == pytest.approx(expected / expected.sum(), rel=1e-9)
+    # "no culprit" (prior 0.25): position 1 runs at p0, as under culprit 2
+    expected = np.array([0.375 * lik(0.1), 0.375 * lik(0.01), 0.25 * lik(0.01)])
+    assert post.all_probs == pytest.approx(expected / expected.sum(), rel=1e-9)
+    assert post.p_none == pytest.approx(expected[2] / expected.sum(), rel=1e-9)
+
+
+def test_no_culprit_wins_when_every_prefix_shows_one_rate() -> None:
+    # the bad end fails no more often than the good end: "no patch changed the rate"
+    model = GateModel(good=0, bad=8, requests_per_run=32)
+    data = {k: _counts(32 * 1000, 125) for k in (0, 2, 4, 6, 8)}
+    post = posterior(model, data)
+    assert post.p_none > 0.95
+    assert post.none_rate_bound(0.95) < 0.01  # 125 of 32000 requests per position: about 0.4%
 
 
 def test_deterministic_mode_is_plain_bisection() -> None:

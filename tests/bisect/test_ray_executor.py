@@ -35,7 +35,8 @@ def test_bisect_run_dispatches_through_ray_hosts(gen_series, tmp_path: Path, loc
         "import os, sys\nfrom pathlib import Path\n"
         "assert sys.argv[1] == os.environ['TT_HOST']\n"
         "Path(sys.argv[2], sys.argv[1] + '-' + os.environ['MATERIALIZE_BISECT_POSITION']).touch()\n"
-        "text = Path(os.environ['MATERIALIZED_DIR'], 'plugin/src/model.py').read_text()\n"
+        "f = Path(os.environ['MATERIALIZED_DIR'], 'plugin/src/model.py')\n"
+        "text = f.read_text() if f.exists() else ''\n"
         "sys.exit(1 if 'step_6 = True' in text else 0)\n"
     )
     result = runner.invoke(

@@ -37,13 +37,41 @@ def test_deterministic_bisect_walks_like_git_bisect() -> None:
         step = session.decide(state)
         if step.status == "found":
             break
-        (pos, repeats), = step.runs
-        assert repeats == 1
-        session.note_candidate(state, pos, None)
-        session.mark(state, "bad" if pos >= culprit else "good")
-        steps += 1
+        for pos, repeats in step.runs:
+            assert repeats == 1
+            session.note_candidate(state, pos, None)
+            session.mark(state, "bad" if pos >= culprit else "good")
+            steps += 1
     assert step.culprit == culprit
-    assert steps <= 5  # log2(16) + 1
+    assert steps <= 2 + 5  # the two ends, then log2(16) + 1
+
+
+def test_the_ends_come_first_and_a_failing_good_end_stops_the_bisect() -> None:
+    state = session.start(series="s", n_patches=16, good=0, bad=16, gate="stage3", requests=32)
+    step = session.decide(state)
+    assert sorted(p for p, _ in step.runs) == [0, 16] and "ends" in step.message
+    for _ in range(5):  # a harness that crashes: every run fails, the good end too
+        session.observe(state, 0, source="t", requests=32, failures=1, censored=True)
+    step = session.decide(state)
+    assert step.status == "good-end-fails"
+    assert "the good end (position 0) is not good: 5 of 5 run(s) failed" in step.message
+
+
+def test_a_range_without_culprit_ends_with_no_regression() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="stage3", requests=32)
+    for _ in range(2000):
+        step = session.decide(state)
+        if step.status != "run":
+            break
+        for pos, repeats in step.runs:
+            for _ in range(repeats):
+                fails = int(rng.binomial(32, 1 / 256))
+                session.observe(state, pos, source="t", requests=32, failures=min(fails, 1), censored=fails > 0)
+    assert step.status == "no-regression", step.message
+    assert step.message.startswith("no regression in 1..32: every prefix is consistent with one failure rate <=")
 
 
 def _flaky_state() -> session.BisectState:

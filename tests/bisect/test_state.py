@@ -103,19 +103,20 @@ def test_a_second_bisect_command_is_refused_while_one_holds_the_lock(tmp_path: P
         [
             sys.executable,
             "-c",
-            "import sys, time; from filelock import FileLock; l = FileLock(sys.argv[1]); l.acquire(); "
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); "
             "print('held', flush=True); time.sleep(30)",
-            str(store.dir / ".lock"),
+            str(store.dir),
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(BusyError), store.locked(wait=0.2):
+        with pytest.raises(BusyError, match="another bisect command"), store.locked():
             pass
     finally:
         holder.kill()
         holder.wait()
-    with store.locked(wait=1):
+    with store.locked():  # released by the kernel when the holder died
         pass
+    assert sorted(p.name for p in store.dir.iterdir()) == []  # no lock file left behind
