@@ -11,7 +11,7 @@ import numpy as np
 from materialize.bisect.posterior import runs_to_reach
 from materialize.bisect.session import Step, gate_data, metric_samples
 from materialize.bisect.state import BisectState
-from materialize.bisect.stats import compare, describe_rate
+from materialize.bisect.stats import compare, describe_rate, describe_runs
 
 
 def _name(names: dict[int, str], position: int) -> str:
@@ -56,28 +56,33 @@ def _gate_table(state: BisectState, step: Step, names: dict[int, str]) -> list[s
         runs = sum(1 for o in state.observations if o.position == k and o.requests)
         evidence = ""
         if c is not None:
-            parts = []
-            if c.requests:
-                parts.append(describe_rate(c.failures, c.requests, state.confidence))
-            if c.runs_failed:
-                parts.append(f"{c.runs_failed} failing run(s) of {state.requests} requests")
-            evidence = "; ".join(parts)
+            if c.runs_failed:  # some failures were only "failed": bound on runs, every failure counted
+                obs = [o for o in state.observations if o.position == k and o.requests]
+                evidence = describe_runs([o.requests for o in obs], sum(o.failures > 0 for o in obs),
+                                         state.confidence)
+            elif c.requests:
+                evidence = describe_rate(c.failures, c.requests, state.confidence)
         if k in state.skipped:
             evidence = (evidence + "; " if evidence else "") + "skipped"
         p = f"{probs[k]:.3f}" if k in probs else "-"
         out.append(f"{k:>4}  {_name(names, k)[:34]:<34} {p:>10}  {runs:>5}  {evidence}")
     p0, p1 = post.rate_means()
     out.append("")
-    out.append(f"posterior mean rates: baseline {p0 * 100:.3g}%/request, culprit {p1 * 100:.3g}%/request")
+    out.append(f"posterior mean rates: baseline {p0 * 100:.3g}%/request, culprit {p1 * 100:.3g}%/request "
+               f"(if there is one); P(no culprit in {state.good + 1}..{state.bad}) = {post.p_none:.3f}")
+    if step.status in ("good-end-fails", "no-regression"):
+        return out
     more = runs_to_reach(post, 0.99)
     best, prob = post.best()
-    if more is None:
-        out.append("runs to reach 0.99: unknown (baseline and culprit rates are not yet distinguishable)")
-    elif more == 0:
-        out.append(f"position {best} already has P={prob:.3f} >= 0.99")
+    if prob >= 0.99:
+        out.append(f"position {best} has P={prob:.3f}, past 0.99")
+    elif more is None or more == 0:
+        out.append(f"runs to lift P({best}) from {prob:.3f} to 0.99: unknown (the doubt is not only between "
+                   "neighbours, or the rates are not yet distinguishable)")
     else:
         out.append(
-            f"about {more} more run(s) at positions {best - 1}/{best} would lift P({best}) to 0.99 (Wald estimate)"
+            f"about {more} more run(s) at positions {best - 1}/{best} would lift P({best}) from {prob:.3f} "
+            "to 0.99 (Wald estimate)"
         )
     return out
 

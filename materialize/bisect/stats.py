@@ -66,6 +66,31 @@ def describe_rate(failures: int, requests: int, confidence: float = 0.95) -> str
     return f"{failures}/{requests} => rate in [{lo * 100:.2f}%, {hi * 100:.2f}%] at {pct} (Clopper-Pearson)"
 
 
+def describe_runs(run_requests: Sequence[int], failed: int, confidence: float = 0.95) -> str:
+    """The bound a report prints when some runs only said "failed" (an exit code, not a count).
+
+    Every run counts, failing ones included: ``failed`` of ``len(run_requests)`` runs failed gives an
+    exact (Clopper-Pearson) interval for the per-run failure probability q, and since
+    q = 1 - (1 - p)^R is monotone in the per-request rate p, the interval maps to p exactly when all
+    runs had the same R. With mixed R no per-request bound is claimed.
+    """
+    n = len(run_requests)
+    pct = f"{confidence * 100:.0f}%"
+    if n == 0:
+        return "no runs"
+    lo, hi = clopper_pearson(failed, n, confidence)
+    if len(set(run_requests)) != 1:
+        return (f"{failed}/{n} runs failed => per-run failure rate in [{lo * 100:.2f}%, {hi * 100:.2f}%] "
+                f"at {pct} (Clopper-Pearson; runs of different sizes, no per-request bound)")
+    r = run_requests[0]
+
+    def per_request(q: float) -> float:
+        return 1.0 - (1.0 - q) ** (1.0 / r)
+
+    return (f"{failed}/{n} runs of {r} failed => rate in [{per_request(lo) * 100:.2f}%, {per_request(hi) * 100:.2f}%] "
+            f"per request at {pct} (Clopper-Pearson on runs)")
+
+
 def gate_pass_probability(rate: float, requests: int) -> float:
     """Chance that a gate of ``requests`` passes at a per-request ``rate`` (a 32-request gate at 1/128: ~78%)."""
     return (1.0 - rate) ** requests

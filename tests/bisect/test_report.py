@@ -28,3 +28,16 @@ def test_metric_status_lists_samples_and_the_end_comparison() -> None:
     assert "good end" in text and "bad end" in text
     assert "+3.00%" in text
     assert "ends: need more runs" in text or "ends: different" in text
+
+
+def test_bounds_count_every_failing_run_even_without_counts() -> None:
+    # the case: 42 runs of 32 requests, 7 of them only "failed" (exit code), true rate 0.39%
+    state = session.start(series="s", n_patches=4, good=0, bad=4, gate="exit", requests=32)
+    for i in range(42):
+        session.observe(state, 2, source="run", requests=32, failures=1 if i < 7 else 0, censored=i < 7)
+    text = render(state, session.decide(state))
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("2 "))
+    assert "7/42 runs of 32 failed => rate in [" in line and "(Clopper-Pearson on runs)" in line
+    lo, hi = (float(x.rstrip("%")) for x in line.split("rate in [")[1].split("]")[0].split(", "))
+    assert lo < 0.39 < hi  # the true rate is inside, not above a "< 0.22%" bound
+    assert "rule of three" not in line
