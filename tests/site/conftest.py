@@ -38,11 +38,12 @@ def udiff(path: str, old: str | None, new: str) -> str:
         "/dev/null" if old is None else f"a/{path}", f"b/{path}"))
 
 
-def profile(name: str, **vllm) -> dict:
+def profile(name: str, model_dir: Path, **vllm) -> dict:
     return {
         "version": 1, "description": f"{name} arm", "series": "../../series/default.yaml",
         "launcher": {"kind": "docker", "image": "ghcr.io/example/vllm-tt:0.33.0", "sources": "mounts"},
-        "model": {"path": "Qwen/Qwen3-8B", "served_name": "qwen3-8b", "tool_call_format": "none"},
+        # A local model whose chat template has no tool-call markup: serve reads the format from it.
+        "model": {"path": str(model_dir), "served_name": "qwen3-8b"},
         "vllm": {"max_model_len": 8192, **vllm},
         "enable": ["0001-sdpa-streaming"] if name == "prod" else [],
         "env": {"TT_METAL_CACHE": "/var/cache/tt-metal"},
@@ -124,9 +125,12 @@ def write_project(root: Path) -> Project:
     path = root / "series/default.yaml"
     path.write_text(yaml.safe_dump(series, sort_keys=False))
     (root / "serve/profiles").mkdir(parents=True)
-    (root / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(profile("prod", max_num_seqs=8)))
+    model = root / "models/plain-chat"
+    model.mkdir(parents=True)
+    (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}\n")
+    (root / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(profile("prod", model, max_num_seqs=8)))
     (root / "serve/profiles/prefix.yaml").write_text(
-        yaml.safe_dump(profile("prefix", enable_prefix_caching=True, async_scheduling=False)))
+        yaml.safe_dump(profile("prefix", model, enable_prefix_caching=True, async_scheduling=False)))
     return Project(root, path)
 
 
