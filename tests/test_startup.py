@@ -41,7 +41,8 @@ def test_help_imports_no_subsystem_and_no_rich():
     assert not top_level(modules) & (HEAVY | {"rich", "pydantic", "httpx", "git", "yaml", "unidiff"})
 
 
-@pytest.mark.parametrize("command", ["apply", "status", "check", "gc", "import-quilt", "push", "refresh"])
+@pytest.mark.parametrize("command", ["apply", "status", "check", "gc", "import-quilt", "push", "refresh", "rebase",
+                                     "serve", "bisect", "runs"])
 def test_command_help_never_imports_heavy_libraries(command):
     modules, proc = imported(command, "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]

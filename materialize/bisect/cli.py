@@ -13,14 +13,35 @@ from pathlib import Path
 
 import click
 
-from materialize.bisect import session
 from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
-from materialize.bisect.report import render
 from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
 from materialize.bisect.validate import Checked, check_records
 from materialize.errors import MaterializeError
 from materialize.ledger import LedgerError, iter_ledger, ledger_files
 from materialize.series import Series, load_series
+
+
+class _OnFirstUse:
+    """A module imported on first attribute access: ``session`` pulls in scipy and numpy, which
+    `materialize bisect --help` must not pay for (issue 12: --help <= 150 ms)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str):  # noqa: ANN204
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+session = _OnFirstUse("materialize.bisect.session")
+
+
+def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect.report.render, loaded on use
+    from materialize.bisect.report import render as _render
+
+    return _render(*args, **kwargs)
+
 
 DEFAULT_SERIES = "series/default.yaml"
 DEFAULT_RUNS = "bench/runs"
