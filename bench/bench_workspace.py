@@ -1,11 +1,15 @@
-"""Workspace speed: push/pop/refresh on a large generated series, rebase of a generated series onto a
-moved upstream, and rebase of the shipped series (plus a generated series on real vllm releases).
+"""Workspace speed: side by side with quilt on a small daily scenario (new/add/edit/refresh/pop/push on a
+20-patch series), push/pop/refresh on a large generated series, rebase of a generated series onto a
+moved upstream, and rebase of the shipped series.
 
-Every command runs as the real CLI (``python -m materialize.workspace.cli``, Python start-up included),
-median of --runs runs with the spread. A throw-away MATERIALIZE_CACHE is used; upstream imports are
-warmed before timing (the rebase target: "cost of carrying the series", not of downloading).
+The quilt comparison runs the real ``materialize`` console script and the real ``quilt`` (no quiltrc)
+on the same upstream tree and the very same 20 patch files (written by ``quilt refresh``), from the
+top of the project like a user: median per command over --quilt-runs cycles, and materialize/quilt.
+Other rows run ``python -m materialize.workspace.cli``, median of --runs runs with the spread. A
+throw-away MATERIALIZE_CACHE is used; upstream imports are warmed before timing.
 
-    .venv/bin/python bench/bench_workspace.py [--runs 3] [--files 2000] [--patches 200] [--skip-real]
+    .venv/bin/python bench/bench_workspace.py [--runs 3] [--quilt-runs 7] [--files 2000] [--patches 200]
+                                              [--only-quilt] [--skip-quilt] [--skip-real]
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Timing, measure  # noqa: E402
+from common import Timing, measure, run_once  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -177,6 +181,121 @@ def shipped_rows(runs: int) -> list[tuple[str, Timing]]:
     return rows
 
 
+MATERIALIZE = str(REPO / ".venv" / "bin" / "materialize")
+QUILT_OPS = ["new", "add", "edit", "refresh", "pop", "push", "pop -a (20)", "push -a (20)"]
+
+
+def _small_upstream(root: Path, n_files: int = 300, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    names = []
+    for i in range(n_files):
+        rel = f"pkg/m{i // 50:02d}/f{i % 50:02d}.py"
+        lines = [f"def {rng.choice(WORDS)}_{k}():\n" if k % 10 == 0 else f"    x_{k} = {rng.randint(0, 999)}\n"
+                 for k in range(120)]
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("".join(lines))
+        names.append(rel)
+    return names
+
+
+def _edit(path: Path, mark: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    lines[60] = f"    edited = {mark!r}\n"
+    path.write_text("".join(lines))
+
+
+def quilt_rows(runs: int) -> list[tuple[str, Timing, Timing]]:
+    """The same scenario through quilt and through materialize: (operation, quilt, materialize)."""
+    import subprocess
+
+    root = Path(tempfile.mkdtemp(prefix="bench-ws-quilt-"))
+    try:
+        upstream = root / "upstream"
+        names = _small_upstream(upstream)
+        qdir = root / "quilt"
+        shutil.copytree(upstream, qdir)
+        qenv = {"QUILT_PATCHES": "patches", "EDITOR": "true", "LC_ALL": "C"}
+        rng = random.Random(3)
+
+        def quilt(*args: str) -> list[str]:
+            return ["quilt", "--quiltrc", "-", *args]
+
+        def q(*args: str) -> None:
+            subprocess.run(quilt(*args), cwd=qdir, env={**os.environ, **qenv}, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        for p in range(20):  # the series: 20 patches of 3 files each, written by quilt itself
+            q("new", f"{p + 1:04d}-p.patch")
+            files = rng.sample(names, 3)
+            q("add", *files)
+            for rel in files:
+                _edit(qdir / rel, f"patch {p}")
+            q("refresh")
+        project = root / "proj"
+        shutil.copytree(upstream, project / "upstream" / "tt-metal")
+        (project / "patches" / "tt-metal").mkdir(parents=True)
+        entries = []
+        for patch in sorted((qdir / "patches").glob("*.patch")):
+            shutil.copy(patch, project / "patches" / "tt-metal" / patch.name)
+            entries.append(f"  - patch: tt-metal/{patch.name}\n    target: tt-metal\n")
+        (project / "series").mkdir()
+        (project / "series" / "default.yaml").write_text(
+            "version: 1\npatches_dir: ../patches\ndefaults: {strip: 1, max_fuzz: 0}\ntargets:\n  tt-metal:\n"
+            "    pin: {kind: path, path: ../upstream/tt-metal}\npatches:\n" + "".join(entries))
+        menv = {"MATERIALIZE_CACHE": str(root / "cache"), "EDITOR": "true"}
+
+        def mat(*args: str) -> list[str]:
+            return [MATERIALIZE, *args]
+
+        def m(*args: str) -> None:
+            subprocess.run(mat(*args), cwd=project, env={**os.environ, **menv}, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        m("push", "-a")  # warm: upstream import and every prefix cached
+        tools = {"quilt": (quilt, qdir, qenv, qdir, q), "materialize": (mat, project, menv,
+                                                                        project / "work" / "tt-metal", m)}
+        seconds: dict[tuple[str, str], list[float]] = {}
+        peak: dict[tuple[str, str], float] = {}
+        for i in range(runs):
+            a, b = rng.sample(names, 2)
+            for tool, (argv, cwd, env, tree, untimed) in tools.items():
+                def timed(op: str, *args: str, tool=tool, argv=argv, cwd=cwd, env=env) -> None:
+                    elapsed, rss = run_once(argv(*args), cwd=cwd, env=env)
+                    seconds.setdefault((op, tool), []).append(elapsed)
+                    peak[(op, tool)] = max(peak.get((op, tool), 0.0), rss)
+
+                timed("new", "new", f"9{i:03d}-bench.patch" if tool == "quilt" else f"9{i:03d}-bench")
+                timed("add", "add", a)
+                timed("edit", "edit", b)
+                _edit(tree / a, f"run {i}")
+                _edit(tree / b, f"run {i}")
+                timed("refresh", "refresh")
+                timed("pop", "pop")
+                timed("push", "push")
+                untimed("delete", "-r")  # the bench patch goes again (untimed)
+                timed("pop -a (20)", "pop", "-a")
+                timed("push -a (20)", "push", "-a")
+        rows = []
+        for op in QUILT_OPS:
+            rows.append((op, Timing(seconds[(op, "quilt")], peak[(op, "quilt")]),
+                         Timing(seconds[(op, "materialize")], peak[(op, "materialize")])))
+        return rows
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def print_quilt_table(rows: list[tuple[str, Timing, Timing]], runs: int) -> None:
+    table = Table(title=f"materialize vs quilt, 20-patch series, same patch files (median of {runs}, CLI wall time)")
+    for column in ("command", "quilt", "materialize", "ratio"):
+        table.add_column(column, justify="left" if column == "command" else "right")
+    for op, quilt, ours in rows:
+        table.add_row(op, quilt.cell(), ours.cell(), f"{ours.median / quilt.median:.1f}x")
+    total_q = sum(q.median for _op, q, _m in rows[:6])
+    total_m = sum(m.median for _op, _q, m in rows[:6])
+    table.add_row("one cycle (new..push)", f"{total_q:.3f}s", f"{total_m:.3f}s", f"{total_m / total_q:.1f}x")
+    console.print(table)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -184,7 +303,17 @@ def main() -> int:
     parser.add_argument("--patches", type=int, default=200)
     parser.add_argument("--skip-real", action="store_true", help="skip the shipped series (needs the index)")
     parser.add_argument("--only-real", action="store_true", help="only the shipped series")
+    parser.add_argument("--quilt-runs", type=int, default=7, help="cycles of the quilt comparison")
+    parser.add_argument("--only-quilt", action="store_true", help="only the side-by-side with quilt")
+    parser.add_argument("--skip-quilt", action="store_true", help="skip the side-by-side with quilt")
     args = parser.parse_args()
+    if not args.skip_quilt:
+        if shutil.which("quilt") is None:
+            console.print("(skipping the quilt comparison: quilt is not installed; apt-get install quilt)")
+        else:
+            print_quilt_table(quilt_rows(args.quilt_runs), args.quilt_runs)
+    if args.only_quilt:
+        return 0
     saved_cache = os.environ.get("MATERIALIZE_CACHE")
     rows = [] if args.only_real else generated_rows(args.runs, args.files, args.patches)
     if saved_cache is not None:

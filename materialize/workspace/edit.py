@@ -15,18 +15,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
-from materialize.patching import apply_file, parse_patch
-from materialize.series import PatchEntry, Series
 from materialize.store import REGULAR
 from materialize.workspace import mailheader, patchtext
-from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
-from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.stack import check_stack_matches, move_to
 from materialize.workspace.state import State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
+
+if TYPE_CHECKING:  # (the applier, diffgen and ruamel load inside the commands that use them)
+    from materialize.series import PatchEntry, Series
+    from materialize.workspace.seriesedit import SeriesDoc
 
 
 @dataclass
@@ -60,6 +61,8 @@ def _patch_files(entry: PatchEntry, data: bytes) -> list[tuple[str, str]]:
 
 def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     """Regenerate ``entry`` from the disk and check the result applies back to exactly the disk."""
+    from materialize.workspace.diffgen import FileChange, regenerate
+
     target = entry.target
     before = trees_at(ws.series, ws.store, entry.position - 1)[target]
     # the top's tree is the one the disk was written from; a lower patch needs the engine
@@ -153,6 +156,12 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
     return plan
 
 
+def _series_doc(ws: Workspace) -> SeriesDoc:
+    from materialize.workspace.seriesedit import SeriesDoc
+
+    return SeriesDoc.load(ws.series.path)
+
+
 def _identity(root: Path) -> str:
     def config(key: str) -> str:
         proc = subprocess.run(["git", "-C", str(root), "config", key], capture_output=True, text=True)
@@ -192,7 +201,7 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     path = ws.series.resolve(ws.series.spec.patches_dir) / rel
     if path.exists():
         raise MaterializeError(f"new: {path} already exists")
-    doc = SeriesDoc.load(ws.series.path)
+    doc = _series_doc(ws)
     with Journal.run(ws.meta, "new", [name, "--target", target] + (["--after", after] if after else [])) as journal:
         journal.write(path, new_header(ws.series.base_dir, subject or Path(stem).name))
         doc.insert(pos, {"patch": rel, "target": target})
@@ -246,6 +255,8 @@ def open_editor(files: list[str]) -> None:
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
     """Apply another patch to the workspace files of the top patch's target and add them to the top."""
+    from materialize.patching import apply_file, parse_patch
+
     state = ws.load()
     check_stack_matches(ws, state)
     entry = top_entry(ws, state)
@@ -296,7 +307,7 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     new_path = entry.path.parent / f"{stem}{suffix}"
     if new_path.exists():
         raise MaterializeError(f"rename: {new_path} already exists")
-    doc = SeriesDoc.load(ws.series.path)
+    doc = _series_doc(ws)
     with Journal.run(ws.meta, "rename", [new_name] + ([ref] if ref else [])) as journal:
         journal.write(new_path, entry.read())
         journal.remove(entry.path)
@@ -322,7 +333,7 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
     if entry.position == state.position:
         move_to(ws, state.position - 1, op="pop", args=["--force"] if force else [], force=force)
         state = ws.load()
-    doc = SeriesDoc.load(ws.series.path)
+    doc = _series_doc(ws)
     with Journal.run(ws.meta, "delete", [entry.name] + (["-r"] if remove_file else [])) as journal:
         doc.remove(doc.index_of(entry.spec.patch))
         journal.write(ws.series.path, doc.render())
@@ -362,7 +373,7 @@ def move(ws: Workspace, ref: str, after: str) -> Series:
         trees_at(candidate, ws.store, last)
     except PatchApplyError as exc:
         raise PatchApplyError(f"move {entry.name} after {after} refused: the series would no longer apply:\n{exc}") from None
-    doc = SeriesDoc.load(ws.series.path)
+    doc = _series_doc(ws)
     with Journal.run(ws.meta, "move", [ref, "--after", after]) as journal:
         index = doc.index_of(entry.spec.patch)
         new_index = after_pos if after_pos < entry.position else after_pos - 1

@@ -8,12 +8,15 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from materialize.errors import MaterializeError, PatchApplyError
-from materialize.series import PatchEntry
 from materialize.workspace.journal import Journal
 from materialize.workspace.state import DirtyWorkspaceError, State, Workspace
 from materialize.workspace.trees import trees_at
+
+if TYPE_CHECKING:
+    from materialize.series import PatchEntry
 
 
 @dataclass

@@ -52,6 +52,7 @@ class State:
     files: dict[str, dict[str, str | None]] = field(default_factory=dict)  # target -> path -> blob|None
     added: dict[str, list[str]] = field(default_factory=dict)  # top patch name -> files added to it
     pins: dict[str, Any] = field(default_factory=dict)  # target -> the pin the bases were resolved from
+    refs_for: dict[str, str] = field(default_factory=dict, compare=False)  # trees whose gc refs are set
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "series": self.series, "position": self.position, "applied": self.applied,
@@ -133,6 +134,7 @@ class Workspace:
             self.check_no_pending()
         if self.state_file.exists():
             state = State.from_json(json.loads(self.state_file.read_text()))
+            state.refs_for = dict(state.trees)
             if Path(state.series) != self.series.path:
                 raise MaterializeError(
                     f"{self.root} is the workspace of {state.series}, not {self.series.path}; "
@@ -176,9 +178,12 @@ class Workspace:
 
     def save(self, state: State, journal: Journal) -> None:
         journal.write(self.state_file, json.dumps(state.to_json(), indent=1, sort_keys=True).encode())
-        # keep the trees the workspace was written from alive in the store (gc safety)
-        self.store.set_refs({f"refs/materialize/workspace/{t}": self.store.commit(tree, [], f"workspace {t}\n")
-                             for t, tree in state.trees.items()})
+        # keep the trees the workspace was written from alive in the store (gc safety); a command that
+        # moved no tree (new, add, rename, header) has nothing to point
+        if state.trees != state.refs_for:
+            self.store.set_refs({f"refs/materialize/workspace/{t}": self.store.commit(tree, [], f"workspace {t}\n")
+                                 for t, tree in state.trees.items()})
+            state.refs_for = dict(state.trees)
 
     # -- reading the disk -----------------------------------------------------------------------
     def disk_entry(self, target: str, path: str) -> tuple[str, bytes] | None:

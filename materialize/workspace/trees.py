@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from materialize.engine import apply_patch, materialize
-from materialize.series import PatchEntry, Series
-from materialize.store import Store
-from materialize.upstream import resolve
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the engine and the pin resolvers load only when a tree is really computed
+    from materialize.series import PatchEntry, Series
+    from materialize.store import Store
 
 
 def base_trees(series: Series, store: Store) -> dict[str, str]:
     """The pinned upstream tree of every target."""
+    from materialize.upstream import resolve
+
     return {
         target: resolve(spec.pin, store, base_dir=series.base_dir, progress=False).tree
         for target, spec in sorted(series.targets.items())
@@ -18,9 +21,13 @@ def base_trees(series: Series, store: Store) -> dict[str, str]:
 
 def trees_at(series: Series, store: Store, position: int) -> dict[str, str]:
     """Every target's tree after the first ``position`` patches (PatchApplyError names the failure)."""
+    from materialize.engine import materialize
+
     return dict(materialize(series, upto=position, store=store).trees)
 
 
 def apply_one(store: Store, tree: str, entry: PatchEntry, data: bytes) -> str:
     """The engine's apply of one patch (exact options of ``entry``)."""
+    from materialize.engine import apply_patch
+
     return apply_patch(store, tree, entry, data)[0]
