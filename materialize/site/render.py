@@ -9,6 +9,7 @@ only by ``materialize report``: neither Jinja2 nor Pygments load at ``materializ
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jinja2
@@ -50,4 +51,7 @@ def write(report: Report, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / INDEX
     atomic_write(path, render(report))
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o666 & ~umask)  # a page for any static host: readable like any file the user writes
     return path

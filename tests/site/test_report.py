@@ -4,6 +4,7 @@ reads and what it never does (apply, publish, fetch)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -109,6 +110,9 @@ def test_same_inputs_same_bytes_and_timestamp_only_when_asked(project: Project) 
     first = page(project)
     second = page(project)
     assert first == second
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (project.root / "build/report/index.html").stat().st_mode & 0o777 == 0o666 & ~umask
     assert "<time" not in first
     stamped = page(project, "--timestamp")
     assert re.search(r'<time id="generated">\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ</time>', stamped)
@@ -165,3 +169,28 @@ def test_help_does_not_import_the_renderer(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "report" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_metric_bisect_shows_samples_and_the_noise_band(project: Project) -> None:
+    from materialize.bisect import session
+    from materialize.bisect.state import StateStore
+
+    state = session.start(series=str(project.series), n_patches=4, good=0, bad=4, metric="makespan",
+                          threshold_pct=1.0)
+    samples = {0: [100.0, 100.4, 99.8, 100.1], 4: [103.0, 103.2, 102.9, 103.1], 2: [100.2, 99.9, 100.3, 100.0]}
+    for position, values in samples.items():
+        session.observe(state, position, source="run", samples=values)
+    store = StateStore(project.root / "work")
+    store.reset()
+    store.save(state)
+    html = page(project)
+    bisect = html.split('<section id="bisect">', 1)[1].split("</section>", 1)[0]
+    assert "metric makespan (lower is better, band ±1%)" in bisect
+    chart = bisect.split('id="bisect-chart"', 1)[1].split("</svg>", 1)[0]
+    assert len(re.findall(r"<circle ", chart)) == 12
+    assert len(re.findall(r'<circle class="sample good"', chart)) == 4
+    assert len(re.findall(r'<circle class="sample bad"', chart)) == 4
+    band = re.search(r'<rect class="band" x="\d+" y="([\d.]+)" width="\d+" height="([\d.]+)"><title>([^<]*)</title>', chart)
+    assert band and float(band.group(2)) > 0
+    assert band.group(3) == "noise band: good end&#x27;s median ± 1%"
+    assert "sample 2 --values 100.2,99.9,100.3,100.0" in bisect
