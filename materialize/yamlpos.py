@@ -19,6 +19,11 @@ from materialize.errors import MaterializeError, SeriesError
 PathKey = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
+# A series or profile is a few hundred nodes. Aliases may share a value, but a document that expands
+# past these bounds is a bomb ("billion laughs", a self-referencing alias, 20,000 nested "["): refused
+# with its line before it costs memory or ends in a RecursionError.
+MAX_DEPTH = 64
+MAX_NODES = 100_000
 
 
 @dataclass
@@ -53,6 +58,9 @@ class LocatedYaml:
         message = {"extra_forbidden": "unknown field (typo?)", "missing": "required field is missing"}.get(
             error["type"], error["msg"]
         )
+        if error["type"] == "string_type" and isinstance(error.get("input"), int | float):
+            # An unquoted all-digit SHA or version is a YAML number (leading zeros lost): say so.
+            message += f"; YAML read an unquoted number ({error['input']!r}): put the value in quotes"
         return f"{self.source}:{self.line_of(located)}: {field}: {message}"
 
     def line_of(self, path: PathKey) -> int:
@@ -64,7 +72,39 @@ class LocatedYaml:
         return 1
 
 
-def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str) -> Any:
+class _Budget:
+    """Nodes left to build: aliases make the node graph a DAG (or a cycle) that expands on building."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.left = MAX_NODES
+
+    def spend(self, node: yaml.Node, depth: int) -> None:
+        self.left -= 1
+        line = node.start_mark.line + 1
+        if self.left < 0:
+            raise SeriesError(f"{self.source}:{line}: the document expands to more than {MAX_NODES} values "
+                              "(YAML aliases expanding without bound?); refused")
+        if depth > MAX_DEPTH:
+            raise SeriesError(f"{self.source}:{line}: nested deeper than {MAX_DEPTH} levels "
+                              "(a YAML alias that contains itself?); refused")
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse deep nesting from the event stream (iterative) before the recursive composer sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SeriesError(f"{source}:{event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels; "
+                                  "refused")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: _Budget) -> Any:
+    budget.spend(node, len(path))
     lines.setdefault(path, node.start_mark.line + 1)
     if node.tag not in _PLAIN_TAGS:
         raise SeriesError(f"{source}:{node.start_mark.line + 1}: YAML tag {node.tag!r} is not allowed (safe YAML only)")
@@ -77,10 +117,10 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
             if key in out:
                 raise SeriesError(f"{source}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
             lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _build(value_node, path + (key,), lines, source)
+            out[key] = _build(value_node, path + (key,), lines, source, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(item, path + (i,), lines, source) for i, item in enumerate(node.value)]
+        return [_build(item, path + (i,), lines, source, budget) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says.
     return yaml.SafeLoader("").construct_object(node)
 
@@ -95,11 +135,12 @@ def load_located(path: Path) -> LocatedYaml:
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
+        _check_depth(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         raise SeriesError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     lines: dict[PathKey, int] = {}
-    data = _build(node, (), lines, source) if node is not None else None
+    data = _build(node, (), lines, source, _Budget(source)) if node is not None else None
     return LocatedYaml(data=data, source=source, lines=lines)
