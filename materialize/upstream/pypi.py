@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 from materialize.errors import UpstreamError
+from materialize.upstream.net import httpx_timeout, with_retries
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 
@@ -74,11 +75,13 @@ def _project_files(project: str, index: str) -> list[tuple[str, str, str | None]
 
     url = index.rstrip("/") + "/" + _normalize(project) + "/"
     accept = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-    try:
-        resp = httpx.get(url, headers={"Accept": accept}, follow_redirects=True, timeout=60)
+
+    def read_page() -> httpx.Response:
+        resp = httpx.get(url, headers={"Accept": accept}, follow_redirects=True, timeout=httpx_timeout())
         resp.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise UpstreamError(f"cannot read {project} from index {index}: {exc}") from None
+        return resp
+
+    resp = with_retries(url, f"cannot read {project} from index", read_page)
     if resp.headers.get("content-type", "").startswith("application/vnd.pypi.simple.v1+json"):
         try:
             files = json.loads(resp.content)["files"]
@@ -119,11 +122,13 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=dest.parent)
+    os.close(fd)
     tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out, httpx.stream("GET", url, follow_redirects=True, timeout=60) as resp:
+
+    def attempt() -> str:  # each attempt starts the file over, so a retry is always safe
+        digest = hashlib.sha256()
+        with tmp.open("wb") as out, httpx.stream("GET", url, follow_redirects=True, timeout=httpx_timeout()) as resp:
             resp.raise_for_status()
             total = int(resp.headers.get("content-length") or 0) or None
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
@@ -133,15 +138,16 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
                     out.write(chunk)
                     digest.update(chunk)
                     bar.advance(task, len(chunk))
-        actual = digest.hexdigest()
+        return digest.hexdigest()
+
+    try:
+        actual = with_retries(url, "cannot download", attempt)
         if actual != expected_sha256:
             raise UpstreamError(
                 f"{dest.name}: sha256 mismatch: pinned {expected_sha256}, downloaded {actual}; nothing was kept"
             )
         os.replace(tmp, dest)
         return dest
-    except httpx.HTTPError as exc:
-        raise UpstreamError(f"cannot download {url}: {exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
 
