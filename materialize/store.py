@@ -33,6 +33,7 @@ from filelock import FileLock, Timeout
 from materialize.errors import BusyError, MaterializeError
 
 CACHE_ENV = "MATERIALIZE_CACHE"
+_LOCKS: dict[str, FileLock] = {}
 _counter = itertools.count()
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 REGULAR = "100644"
@@ -71,6 +72,21 @@ def die_with_parent() -> None:
         import ctypes  # noqa: PLC0415 - only in the forked child
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def cache_errors(root: Path) -> Iterator[None]:
+    """A cache that cannot be written (read-only filesystem, full disk, no permission) is one line,
+    exit 1, naming the cache and the way out, never a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise MaterializeError(
+            f"cannot write the materialize cache {root}: {exc.strerror or exc}"
+            f" (free space, fix its permissions, or point {CACHE_ENV} at a writable directory)"
+        ) from None
 
 
 def default_cache_dir() -> Path:
@@ -113,13 +129,20 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self, *, wait: bool = True) -> Iterator[None]:
-        """Exclusive lock for work that fills the cache; two runs at once serialize here."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.root / ".lock"))
-        try:
-            lock.acquire(timeout=-1 if wait else 0)
-        except Timeout:
-            raise BusyError(f"another materialize run holds {self.root / '.lock'}") from None
+        """Exclusive lock for work that fills the cache or moves a ref; two runs at once serialize here.
+
+        Re-entrant within a process (one FileLock per cache root, counted), so a pin import that holds
+        it can record its ref through :meth:`set_refs`, which takes it too. The kernel drops the flock
+        of a killed process, so a ``kill -9`` never leaves this lock held.
+        """
+        with cache_errors(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            key = str(self.root / ".lock")
+            lock = _LOCKS.setdefault(key, FileLock(key))
+            try:
+                lock.acquire(timeout=-1 if wait else 0)
+            except Timeout:
+                raise BusyError(f"another materialize run holds {key}") from None
         try:
             yield
         finally:
@@ -229,10 +252,15 @@ class Store:
         path = self._loose_path(sha)
         if path.exists():
             return sha
-        path.parent.mkdir(exist_ok=True)
         tmp = path.parent / f"tmp_obj_{os.getpid()}_{next(_counter)}"
-        tmp.write_bytes(zlib.compress(raw, 1))
-        os.replace(tmp, path)
+        with cache_errors(self.root):
+            try:
+                path.parent.mkdir(exist_ok=True)
+                tmp.write_bytes(zlib.compress(raw, 1))
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a full disk must not leave a half-written object behind
+                raise
         return sha
 
     def read_object(self, sha: str) -> tuple[str, bytes]:
@@ -326,11 +354,38 @@ class Store:
     def commit_message(self, commit: str) -> str:
         return self.read_object(commit)[1].decode().split("\n\n", 1)[1]
 
-    def set_refs(self, refs: Mapping[str, str]) -> None:
-        """Point many refs at once (one git process): keeps applied prefixes safe from gc."""
-        if refs:
-            script = "".join(f"update {ref} {sha}\n" for ref, sha in refs.items())
+    def set_refs(self, refs: Mapping[str, str | None]) -> None:
+        """Point many refs at once (one git process; None deletes): keeps applied prefixes safe from gc.
+
+        Every ref of the store moves under the store lock, so concurrent runs never race git's
+        per-ref ``.lock`` files; and a ``.lock`` file found while we hold the lock belongs to a git
+        that was killed mid-update (``kill -9`` of its materialize), so it is removed first.
+        """
+        if not refs:
+            return
+        script = "".join(f"update {ref} {sha}\n" if sha else f"delete {ref}\n" for ref, sha in refs.items())
+        with self.lock():
+            self.clear_stale_ref_locks(list(refs))
             self.git("update-ref", "--stdin", input=script.encode())
+
+    def clear_stale_ref_locks(self, refs: list[str] | None = None) -> list[Path]:
+        """Remove git ``*.lock`` files left by killed processes; call only while holding :meth:`lock`.
+
+        With ``refs``, only those refs' locks (plus the repository-wide ones) are looked at, a few
+        ``stat`` calls; without, the whole refs directory is swept.
+        """
+        candidates = [self.git_dir / name for name in ("packed-refs.lock", "HEAD.lock", "config.lock", "shallow.lock")]
+        if refs is None:
+            candidates += list((self.git_dir / "refs").rglob("*.lock"))
+        else:
+            candidates += [self.git_dir / f"{ref}.lock" for ref in refs]
+        removed = []
+        with cache_errors(self.root):
+            for path in candidates:
+                if path.is_file():
+                    path.unlink()
+                    removed.append(path)
+        return removed
 
     def read_refs(self, prefix: str) -> dict[str, str]:
         """All refs under ``prefix`` in one git call (ref -> object id)."""
@@ -356,3 +411,112 @@ class Store:
             path = name.decode("utf-8", "surrogateescape")
             (deleted if status == b"D" else changed).append(path)
         return changed, deleted
+
+
+def _fast_import_path(path: str) -> bytes:
+    """A path in fast-import's C-style quoted form (any byte but NUL survives)."""
+    out = bytearray(b'"')
+    for byte in path.encode("utf-8", "surrogateescape"):
+        if byte in (0x22, 0x5C):
+            out += b"\\" + bytes([byte])
+        elif byte < 0x20 or byte == 0x7F:
+            out += f"\\{byte:03o}".encode()
+        else:
+            out.append(byte)
+    return bytes(out + b'"')
+
+
+class PackWriter:
+    """Write one import's blobs and trees as a single pack through ``git fast-import``.
+
+    A cold import of a large upstream (glibc: 22k files) would otherwise be 22k loose object files
+    written one by one; fast-import streams every blob into one pack (big blobs straight through, so
+    memory stays bounded) and builds the trees itself. No deltas: the pack is written once, fast,
+    and ``git gc`` may repack it later. Use under :meth:`Store.lock` (it writes a temporary ref).
+    """
+
+    BIG_FILE = 16 << 20  # blobs above this are streamed by fast-import, not held in its memory
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._marks = 0
+        with cache_errors(store.root):
+            # Packs in progress of imports and fetches that were killed: only ever written under the
+            # store lock, which we hold, so none of them is live.
+            for leftover in (store.git_dir / "objects" / "pack").glob("tmp_*"):
+                leftover.unlink(missing_ok=True)
+            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in finish/abort
+            self._proc = subprocess.Popen(
+                ["git", "--git-dir", str(store.git_dir), "fast-import", "--quiet", "--done", "--depth=0",
+                 f"--big-file-threshold={self.BIG_FILE}"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=die_with_parent,
+            )
+        assert self._proc.stdin is not None
+        self._in = self._proc.stdin
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._in.write(data)
+        except BrokenPipeError:
+            self._fail()
+
+    def _fail(self) -> None:
+        self._proc.kill()
+        self._proc.wait()
+        self._stderr.seek(0)
+        detail = self._stderr.read().decode(errors="replace").strip().splitlines()
+        raise MaterializeError(f"git fast-import failed in {self.store.git_dir}: {detail[-1] if detail else 'no output'}")
+
+    def add_blob(self, reader: Any, size: int, origin: str) -> int:
+        """Stream exactly ``size`` bytes of ``reader`` into the pack; returns the blob's mark."""
+        self._marks += 1
+        self._write(f"blob\nmark :{self._marks}\ndata {size}\n".encode())
+        left = size
+        while left:
+            chunk = reader.read(min(left, 1 << 20))
+            if not chunk:
+                raise MaterializeError(f"{origin}: ended after {size - left} of its {size} bytes")
+            self._write(chunk)
+            left -= len(chunk)
+        if reader.read(1):
+            raise MaterializeError(f"{origin}: longer than the {size} bytes it declares")
+        self._write(b"\n")
+        return self._marks
+
+    def finish(self, files: Mapping[str, tuple[str, int]]) -> str:
+        """The tree of ``files`` (path -> (mode, blob mark)); ends the import and publishes the pack."""
+        dirs = {path.rsplit("/", 1)[0] for path in files if "/" in path}
+        parents = {d[:i] for d in dirs for i in range(len(d) + 1) if i == len(d) or d[i] == "/"}
+        clash = sorted(parents & set(files))
+        if clash:
+            raise MaterializeError(f"{clash[0]!r} is both a file and a directory")
+        ref = f"refs/materialize/import/{os.getpid()}-{next(_counter)}"
+        self._write(f"commit {ref}\ncommitter materialize <materialize@localhost> 0 +0000\ndata 0\n".encode())
+        for path in sorted(files):
+            mode, mark = files[path]
+            self._write(f"M {mode} :{mark} ".encode() + _fast_import_path(path) + b"\n")
+        self._write(b"\ndone\n")
+        try:
+            self._in.close()
+        except BrokenPipeError:
+            self._fail()
+        if self._proc.wait() != 0:
+            self._fail()
+        self._stderr.close()
+        tree = self.store.git("rev-parse", f"{ref}^{{tree}}").decode().strip()
+        self.store.set_refs({ref: None})
+        return tree
+
+    def abort(self) -> None:
+        """Stop without publishing: fast-import killed before ``done`` leaves no pack behind."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.close()
+
+    def __enter__(self) -> PackWriter:
+        return self
+
+    def __exit__(self, kind: object, *_rest: object) -> None:
+        if kind is not None:
+            self.abort()

@@ -1,40 +1,113 @@
 """Read tar and zip archives member by member, refusing anything that would escape the tree.
 
-Archives are never extracted to disk: members stream straight into the store as blobs, so a zip
-slip, a link out of the tree or a device file is refused before a single byte lands anywhere.
+Archives are never extracted to disk: members stream straight into the store as blobs, in chunks, so
+memory stays bounded whatever a member's size, and a zip slip, a link out of the tree or a device file
+is refused before a single byte lands anywhere. The bytes an archive expands to are capped relative to
+its own size (``MATERIALIZE_MAX_EXPANSION``), so a compression bomb is refused (exit 4) while it is
+being read, not after it filled the disk. A truncated or corrupt archive is an upstream error (exit 3):
+every stream is read to its end so gzip's, xz's and bzip2's checksums are verified even when the
+pin records no sha256.
 """
 
 from __future__ import annotations
 
+import os
 import stat
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import link_stays_inside, safe_relpath
 from materialize.store import EXECUTABLE, REGULAR, SYMLINK
 
+EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
+DEFAULT_EXPANSION = 100  # real sdists and wheels expand 3-15x; gzip's own ceiling is ~1000x
+EXPANSION_FLOOR = 64 << 20  # small archives may always expand to this much
+CHUNK = 1 << 20
+# What a damaged compressed stream raises, depending on where the damage is and which codec reads it.
+_CORRUPT = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
+
 
 @dataclass(frozen=True)
 class Member:
+    """A member read whole (small archives, tests); imports use :class:`StreamMember` instead."""
+
     path: str
     mode: str
     data: bytes
+
+
+@dataclass(frozen=True)
+class StreamMember:
+    """A member whose bytes are read from ``reader`` (exactly ``size`` of them) before the next one."""
+
+    path: str
+    mode: str
+    size: int
+    reader: BinaryIO
+
+
+class _Budget:
+    """Bytes an archive may still expand to; exceeding it is a bomb, refused while reading."""
+
+    def __init__(self, archive: Path) -> None:
+        ratio = float(os.environ.get(EXPANSION_ENV) or DEFAULT_EXPANSION)
+        self.archive = archive
+        self.limit = max(EXPANSION_FLOOR, int(archive.stat().st_size * ratio))
+        self.used = 0
+
+    def spend(self, amount: int, where: str) -> None:
+        self.used += amount
+        if self.used > self.limit:
+            raise UnsafePathError(
+                f"{where}: the archive expands past {self.limit} bytes ({self.limit // max(1, self.archive.stat().st_size)}x"
+                f" its size): refused as a compression bomb (raise {EXPANSION_ENV} if it is genuine)"
+            )
+
+
+    def declared(self, size: int, where: str) -> None:
+        """Refuse early on what the member header declares, before decompressing any of it."""
+        if self.used + size > self.limit:
+            self.spend(size, where)
+
+
+def _corrupt(archive: Path, exc: BaseException) -> UpstreamError:
+    return UpstreamError(f"{archive}: corrupt or truncated archive ({type(exc).__name__}: {exc})")
+
+
+class _Counted:
+    """A member reader that charges every byte to the budget and reports damage as UpstreamError."""
+
+    def __init__(self, raw: BinaryIO, budget: _Budget, where: str) -> None:
+        self.raw, self.budget, self.where = raw, budget, where
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data = self.raw.read(size)
+        except _CORRUPT as exc:
+            raise _corrupt(self.budget.archive, exc) from None
+        self.budget.spend(len(data), self.where)
+        return data
 
 
 def _git_mode(unix_mode: int) -> str:
     return EXECUTABLE if unix_mode & 0o111 else REGULAR
 
 
-def _tar_members(archive: Path) -> Iterator[Member]:
+def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
     origin = str(archive)
     try:
+        # "r:*", read strictly in order: the codec's file object (GzipFile, LZMAFile) verifies its
+        # checksum at the end, which tarfile's own "r|*" stream reader never does.
         tar = tarfile.open(archive, "r:*")  # noqa: SIM115 - closed by the with-block below
-    except (tarfile.TarError, OSError) as exc:
-        raise UpstreamError(f"{origin}: not a readable tar archive ({exc})") from None
+    except _CORRUPT as exc:
+        raise UpstreamError(f"{origin}: not a readable archive (expected .tar.gz, .tar.xz, .tar.bz2, .zip or"
+                            f" .whl): {exc}") from None
     with tar:
         for info in tar:
             where = f"{origin}: member {info.name!r}"
@@ -46,22 +119,39 @@ def _tar_members(archive: Path) -> Iterator[Member]:
             if info.issym():
                 if not link_stays_inside(path, info.linkname):
                     raise UnsafePathError(f"{where}: symlink to {info.linkname!r} points outside the tree")
-                yield Member(path, SYMLINK, info.linkname.encode())
+                target = info.linkname.encode("utf-8", "surrogateescape")
+                yield StreamMember(path, SYMLINK, len(target), _BytesReader(target))
             elif info.islnk():
                 raise UnsafePathError(f"{where}: hard links are not supported (link to {info.linkname!r})")
             elif info.isreg():
+                budget.declared(info.size, where)
                 handle = tar.extractfile(info)
                 assert handle is not None
-                yield Member(path, _git_mode(info.mode), handle.read())
+                yield StreamMember(path, _git_mode(info.mode), info.size, _Counted(handle, budget, where))  # type: ignore[arg-type]
             else:
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
+        # Read the compressed stream to its end: the codec's checksum (gzip CRC32, xz CRC64) is only
+        # verified there, and tarfile stops at the end-of-archive blocks before reaching it.
+        fileobj = tar.fileobj
+        while fileobj is not None and fileobj.read(CHUNK):
+            pass
 
 
-def _zip_members(archive: Path) -> Iterator[Member]:
+class _BytesReader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.data) if size < 0 else self.pos + size
+        chunk, self.pos = self.data[self.pos:end], min(end, len(self.data))
+        return chunk
+
+
+def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
     origin = str(archive)
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except _CORRUPT as exc:
         raise UpstreamError(f"{origin}: not a readable zip archive ({exc})") from None
     with zf:
         for info in zf.infolist():
@@ -70,38 +160,62 @@ def _zip_members(archive: Path) -> Iterator[Member]:
                 continue
             path = safe_relpath(info.filename, origin=where)
             unix_mode = info.external_attr >> 16
-            data = zf.read(info)
             if stat.S_ISLNK(unix_mode):
+                if info.file_size > 4096:
+                    raise UnsafePathError(f"{where}: symlink target longer than 4096 bytes")
+                data = zf.read(info)
                 target = data.decode("utf-8", "surrogateescape")
                 if not link_stays_inside(path, target):
                     raise UnsafePathError(f"{where}: symlink to {target!r} points outside the tree")
-                yield Member(path, SYMLINK, data)
+                yield StreamMember(path, SYMLINK, len(data), _BytesReader(data))
             elif stat.S_IFMT(unix_mode) not in (0, stat.S_IFREG):  # 0: zip tools that record no file type
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
             else:
-                yield Member(path, _git_mode(unix_mode), data)
+                budget.declared(info.file_size, where)
+                with zf.open(info) as handle:  # checks the CRC when the member is read to its end
+                    yield StreamMember(path, _git_mode(unix_mode), info.file_size, _Counted(handle, budget, where))  # type: ignore[arg-type]
+
+
+def stream_archive(archive: Path) -> Iterator[StreamMember]:
+    """File members of a .tar(.gz|.xz|.bz2) or .zip/.whl archive, checked for safety, in bounded memory.
+
+    Each member's ``reader`` must be consumed before the next member is asked for. Damage anywhere in
+    the archive (a truncated download, a corrupt deflate stream, a CRC mismatch) raises UpstreamError
+    naming the archive; a member path seen twice is refused too.
+    """
+    name = archive.name.lower()
+    budget = _Budget(archive)
+    if name.endswith((".zip", ".whl")):
+        members = _zip_members(archive, budget)
+    else:
+        members = _tar_members(archive, budget)
+    seen: set[str] = set()
+    try:
+        for member in members:
+            if member.path in seen:
+                raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
+            seen.add(member.path)
+            yield member
+    except _CORRUPT as exc:
+        raise _corrupt(archive, exc) from None
 
 
 def read_archive(archive: Path) -> list[Member]:
-    """All file members of a .tar(.gz|.xz|.bz2) or .zip/.whl archive, checked for safety."""
-    name = archive.name.lower()
-    if name.endswith((".zip", ".whl")):
-        members = list(_zip_members(archive))
-    elif tarfile.is_tarfile(archive):
-        members = list(_tar_members(archive))
-    else:
-        raise UpstreamError(f"{archive}: unsupported archive type (expected .tar.gz, .tar.xz, .zip or .whl)")
-    seen: set[str] = set()
-    for member in members:
-        if member.path in seen:
-            raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
-        seen.add(member.path)
-    return members
+    """All file members with their bytes (for small archives; imports stream instead)."""
+    return [Member(m.path, m.mode, _read_exact(m)) for m in stream_archive(archive)]
 
 
-def single_top_folder(members: list[Member]) -> str:
+def _read_exact(member: StreamMember) -> bytes:
+    data = member.reader.read()
+    if len(data) != member.size:
+        raise UpstreamError(f"member {member.path!r}: {len(data)} bytes, the archive declares {member.size}")
+    return data
+
+
+def single_top_folder(paths: list[str] | list[Member]) -> str:
     """The one folder every member sits under ('' if none): archives are rooted there, like pip does."""
-    tops = {m.path.split("/", 1)[0] for m in members}
-    if len(tops) == 1 and all("/" in m.path for m in members):
+    names = [p if isinstance(p, str) else p.path for p in paths]
+    tops = {n.split("/", 1)[0] for n in names}
+    if len(tops) == 1 and all("/" in n for n in names):
         return tops.pop()
     return ""

@@ -11,16 +11,19 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from materialize.errors import UnsafePathError, UpstreamError
+from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
 from materialize.paths import link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
-from materialize.store import EMPTY_TREE, EXECUTABLE, REGULAR, SYMLINK, Store
-from materialize.upstream.archive import Member, read_archive, single_top_folder
+from materialize.store import EMPTY_TREE, EXECUTABLE, REGULAR, SYMLINK, PackWriter, Store, die_with_parent
+from materialize.upstream.archive import single_top_folder, stream_archive
+from materialize.upstream.net import network_timeouts
 
 
 @dataclass(frozen=True)
@@ -36,18 +39,26 @@ def _cache_ref(identity: dict[str, Any]) -> str:
     return f"refs/materialize/pins/{key}"
 
 
-def _import_members(store: Store, members: list[Member], root: str | None, origin: str) -> tuple[str, str]:
-    """Write archive members as one tree; returns (tree, the root that was used)."""
-    chosen = single_top_folder(members) if root is None else root.strip("/")
-    prefix = f"{chosen}/" if chosen else ""
-    changes: dict[str, tuple[str, bytes] | None] = {}
-    for member in members:
-        if prefix and not member.path.startswith(prefix):
-            continue
-        changes[member.path[len(prefix):]] = (member.mode, member.data)
-    if not changes:
-        raise UpstreamError(f"{origin}: nothing under root {chosen!r}")
-    return store.write_tree(EMPTY_TREE, changes), chosen
+def _import_archive(store: Store, archive: Path, root: str | None, origin: str) -> tuple[str, str]:
+    """Stream an archive's members into one pack and build its tree; returns (tree, the root used).
+
+    Every member is written as a blob as it is read (bounded memory); only the members under the
+    chosen root go into the tree, which is known once every path has been seen. Anything that goes
+    wrong before the tree is built leaves no pack, no ref and no pin behind.
+    """
+    with PackWriter(store) as pack:
+        marks: dict[str, tuple[str, int]] = {}
+        for member in stream_archive(archive):
+            marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}"))
+        chosen = single_top_folder(list(marks)) if root is None else root.strip("/")
+        prefix = f"{chosen}/" if chosen else ""
+        files = {path[len(prefix):]: entry for path, entry in marks.items() if path.startswith(prefix)}
+        if not files:
+            raise UpstreamError(f"{origin}: nothing under root {chosen!r}")
+        try:
+            return pack.finish(files), chosen
+        except MaterializeError as exc:
+            raise UpstreamError(f"{origin}: {exc}") from None
 
 
 def _cached_or_import(store: Store, identity: dict[str, Any], build) -> ResolvedPin:
@@ -76,7 +87,7 @@ def _resolve_pypi(pin: PypiPin, store: Store, progress: bool) -> ResolvedPin:
 
         artifact = pypi.fetch(name, version, pin.file, pin.sha256, store.artifacts, index=pin.index_url,
                               progress=progress)
-        return _import_members(store, read_archive(artifact), pin.root, pin.file)
+        return _import_archive(store, artifact, pin.root, pin.file)
 
     return _cached_or_import(store, identity, build)
 
@@ -89,7 +100,7 @@ def _resolve_tarball(pin: TarballPin, store: Store, base_dir: Path) -> ResolvedP
     if pin.sha256 and actual != pin.sha256:
         raise UpstreamError(f"{path}: sha256 mismatch: pinned {pin.sha256}, file has {actual}")
     identity = {"kind": "tarball", "path": str(path), "sha256": actual, "root": pin.root}
-    return _cached_or_import(store, identity, lambda: _import_members(store, read_archive(path), pin.root, str(path)))
+    return _cached_or_import(store, identity, lambda: _import_archive(store, path, pin.root, str(path)))
 
 
 def sha256_file(path: Path) -> str:
@@ -130,6 +141,60 @@ def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
     return ResolvedPin(tree, {"kind": "path", "path": str(root), "tree": tree})
 
 
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
+    """Fetch ``pin.rev`` into a quarantine object directory and keep it only if it is the pinned commit.
+
+    git writes the fetched objects into a temporary directory (the store's objects stay readable as
+    an alternate); we read the fetched commit from FETCH_HEAD, check it against ``pin.sha``, and only
+    then move the objects into the store. A mismatch, a failure or a kill leaves nothing in the store:
+    no objects, no ref. Called under the store lock.
+    """
+    where = f"git pin {pin.url}@{pin.rev}"
+    for leftover in store.root.glob(".incoming-*"):  # quarantines of killed runs (we hold the lock)
+        shutil.rmtree(leftover, ignore_errors=True)
+    quarantine = Path(tempfile.mkdtemp(prefix=".incoming-", dir=store.root))
+    env = {**os.environ, "GIT_OBJECT_DIRECTORY": str(quarantine),
+           "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store.git_dir / "objects"), "GIT_TERMINAL_PROMPT": "0"}
+    timeouts = network_timeouts()
+    try:
+        proc = subprocess.run(
+            ["git", "--git-dir", str(store.git_dir), "-c", "fetch.unpackLimit=1", "-c", "transfer.unpackLimit=1",
+             "-c", "http.lowSpeedLimit=1", "-c", f"http.lowSpeedTime={max(1, int(timeouts[1]))}",
+             "fetch", "-q", "--no-tags", url, pin.rev],
+            capture_output=True, env=env, preexec_fn=die_with_parent,
+        )
+        if proc.returncode != 0:
+            raise UpstreamError(f"{where}: fetch failed: {proc.stderr.decode(errors='replace').strip()}")
+        head = (store.git_dir / "FETCH_HEAD").read_text().split("\t", 1)[0].strip()
+        check = subprocess.run(["git", "--git-dir", str(store.git_dir), "rev-parse", "--verify", "-q",
+                                f"{head}^{{commit}}"], capture_output=True, env=env)
+        sha = check.stdout.decode().strip()
+        if check.returncode != 0 or not _SHA.fullmatch(sha):
+            raise UpstreamError(f"{where}: {pin.rev!r} is not a commit")
+        if pin.sha and sha != pin.sha:
+            raise UpstreamError(f"{where}: resolves to {sha}, but the series records {pin.sha}; nothing was kept")
+        _publish_objects(quarantine, store.git_dir / "objects")
+        store.set_refs({f"refs/materialize/git/{sha}": sha})
+        return sha
+    finally:
+        shutil.rmtree(quarantine, ignore_errors=True)
+
+
+def _publish_objects(source: Path, objects: Path) -> None:
+    """Move a quarantine's loose objects and packs into the store (a pack's .idx last: it makes it live)."""
+    for path in sorted(source.glob("[0-9a-f][0-9a-f]/*")):
+        path_dest = objects / path.parent.name / path.name
+        path_dest.parent.mkdir(exist_ok=True)
+        os.replace(path, path_dest)
+    (objects / "pack").mkdir(exist_ok=True)
+    packs = sorted(p for p in (source / "pack").glob("pack-*") if p.suffix != ".idx")
+    for path in packs + sorted((source / "pack").glob("pack-*.idx")):
+        os.replace(path, objects / "pack" / path.name)
+
+
 def _resolve_git(pin: GitPin, store: Store, base_dir: Path) -> ResolvedPin:
     url = pin.url
     if not re.match(r"^[a-z+]+://|^[^/]+@[^/]+:", url):
@@ -137,20 +202,11 @@ def _resolve_git(pin: GitPin, store: Store, base_dir: Path) -> ResolvedPin:
     sha = pin.sha if pin.sha and store.has_object(pin.sha) else None
     if sha is None:
         with store.lock():
-            proc = subprocess.run(
-                ["git", "--git-dir", str(store.git_dir), "fetch", "-q", "--no-tags", url,
-                 f"+{pin.rev}:refs/materialize/fetch/tmp"] if not re.fullmatch(r"[0-9a-f]{40}", pin.rev)
-                else ["git", "--git-dir", str(store.git_dir), "fetch", "-q", "--no-tags", url, pin.rev],
-                capture_output=True,
-            )
-            if proc.returncode != 0:
-                raise UpstreamError(f"git pin {pin.url}@{pin.rev}: fetch failed: {proc.stderr.decode().strip()}")
-            target = "refs/materialize/fetch/tmp" if not re.fullmatch(r"[0-9a-f]{40}", pin.rev) else pin.rev
-            sha = store.git("rev-parse", f"{target}^{{commit}}").decode().strip()
-            store.set_refs({f"refs/materialize/git/{sha}": sha})
-    if pin.sha and sha != pin.sha:
-        raise UpstreamError(f"git pin {pin.url}@{pin.rev}: resolves to {sha}, but the series records {pin.sha}")
-    tree = store.subtree(store.tree_of(sha), pin.root)
+            sha = _fetch_quarantined(store, url, pin)
+    try:
+        tree = store.subtree(store.tree_of(sha), pin.root)
+    except MaterializeError as exc:
+        raise UpstreamError(f"git pin {pin.url}@{pin.rev}: {exc}") from None
     return ResolvedPin(tree, {"kind": "git", "url": pin.url, "rev": pin.rev, "sha": sha, "root": pin.root})
 
 

@@ -1,0 +1,165 @@
+"""Hostile and damaged archives: bombs are refused while being read (exit 4), damage is exit 3 (never
+"interrupted", never a zlib traceback), members stream in bounded memory, and a cold import writes one
+pack instead of a loose object per file."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import UnsafePathError, UpstreamError
+from materialize.series import TarballPin
+from materialize.store import Store
+from materialize.upstream import resolve
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "materialize", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def tar_with(path: Path, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+class Zeros(io.RawIOBase):
+    """``size`` zero bytes, produced lazily: builds a bomb without holding it in memory."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def zero_tar(path: Path, size: int, level: int = 1) -> Path:
+    with tarfile.open(path, "w:gz", compresslevel=level) as tar:
+        info = tarfile.TarInfo("pkg-1/big.bin")
+        info.size = size
+        tar.addfile(info, io.BufferedReader(Zeros(size), 1 << 20))
+        small = tarfile.TarInfo("pkg-1/a.py")
+        small.size = 2
+        tar.addfile(small, io.BytesIO(b"x\n"))
+    return path
+
+
+def series_for(tmp_path: Path, archive: Path, **pin) -> Path:
+    doc = {"version": 1, "targets": {"plugin": {"pin": {"kind": "tarball", "path": str(archive), **pin}}}, "patches": []}
+    path = tmp_path / "series.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_compression_bomb_is_refused_while_reading(tmp_path):
+    archive = zero_tar(tmp_path / "bomb.tar.gz", 512 << 20, level=9)  # 512 MB of zeros in ~0.5 MB
+    assert archive.stat().st_size < 4 << 20
+    with pytest.raises(UnsafePathError, match="compression bomb"):
+        resolve(TarballPin(kind="tarball", path=str(archive)), Store.open(), base_dir=tmp_path)
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 4, proc.stderr
+    assert "bomb.tar.gz" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_zip_bomb_is_refused(tmp_path):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf, zf.open("big.bin", "w") as out:
+        for _ in range(300):
+            out.write(bytes(1 << 20))
+    with pytest.raises(UnsafePathError, match="compression bomb"):
+        resolve(TarballPin(kind="tarball", path=str(archive)), Store.open(), base_dir=tmp_path)
+
+
+def test_members_stream_in_bounded_memory(tmp_path):
+    """A 200 MB member (allowed by raising the expansion cap) is imported without holding it in memory."""
+    archive = zero_tar(tmp_path / "big.tar.gz", 200 << 20)
+    code = ("import resource, sys; from pathlib import Path;"
+            "from materialize.series import TarballPin; from materialize.store import Store;"
+            "from materialize.upstream import resolve;"
+            "r = resolve(TarballPin(kind='tarball', path=sys.argv[1]), Store.open(), base_dir=Path('.'));"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    proc = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True,
+                          env={**os.environ, "MATERIALIZE_MAX_EXPANSION": "100000"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    own_kb = int(proc.stdout.split()[-1])
+    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # includes git fast-import
+    assert own_kb < 150 << 10, f"python peaked at {own_kb} kB"
+    assert children_kb < 400 << 10
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_truncated_tar_gz_is_exit_3_not_interrupted(tmp_path, cut):
+    good = tar_with(tmp_path / "good.tar.gz", {f"pkg/f{i}.txt": os.urandom(3000) for i in range(20)})
+    data = good.read_bytes()
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(data[: int(len(data) * cut)])
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, bad)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    assert "bad.tar.gz" in proc.stderr and "interrupted" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_corrupt_zip_member_is_exit_3(tmp_path):
+    archive = tmp_path / "c.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/a.txt", os.urandom(1000) + b"text " * 4000)
+    data = bytearray(archive.read_bytes())
+    start = data.index(b"pkg/a.txt") + 9 + 200  # inside the first member's deflate stream
+    data[start:start + 64] = os.urandom(64)
+    archive.write_bytes(bytes(data))
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    assert "c.zip" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_corrupted_gzip_body_without_sha256_is_refused(tmp_path):
+    """Without a pinned sha256, gzip's own CRC is the only integrity check: it must be read and enforced."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("pkg/a.txt")
+        payload = b"A = 1\n" * 10
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    body = gzip.compress(raw.getvalue(), compresslevel=0)  # stored blocks: a flipped byte still inflates
+    index = body.index(b"A = 1")
+    damaged = body[:index] + b"B" + body[index + 1:]
+    archive = tmp_path / "flip.tar.gz"
+    archive.write_bytes(damaged)
+    with pytest.raises(UpstreamError, match="corrupt or truncated"):
+        resolve(TarballPin(kind="tarball", path=str(archive)), Store.open(), base_dir=tmp_path)
+    assert not Store.open().read_refs("refs/materialize/pins/")
+
+
+def test_cold_import_writes_one_pack_not_loose_objects(tmp_path):
+    files = {f"proj-1/d{i % 40}/f{i}.c": f"int f{i};\n".encode() for i in range(2000)}
+    archive = tar_with(tmp_path / "proj-1.tar.gz", files)
+    store = Store.open()
+    resolved = resolve(TarballPin(kind="tarball", path=str(archive)), store, base_dir=tmp_path)
+    assert len(store.list_tree(resolved.tree)) == 2000
+    assert store.read_blob(resolved.tree, "d7/f7.c") == b"int f7;\n"
+    loose = [p for p in (store.git_dir / "objects").glob("[0-9a-f][0-9a-f]/*")]
+    assert len(loose) < 10, f"{len(loose)} loose objects"
+    assert len(list((store.git_dir / "objects" / "pack").glob("*.pack"))) == 1
+    assert not store.read_refs("refs/materialize/import/")
+    fsck = subprocess.run(["git", "--git-dir", str(store.git_dir), "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
