@@ -1,11 +1,13 @@
-"""Materialize speed: this tool vs `quilt push -a`, a `git apply` loop and a GNU `patch` loop.
+"""Materialize speed, the rows of the speed issue: start-up (`--help`), Debian's glibc quilt series
+(cold, re-applied, last patch edited, full outputs, `status`, the workspace commands), one patch of
+100k hunks, and the shipped series, each beside its reference tool (quilt, GNU patch, tar) with the
+issue's target. Every row goes into `make bench`'s one summary table (run_all.py).
 
-Same work for every tool: a tree already unpacked/cached, a series of patches, the patched result.
-Ours runs as the real CLI (`materialize apply --overlay --out`), so Python start-up is included;
-the others run on a fresh copy of the unpacked tree (the copy is not timed). Cold means no prefix is
-cached (upstream import is cached, as the target says); "edit last" changes only the last patch.
+Same work for every tool; ours runs as the real CLI, so Python start-up is included; the reference
+tools run on a fresh copy of the unpacked tree (the copy is not timed).
 
-    .venv/bin/python bench/bench_materialize.py [--runs 5] [--sizes 1000,10000,50000] [--skip-shipped]
+    .venv/bin/python bench/bench_materialize.py [--runs 5] [--cold-runs 3] [--skip-glibc] [--skip-shipped]
+    .venv/bin/python bench/bench_materialize.py --generated [--sizes 1000,10000,50000]   # synthetic tables
 """
 
 from __future__ import annotations
@@ -26,14 +28,13 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Timing, measure  # noqa: E402
+from bench_glibc_rows import MAT, drop_prefix_cache, glibc_rows, hunks_row, startup_rows  # noqa: E402
+from common import Timing, measure, record  # noqa: E402
 
 from materialize.engine import materialize  # noqa: E402
 from materialize.series import load_series  # noqa: E402
 from materialize.store import Store  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-MAT = str(REPO / ".venv" / "bin" / "materialize")
 console = Console(width=200)
 
 
@@ -87,13 +88,6 @@ def write_series(project: Path, tarball: Path, names: list[str]) -> Path:
     series = project / "series.yaml"
     series.write_text("\n".join(lines) + "\n")
     return series
-
-
-def drop_prefix_cache(cache: Path) -> None:
-    git_dir = cache / "store.git"
-    refs = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=delete %(refname)",
-                           "refs/materialize/prefix/"], capture_output=True, text=True, check=True).stdout
-    subprocess.run(["git", "--git-dir", str(git_dir), "update-ref", "--stdin"], input=refs, text=True, check=True)
 
 
 class Workload:
@@ -172,40 +166,57 @@ def table(title: str, results: dict[str, Timing], baseline: str) -> Table:
     return t
 
 
+def generated_tables(args: argparse.Namespace, root: Path) -> None:
+    """The synthetic workloads: a 120-patch series on a 20k-file tree, and scaling in tree size."""
+    # 120 patches x 13 files = ~1,500 file edits on a 20k-file tree.
+    w = Workload(root / "main", args.files, args.patches, 13, 1500)
+    results = bench_workload(w, args.runs)
+    console.print(table(f"generated series: {args.patches} patches, ~{args.patches * 13} file edits, "
+                        f"{args.files} files (median of {args.runs})", results, "quilt push -a"))
+    cold = results["ours cold"].median
+    console.print(f"edit-last / cold through the CLI = {results['ours edit-last'].median / cold:.1%}; "
+                  f"engine only = {results['engine only, edit-last'].median / results['engine only, cold'].median:.1%}")
+    scaling: dict[str, Timing] = {}
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        ws = Workload(root / f"scale-{size}", size, 100, 10, 1000)
+        r = bench_workload(ws, max(3, args.runs // 2), reference=True)
+        scaling[f"ours cold, {size} files"] = r["ours cold"]
+        scaling[f"quilt push -a, {size} files"] = r["quilt push -a"]
+        shutil.rmtree(ws.root)
+    if scaling:
+        console.print(table("scaling in tree size: 100 patches x 10 files (same patches, bigger tree)",
+                            scaling, next(iter(scaling))))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cold-runs", type=int, default=3, help="runs of the slow cold glibc rows")
+    parser.add_argument("--skip-glibc", action="store_true", help="skip Debian's glibc series (apt-get source)")
+    parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped series on the real pins")
+    parser.add_argument("--skip-hunks", action="store_true", help="skip the 100k-hunk patch")
+    parser.add_argument("--generated", action="store_true", help="only the synthetic tables below")
     parser.add_argument("--files", type=int, default=20000, help="tree size of the main generated workload")
     parser.add_argument("--patches", type=int, default=120)
     parser.add_argument("--sizes", default="1000,10000,50000", help="tree sizes for the scaling table")
-    parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped series on the real pins")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-materialize-") as tmp:
         root = Path(tmp)
-        # (b) generated: 120 patches x 13 files = ~1,500 file edits on a 20k-file tree.
-        w = Workload(root / "main", args.files, args.patches, 13, 1500)
-        results = bench_workload(w, args.runs)
-        console.print(table(f"generated series: {args.patches} patches, ~{args.patches * 13} file edits, "
-                            f"{args.files} files (median of {args.runs})", results, "quilt push -a"))
-        cold = results["ours cold"].median
-        console.print(f"edit-last / cold through the CLI = {results['ours edit-last'].median / cold:.1%}; "
-                      f"engine only = {results['engine only, edit-last'].median / results['engine only, cold'].median:.1%}"
-                      " (target < 10%; the CLI figure includes interpreter start-up and writing the new output)")
-        scaling: dict[str, Timing] = {}
-        for size in [int(s) for s in args.sizes.split(",") if s]:
-            ws = Workload(root / f"scale-{size}", size, 100, 10, 1000)
-            r = bench_workload(ws, max(3, args.runs // 2), reference=True)
-            scaling[f"ours cold, {size} files"] = r["ours cold"]
-            scaling[f"quilt push -a, {size} files"] = r["quilt push -a"]
-            shutil.rmtree(ws.root)
-        if scaling:
-            first = next(iter(scaling))
-            console.print(table("scaling in tree size: 100 patches x 10 files (same patches, bigger tree)",
-                                scaling, first))
+        if args.generated:
+            generated_tables(args, root)
+            return 0
+        rows, note = startup_rows(max(args.runs, 10))
+        record(rows)
+        print(note, flush=True)
+        if not args.skip_glibc:
+            record(glibc_rows(root / "glibc", args.runs, args.cold_runs))
+            shutil.rmtree(root / "glibc", ignore_errors=True)
+        if not args.skip_hunks:
+            record(hunks_row(root / "hunks", max(3, args.runs // 2)))
         if not args.skip_shipped:
-            from bench_shipped import bench_shipped  # noqa: PLC0415 - needs the real pins, optional
+            from bench_shipped import shipped_rows
 
-            console.print(bench_shipped(root / "shipped", args.runs))
+            record(shipped_rows(root / "shipped", args.runs))
     return 0
 
 

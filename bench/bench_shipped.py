@@ -1,7 +1,9 @@
-"""The shipped series (series/default.yaml) on the real pinned trees: ours vs quilt / patch / git apply.
+"""The shipped series (series/default.yaml) on the real pinned trees: ours vs quilt / GNU patch.
 
+The pins are downloaded once into the bench cache in the user cache (``MATERIALIZE_BENCH_DATA``, else
+``~/.cache/materialize-bench/shipped-cache``) so `make bench` does not fetch ~150 MB every time.
 The reference tools get both upstream trees unpacked on disk (not timed) and apply each target's
-patches in series order; ours applies from the cached pins through the store and writes the overlay.
+patches in series order; ours applies from the cached pins through the store.
 """
 
 from __future__ import annotations
@@ -14,15 +16,9 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from rich.table import Table
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_materialize import MAT, REPO, drop_prefix_cache, table  # noqa: E402
-from common import Timing, measure  # noqa: E402
-
-from materialize.series import load_series  # noqa: E402
-from materialize.store import Store  # noqa: E402
-from materialize.upstream import resolve  # noqa: E402
+from bench_glibc_rows import DATA, MAT, QUILT_ENV, REPO, attempt, drop_prefix_cache, new_disk_mib  # noqa: E402
+from common import Row, measure  # noqa: E402
 
 
 def _unpack(artifact: Path, dest: Path) -> None:
@@ -38,9 +34,13 @@ def _unpack(artifact: Path, dest: Path) -> None:
         top.rmdir()
 
 
-def bench_shipped(root: Path, runs: int) -> Table:
+def shipped_rows(root: Path, runs: int) -> list[Row]:
+    from materialize.series import load_series
+    from materialize.store import Store
+    from materialize.upstream import resolve
+
     root.mkdir(parents=True, exist_ok=True)
-    cache = root / "cache"
+    cache = DATA / "shipped-cache"
     env = {"MATERIALIZE_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
     series = load_series(REPO / "series" / "default.yaml")
     os.environ["MATERIALIZE_CACHE"] = str(cache)
@@ -48,7 +48,7 @@ def bench_shipped(root: Path, runs: int) -> Table:
     pristine = root / "pristine"
     for target, spec in series.targets.items():
         resolve(spec.pin, store, base_dir=series.base_dir, progress=False)
-        (artifact,) = [p for p in store.artifacts.rglob(spec.pin.file)]
+        (artifact,) = list(store.artifacts.rglob(spec.pin.file))
         _unpack(artifact, pristine / target)
         pdir = pristine / target / "patches"
         pdir.mkdir()
@@ -57,27 +57,64 @@ def bench_shipped(root: Path, runs: int) -> Table:
             shutil.copy(p.path, pdir / p.path.name)
         (pdir / "series").write_text("".join(f"{p.path.name} -p{p.strip}\n" for p in entries))
     scratch = root / "scratch"
+    out = root / "out"
 
     def fresh() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(scratch)], check=True)
 
-    def per_target(command: str) -> list[str]:
-        script = " && ".join(f"(cd {scratch / t} && {command})" for t in series.targets)
-        return ["sh", "-c", script]
+    def per_target(command: str, where: Path = scratch) -> list[str]:
+        return ["sh", "-c", " && ".join(f"(cd {where / t} && {command})" for t in series.targets)]
 
-    ours = [MAT, "apply", "--series", str(series.path), "--overlay", "--out", str(root / "out")]
-    subprocess.run(ours, env={**os.environ, **env}, check=True, capture_output=True)
-    results: dict[str, Timing] = {
-        "ours cold (pins cached)": measure(runs, lambda: ours, prepare=lambda: drop_prefix_cache(cache), env=env),
-        "ours again (all cached)": measure(runs, lambda: ours, env=env),
-    }
-    quilt_env = {"QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
-    results["quilt push -a"] = measure(runs, lambda: per_target("quilt push -a -q"), prepare=fresh, env=quilt_env)
-    loop = "for p in $(sed 's/ .*//' patches/series); do patch -s -p1 -F0 -i patches/$p || exit 1; done"
-    results["patch loop"] = measure(runs, lambda: per_target(loop), prepare=fresh)
-    loop = "for p in $(sed 's/ .*//' patches/series); do git apply -p1 patches/$p || exit 1; done"
-    results["git apply loop"] = measure(runs, lambda: per_target(loop), prepare=fresh)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return table(f"shipped series: {len(series.patches)} patches on ttnn 0.81.1 + vllm 0.33.0 "
-                 f"(median of {runs})", results, "quilt push -a")
+    def ours(*args: str) -> list[str]:
+        return [MAT, *args, "--series", str(series.path)]
+
+    n = len(series.patches)
+    rows: list[Row] = []
+    subprocess.run(ours("apply", "--overlay", "--out", str(out / "overlay")), env={**os.environ, **env}, check=True,
+                   capture_output=True)
+    quilt_push = measure(runs, lambda: per_target("quilt push -a -q >/dev/null"), prepare=fresh, env=QUILT_ENV)
+    cold, error = attempt(runs, lambda: ours("apply", "--overlay", "--out", str(out / "overlay")),
+                          prepare=lambda: drop_prefix_cache(cache), env=env)
+    rows.append(Row(f"shipped ({n} patches): pins cached, all re-applied, `--overlay`", cold, "`quilt push -a`",
+                    quilt_push, max_ratio=1.0, error=error))
+
+    # The last patch edited vs quilt pop + push (on a tree with quilt's stack pushed).
+    pushed = root / "pushed"
+    fresh()
+    shutil.rmtree(pushed, ignore_errors=True)
+    scratch.rename(pushed)
+    subprocess.run(per_target("quilt push -a -q >/dev/null", pushed), env={**os.environ, **QUILT_ENV}, check=True)
+    last_target = series.patches[-1].target
+    pop_push = measure(runs, lambda: ["sh", "-c", f"cd {pushed / last_target} && quilt pop -q && quilt push -q"],
+                       env=QUILT_ENV)
+    last = series.patches[-1].path
+    original = last.read_bytes()
+    counter = iter(range(10**6))
+
+    def edit_last() -> None:
+        last.write_bytes(f"edited {next(counter)}\n".encode() + original)
+
+    try:
+        edited, error = attempt(runs, lambda: ours("apply", "--overlay", "--out", str(out / "overlay")),
+                                prepare=edit_last, env=env)
+    finally:
+        last.write_bytes(original)
+    rows.append(Row("shipped: last patch edited, `--overlay`", edited, "`quilt pop` + `quilt push`", pop_push,
+                    max_ratio=1.0, error=error))
+
+    # Everything cached: a second full output, its time and the disk it adds.
+    subprocess.run(ours("apply", "--out", str(out / "full")), env={**os.environ, **env}, capture_output=True)
+    second = out / "second"
+    again, error = attempt(runs, lambda: ours("apply", "--out", str(second)),
+                           prepare=lambda: shutil.rmtree(second, ignore_errors=True), env=env)
+    disk = new_disk_mib([cache, out / "full", out / "overlay"], second) if again else None
+    rows.append(Row("shipped: everything cached, a second full output", again, "", None, max_seconds=1.0,
+                    disk_mib=disk, max_mib=10, error=error))
+
+    applied = measure(runs * 2, lambda: per_target("quilt applied >/dev/null", pushed), env=QUILT_ENV)
+    status, error = attempt(runs * 2, lambda: ours("status"), env=env)
+    rows.append(Row("shipped: `materialize status` (cached)", status, "`quilt applied`", applied, max_seconds=0.3,
+                    error=error))
+    shutil.rmtree(root, ignore_errors=True)
+    return rows

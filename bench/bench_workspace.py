@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Timing, measure, run_once  # noqa: E402
+from common import Row, Timing, measure, record, run_once  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -311,7 +311,10 @@ def main() -> int:
         if shutil.which("quilt") is None:
             console.print("(skipping the quilt comparison: quilt is not installed; apt-get install quilt)")
         else:
-            print_quilt_table(quilt_rows(args.quilt_runs), args.quilt_runs)
+            side_by_side = quilt_rows(args.quilt_runs)
+            print_quilt_table(side_by_side, args.quilt_runs)
+            record([Row(f"workspace, 20-patch series: `{op}`", ours, "quilt", quilt, max_ratio=2.0)
+                    for op, quilt, ours in side_by_side])  # into make bench's summary table (issue 12)
     if args.only_quilt:
         return 0
     saved_cache = os.environ.get("MATERIALIZE_CACHE")

@@ -56,3 +56,97 @@ def measure(runs: int, command: Callable[[], Sequence[str]], *, prepare: Callabl
         seconds.append(elapsed)
         peak = max(peak, rss)
     return Timing(seconds, peak)
+
+
+@dataclass
+class Row:
+    """One row of `make bench`'s summary table: our time beside the reference's, and the issue's target.
+
+    ``max_ratio`` (ours / reference) and ``max_seconds`` are the targets; ``max_mib`` bounds the new disk
+    an output costs (``disk_mib``). ``error`` is set when our side failed, so the row says why."""
+
+    work: str
+    ours: Timing | None
+    reference: str = ""
+    ref: Timing | None = None
+    max_ratio: float | None = None
+    max_seconds: float | None = None
+    disk_mib: float | None = None
+    max_mib: float | None = None
+    error: str = ""
+    unit: str = "s"  # "s" for timings, "MiB" for a memory row (Timing.seconds then holds MiB)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.ours is None or self.ref is None or self.ref.median <= 0:
+            return None
+        return self.ours.median / self.ref.median
+
+    def target(self) -> str:
+        parts = []
+        if self.max_ratio is not None:
+            parts.append(f"≤ {self.max_ratio:g}×")
+        if self.max_seconds is not None:
+            parts.append(f"≤ {_secs(self.max_seconds)}")  # only for timing rows
+        if self.max_mib is not None:
+            parts.append(f"≤ {self.max_mib:g} MiB new disk")
+        return ", ".join(parts) or "–"
+
+    def met(self) -> str:
+        if self.ours is None:
+            return "**no** (failed)"
+        checks = []
+        if self.max_ratio is not None and self.ratio is not None:
+            checks.append(self.ratio <= self.max_ratio)
+        if self.max_seconds is not None:
+            checks.append(self.ours.median <= self.max_seconds)
+        if self.max_mib is not None and self.disk_mib is not None:
+            checks.append(self.disk_mib <= self.max_mib)
+        if not checks:
+            return "–"
+        return "yes" if all(checks) else "**no**"
+
+    def cells(self) -> list[str]:
+        ours = f"error: {self.error}" if self.ours is None else _cell(self.ours, self.unit)
+        if self.disk_mib is not None:
+            ours += f", {self.disk_mib:.1f} MiB new disk"
+        ref = f"{self.reference} {_cell(self.ref, self.unit)}" if self.ref else (self.reference or "–")
+        ratio = f"{self.ratio:.2f}×" if self.ratio is not None else "–"
+        return [self.work, ours, ref, ratio, self.target(), self.met()]
+
+    def to_json(self) -> dict:
+        return {"cells": self.cells(), "ours_s": self.ours.seconds if self.ours else None,
+                "ref_s": self.ref.seconds if self.ref else None, "peak_rss_mib": self.ours.peak_rss_mib if self.ours else None}
+
+
+HEADERS = ["work", "ours (median, min–max)", "reference", "ratio", "target", "met?"]
+
+
+def _secs(value: float, unit: str = "s") -> str:
+    if unit != "s":
+        return f"{value:.0f} {unit}"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _cell(t: Timing, unit: str = "s") -> str:
+    spread = f" ({_secs(min(t.seconds), unit)}–{_secs(max(t.seconds), unit)})" if len(t.seconds) > 1 else ""
+    return f"{_secs(t.median, unit)}{spread}"
+
+
+def markdown(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines) + "\n"
+
+
+def record(rows: list[Row]) -> None:
+    """Print the rows as a markdown table and, under `make bench` (BENCH_ROWS set by run_all.py),
+    append them to the summary that run_all prints as one table at the end."""
+    print(markdown([r.cells() for r in rows]), flush=True)
+    target = os.environ.get("BENCH_ROWS")
+    if target:
+        import json
+
+        with open(target, "a", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps(r.to_json()) + "\n")

@@ -1,28 +1,67 @@
-"""`make bench`: every benchmark script in turn, each printing its own table."""
+"""`make bench`: every benchmark script in turn, each printing its own tables, then ONE summary table
+of every row a script recorded (ours, reference, ratio, target, met?) -- the table bench/README.md
+and the README quote.
+
+Scripts record rows through ``common.record`` into the file named by ``BENCH_ROWS``.
+
+    .venv/bin/python bench/run_all.py [--quick] [--markdown FILE]
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import markdown  # noqa: E402
+
 SCRIPTS = [
-    ["bench_materialize.py", "--runs", "5"],
+    ["bench_materialize.py", "--runs", "5", "--cold-runs", "3"],
     ["bench_workspace.py"],
     ["bisect_sim.py"],
 ]
+QUICK = {"bench_materialize.py": ["--runs", "3", "--cold-runs", "1"], "bench_workspace.py": ["--runs", "1"]}
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer runs per row (a smoke run, not for the README)")
+    parser.add_argument("--markdown", type=Path, help="also write the summary table to this file")
+    parser.add_argument("--only", help="run only this script (e.g. bench_materialize.py)")
+    args = parser.parse_args()
     failed = 0
-    for script, *args in SCRIPTS:
-        path = HERE / script
-        if not path.exists():
-            print(f"(skipping {script}: not present)")
-            continue
-        print(f"\n=== {script} {' '.join(args)}", flush=True)
-        failed |= subprocess.run([sys.executable, str(path), *args]).returncode != 0
+    with tempfile.NamedTemporaryFile(prefix="bench-rows-", suffix=".jsonl", delete=False) as rows_file:
+        rows_path = Path(rows_file.name)
+    env = {**os.environ, "BENCH_ROWS": str(rows_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.monotonic()
+    try:
+        for script, *script_args in SCRIPTS:
+            if args.only and script != args.only:
+                continue
+            path = HERE / script
+            if not path.exists():
+                print(f"(skipping {script}: not present)")
+                continue
+            if args.quick and script in QUICK:
+                script_args = QUICK[script]
+            print(f"\n=== {script} {' '.join(script_args)}", flush=True)
+            failed |= subprocess.run([sys.executable, str(path), *script_args], env=env).returncode != 0
+        rows = [json.loads(line)["cells"] for line in rows_path.read_text().splitlines() if line.strip()]
+    finally:
+        rows_path.unlink(missing_ok=True)
+    summary = markdown(rows)
+    minutes = (time.monotonic() - started) / 60
+    print(f"\n=== summary: every row, ours beside the reference, with the target ({minutes:.0f} min)\n")
+    print(summary, flush=True)
+    if args.markdown:
+        args.markdown.write_text(summary)
     return 1 if failed else 0
 
 
