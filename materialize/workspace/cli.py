@@ -46,7 +46,9 @@ def _report_move(result: stack.MoveResult) -> int:
 @click.command()
 @series_option
 @click.option("-a", "all_", is_flag=True, help="push every remaining patch")
-@force_option
+@click.option("-f", "--force", is_flag=True,
+              help="save unrefreshed changes under work/.materialize/saved/ and go on; a patch that does not "
+                   "apply goes in as far as it applies, failed hunks in <file>.rej (quilt push -f), then refresh")
 @click.argument("patch", required=False)
 def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Apply the next patch (or up to PATCH, or all) in the workspace."""
@@ -362,7 +364,9 @@ def _outcome_table(outcomes) -> None:
 
 @click.command()
 @series_option
-@click.option("--to", "spec", help="new pin: pypi:NAME==VERSION, git+PATH_OR_URL@REV, a directory or an archive")
+@click.option("--to", "spec", help="new pin: pypi:NAME==VERSION (the file picked like the current pin's: a wheel "
+                                   "with the same tags, else the sdist), pypi:NAME==VERSION:FILE, "
+                                   "git+PATH_OR_URL@REV, a directory or an archive")
 @click.option("--report", "report_only", is_flag=True, help="only print the upstream-watch table; change nothing")
 @click.option("-o", "report_file", type=click.Path(path_type=Path), help="also write the report (markdown) here")
 @click.option("--continue", "continue_", is_flag=True, help="go on after resolving a conflict")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from materialize.errors import MaterializeError, PatchApplyError
+from materialize.errors import MaterializeError, PatchApplyError, UpstreamError
 from materialize.patching import apply_file, parse_patch
 from materialize.patching.model import FilePatch, HunkLine
 from materialize.paths import safe_relpath
@@ -257,9 +257,37 @@ def _old_chain(ws: Workspace, target: str) -> dict[str, tuple[str, str]]:
     return chain
 
 
+def pin_for(ws: Workspace, target: str, spec: str):  # noqa: ANN201 - one of the series' pin models
+    """The pin ``--to SPEC`` means for ``target``.
+
+    ``pypi:NAME==VERSION:FILE`` names the file. Without ``:FILE`` the file is picked the way the
+    current pin was: a target pinned to a wheel gets the new version's wheel with the same tags
+    (python, ABI, platform: ``ttnn-0.81.1-cp312-cp312-manylinux_2_34_x86_64.whl`` ->
+    ``ttnn-0.82.0-cp312-cp312-manylinux_2_34_x86_64.whl``), any other target the sdist; the current
+    pin's index is used. When that file is not on the index the error lists the version's files.
+    """
+    current = ws.series.targets[target].pin if target in ws.series.targets else None
+    index = getattr(current, "index_url", None)
+    if not spec.startswith("pypi:") or spec.count(":") != 1:
+        return parse_spec(spec, index=index if spec.startswith("pypi:") else None)
+    name, _, version = spec[len("pypi:"):].partition("==")
+    wheel = getattr(current, "file", "") or ""
+    if wheel.endswith(".whl") and version:
+        tags = "-".join(wheel[: -len(".whl")].split("-")[-3:])
+        wanted = f"{wheel.split('-')[0]}-{version}-{tags}.whl"
+        what = f"{target} is pinned to a {tags} wheel"
+        spec = f"{spec}:{wanted}"
+    else:
+        what = f"{target} is pinned to {'an sdist' if wheel else 'a non-PyPI pin'}, so the sdist is picked"
+    try:
+        return parse_spec(spec, index=index)
+    except UpstreamError as exc:
+        raise UpstreamError(f"{exc}. ({what}; name the file with `--to pypi:{name}=={version}:FILE`)") from None
+
+
 def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     """Classify every patch of ``target`` on the new pin; writes nothing."""
-    pin = parse_spec(spec)
+    pin = pin_for(ws, target, spec)
     new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
     chain = _old_chain(ws, target)
     tree = new_base
@@ -361,7 +389,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
             f"rebase refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
             "refresh them (or `materialize pop -a --force` to save them aside) first"
         )
-    pin = parse_spec(spec)
+    pin = pin_for(ws, target, spec)
     new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
     chain = _old_chain(ws, target)
     entries = [p for p in ws.series.patches if p.target == target]

@@ -69,13 +69,16 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     if op != "goto" or not force:
         check_stack_matches(ws, state)
     stopped = None
+    forced: PatchEntry | None = None
     with Journal.run(ws.meta, op, args) as journal:
         saved = guard_clean(ws, state, op, force, journal)
         try:
             trees = trees_at(ws.series, ws.store, position)
         except PatchApplyError as exc:
             entry = getattr(exc, "entry", None)
-            if entry is None or entry.position - 1 <= state.position:
+            if entry is not None and force and op == "push" and entry.position > state.position:
+                forced = entry  # quilt's push -f: what applies goes in, the rest into .rej files
+            elif entry is None or entry.position - 1 <= state.position:
                 raise
             stopped = str(exc)
             position = entry.position - 1
@@ -89,8 +92,54 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
         state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
         state.added = {top: state.added.get(top, [])} if top is not None and top in state.added else {}
         state.pins = ws.pins()
+        if forced is not None:
+            stopped = _force_apply(ws, state, forced, journal)
+            position, top = forced.position, forced.name
         ws.save(state, journal)
     return MoveResult(position, top, saved, stopped)
+
+
+def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journal) -> str:
+    """Apply what applies of ``entry`` onto the disk, each failed hunk into ``<file>.rej`` (GNU patch's
+    reject format), and make it the top patch with its files unrefreshed: ``refresh`` records the
+    repair; until then pop/push refuse (``--force`` saves the half-applied files aside)."""
+    from materialize.patching import apply_file, parse_patch
+    from materialize.paths import safe_relpath
+
+    target = entry.target
+    written: dict[str, tuple[str, bytes] | None] = {}
+    files: list[str] = []
+    rejects: list[str] = []
+    for fp in parse_patch(entry.read(), source=str(entry.path), strip=entry.strip).files:
+        where = f"{entry.path}:{fp.patch_line}"
+        dest = safe_relpath(fp.path, origin=where)
+        src = safe_relpath(fp.old_path, origin=where) if fp.old_path else dest
+        before = written[src] if src in written else ws.tree_entry(state.trees[target], src)
+        result = apply_file(before[1] if before else None, fp, max_fuzz=entry.max_fuzz)
+        if result.reject is not None or result.error is not None:
+            rej = f"{dest}.rej"
+            journal.write(ws.target_dir(target) / rej, (result.reject or f"{result.error}\n").encode("utf-8", "surrogateescape"))
+            rejects.append(rej)
+        if result.content is None and not fp.is_delete:
+            continue  # nothing applied to a file that does not exist
+        if fp.is_rename and src != dest:
+            written[src] = None
+            files.append(src)
+        mode = fp.new_mode or (before[0] if before else "100644")
+        written[dest] = None if result.content is None else (mode, result.content)
+        files.append(dest)
+    tracked = state.files.setdefault(target, {})
+    for path, value in written.items():
+        if path not in tracked:
+            found = ws.store.lookup(state.trees[target], path)
+            tracked[path] = found.sha if found else None
+        ws.write_file(journal, target, path, value)
+    state.position = entry.position
+    state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: entry.position]]
+    state.added = {entry.name: sorted(set(files))}
+    state.rejects = {target: sorted(rejects)}
+    return (f"Applied patch {entry.name} (forced; needs refresh): "
+            + (f"rejects in {', '.join(str(ws.target_dir(target) / r) for r in rejects)}" if rejects else "no rejects"))
 
 
 def resolve_position(ws: Workspace, ref: str | None, *, default: int) -> int:

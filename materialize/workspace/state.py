@@ -52,17 +52,19 @@ class State:
     files: dict[str, dict[str, str | None]] = field(default_factory=dict)  # target -> path -> blob|None
     added: dict[str, list[str]] = field(default_factory=dict)  # top patch name -> files added to it
     pins: dict[str, Any] = field(default_factory=dict)  # target -> the pin the bases were resolved from
+    rejects: dict[str, list[str]] = field(default_factory=dict)  # target -> .rej files a push -f left
     refs_for: dict[str, str] = field(default_factory=dict, compare=False)  # trees whose gc refs are set
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "series": self.series, "position": self.position, "applied": self.applied,
-                "trees": self.trees, "bases": self.bases, "files": self.files, "added": self.added, "pins": self.pins}
+                "trees": self.trees, "bases": self.bases, "files": self.files, "added": self.added, "pins": self.pins,
+                "rejects": self.rejects}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> State:
         return cls(series=data["series"], position=data["position"], applied=data["applied"],
                    trees=data["trees"], bases=data["bases"], files=data["files"], added=data.get("added", {}),
-                   pins=data.get("pins", {}))
+                   pins=data.get("pins", {}), rejects=data.get("rejects", {}))
 
     @property
     def top(self) -> str | None:
@@ -218,7 +220,8 @@ class Workspace:
         for target in sorted(state.trees):
             tracked = state.files.get(target, {})
             modified = [p for p in sorted(tracked) if self.disk_entry(target, p) != self.tree_entry(state.trees[target], p)]
-            stray = [p for p in self.disk_files(target) if p not in tracked]
+            rejects = set(state.rejects.get(target, []))
+            stray = [p for p in self.disk_files(target) if p not in tracked and p not in rejects]
             if modified:
                 result.modified[target] = modified
             if stray:
@@ -287,6 +290,11 @@ class Workspace:
         Only files whose bytes differ are rewritten; files that leave the stack are removed. Callers
         check for unrefreshed changes first, so everything removed or overwritten is in the store.
         """
+        for target, paths in state.rejects.items():  # push -f's .rej files go with the move
+            for path in paths:
+                if (self.target_dir(target) / path).is_file():
+                    journal.remove(self.target_dir(target) / path)
+        state.rejects = {}
         for target, tree in trees.items():
             base = state.bases[target]
             changed, deleted = self.store.changed_paths(base, tree)

@@ -84,3 +84,39 @@ def test_import_git_prune_drops_the_patch_of_a_removed_commit(project: Path, sto
     assert not patch_file(project, "0001-a").exists()
     assert list((project / "work" / ".materialize" / "saved").glob("*-import-git-prune/0001-a.patch"))
     assert main(["push", "-a", "--series", series]) == 0
+
+
+def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_repair(project: Path, store: Store,
+                                                                                    capsys) -> None:
+    """quilt's `push -f`: the broken patch is repaired in place, then `refresh` records the repair."""
+    series = ["--series", str(project / "series" / "default.yaml")]
+    run(project, "new", "0001-two", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20")
+                 .replace("def materialize(", "# cached per prefix\ndef materialize("))
+    run(project, "refresh")
+    run(project, "pop")
+    p = patch_file(project, "0001-two")
+    good = p.read_text()
+    broken = good.replace(" def materialize(", " def materialize_renamed_upstream(")  # hunk 2's context is gone
+    assert broken != good
+    p.write_text(broken)
+    assert main(["push", *series]) == 1  # without -f: nothing applied
+    assert not f.exists()
+    capsys.readouterr()
+    assert main(["push", "-f", *series]) == 1
+    err = capsys.readouterr().err
+    assert "forced; needs refresh" in err and f"{ATTN}.rej" in err
+    assert "ID_LENGTH = 20" in f.read_text() and "# cached per prefix" not in f.read_text()
+    rej = wfile(project, f"{ATTN}.rej").read_text()
+    assert "+# cached per prefix" in rej and rej.startswith("--- ")
+    assert main(["pop", *series]) == 1  # the forced top needs a refresh (or pop -f) first
+    assert "unrefreshed, patch 0001-two" in capsys.readouterr().err
+    f.write_text(f.read_text().replace("def materialize(", "# cached per prefix\ndef materialize("))
+    assert main(["refresh", *series]) == 0
+    assert p.read_text().count("+# cached per prefix") == 1 and "renamed_upstream" not in p.read_text()
+    assert main(["pop", *series]) == 0
+    assert not wfile(project, f"{ATTN}.rej").exists()
+    assert main(["push", *series]) == 0
+    assert "# cached per prefix" in f.read_text()
