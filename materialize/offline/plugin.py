@@ -298,7 +298,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     state = _state(item.config)
     state.ledger.add_duration(item.nodeid, report.duration)
     if report.when == "setup" and report.failed:
-        _record(item, arm, ok=False, detail=f"setup failed: {_short(call)}")
+        _record(item, arm, ok=False, outcome="errored", detail=f"setup failed: {_short(call)}")
         return
     if report.when != "call":
         return

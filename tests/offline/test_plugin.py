@@ -282,3 +282,21 @@ def test_results_are_written_as_json(workspace):
     assert outcomes == {("test_clamps[patched]", "patched", "passed"), ("test_clamps[control]", "control", "failed")}
     off = _run(workspace, {}, "--offline-results", "")
     assert "results: " not in off.stdout
+
+
+def test_a_setup_error_is_recorded_as_errored(workspace):
+    broken = """
+        import pytest
+
+        @pytest.fixture
+        def built(tree):
+            raise RuntimeError("cannot build")
+
+        def test_needs_built(built):
+            assert built
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": broken})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "INTERNALERROR" not in proc.stdout + proc.stderr
+    row = _row(proc.stdout, "0001-clamp").split()
+    assert row[3:8] == ["0/1", "0/1", "0", "-", "2"], row
