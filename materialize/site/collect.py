@@ -50,10 +50,9 @@ class Source:
 
     manifest: dict[str, Any] | None
     how: str  # one line for the page: "read from DIR/manifest.json" / "computed by the engine (not published)"
-    out_dir: Path | None  # where the plan's mounts point
+    out_dir: Path | None  # the existing output read (--from-output), else None
     error: str | None = None  # the series does not apply: the patch, file and hunk
     failed_patch: str | None = None
-    plugin_tree: Any = None
 
 
 def from_output(directory: Path) -> Source:
@@ -65,13 +64,13 @@ def from_output(directory: Path) -> Source:
         raise MaterializeError(f"{path}: no manifest (not a materialized output)") from None
     except ValueError as exc:
         raise MaterializeError(f"{path}: not a manifest: {exc}") from None
-    return Source(manifest, f"read from {display(path)}", directory)
+    return Source(manifest, f"read from {display(path)}", directory.resolve())
 
 
 def from_engine(series: Series) -> Source:
     """The whole series through the engine's cache, without publishing an output or moving ``latest``."""
     from materialize.engine import materialize
-    from materialize.output import DEFAULT_ROOT, manifest
+    from materialize.output import manifest
 
     try:
         m = materialize(series)
@@ -80,10 +79,8 @@ def from_engine(series: Series) -> Source:
                    "targets": {}}
         failed = getattr(getattr(exc, "entry", None), "name", None)
         return Source(partial, "computed by the engine (not published)", None, str(exc), failed)
-    data = manifest(m, overlay=False)
-    plugin = m.tree("plugin") if "plugin" in m.trees else None
-    return Source(data, "computed by the engine from its cache (not published; latest not moved)",
-                  DEFAULT_ROOT / m.id, plugin_tree=plugin)
+    return Source(manifest(m, overlay=False), "computed by the engine from its cache (not published; latest not moved)",
+                  None)
 
 
 def _report_entry(report: Any, series: Series) -> dict[str, Any]:
@@ -430,12 +427,14 @@ class PlanDiff:
 
 
 def serving(series: Series, source: Source, profiles_dir: Path) -> tuple[list[PlanView], list[PlanDiff]]:
-    """Each profile of this series: its plan (as ``serve plan`` derives it) and how the plans differ."""
+    """Each profile of this series: its plan and how the plans differ. The plan is ``serve plan``'s own
+    (``serve.up.prepare``: in memory, nothing written; ``--from-output`` as ``serve plan --from-output``),
+    so the plan hash on the page is the one ``serve plan`` prints and ``serve up`` records."""
     import shlex
 
     from materialize.serve.diff import diff_plans
-    from materialize.serve.plan import build_plan
     from materialize.serve.profile import load_profile
+    from materialize.serve.up import prepare
 
     views: list[PlanView] = []
     if not profiles_dir.is_dir():
@@ -449,12 +448,8 @@ def serving(series: Series, source: Source, profiles_dir: Path) -> tuple[list[Pl
         if profile.series_path != series.path:
             continue
         view = PlanView(profile.name, display(path), profile.spec.description or "")
-        out_dir = source.out_dir
-        if out_dir is not None and profile.spec.launcher.sources == "mounts" and source.how.startswith("computed"):
-            out_dir = out_dir.with_name(out_dir.name + "-overlay")  # where serve would publish its overlay
         try:
-            plan = build_plan(profile, series, source.manifest if not source.error else None,
-                              None if out_dir is None else Path(display(out_dir)), source.plugin_tree)
+            plan = prepare(path, manifest_dir=source.out_dir).plan
         except MaterializeError as exc:
             view.error = str(exc)
         else:

@@ -3,6 +3,7 @@ reads and what it never does (apply, publish, fetch)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -97,7 +98,9 @@ def test_serving_plans_and_their_diff(project: Project) -> None:
     assert 'id="plan-prod"' in serving and 'id="plan-prefix"' in serving
     prod = serving.split('id="plan-prod"', 1)[1].split('<div class="plan"', 1)[0]
     assert "<code>QWEN36_SDPA_STREAMING=1</code>" in prod
-    assert "<code>build/materialized/" in prod and "-overlay/tt-metal/models/attention.py</code>" in prod
+    # mounts from serve's content-addressed sources folder, as `serve plan` derives them
+    assert re.search(r"<code>/var/lib/materialize/serve/sources/[0-9a-f]{16}-overlay/tt-metal/models/attention.py</code>"
+                     r" &rarr; <code>/opt/tt/models/attention.py</code> \(ro\)", prod)
     # the difference between the two plans, as `serve diff` computes it
     diff = serving.split('<h3 class="plan-diff">prefix &rarr; prod</h3>', 1)[1]
     for line in ('<span class="add">+ env QWEN36_SDPA_STREAMING=1</span>',
@@ -139,6 +142,9 @@ def test_report_never_publishes_and_reads_an_existing_output(project: Project) -
     assert f'<code id="materialization-id">{manifest["id"]}</code>' in html
     assert "read from build/materialized/latest/manifest.json" in html
     assert latest.resolve() == target
+    plan = project.run("serve", "plan", "prod", "--from-output", "build/materialized/latest", "--json").stdout
+    digest = hashlib.sha256(plan.encode()).hexdigest()[:16]
+    assert f"<code>serve/profiles/prod.yaml</code>; plan {digest}</small>" in html
 
 
 def test_series_that_stops_applying_is_reported_not_fatal(project: Project) -> None:
@@ -163,7 +169,7 @@ def test_missing_inputs_are_said_plainly(project: Project) -> None:
 
 def test_help_does_not_import_the_renderer(tmp_path: Path) -> None:
     code = ("import sys; from materialize.cli import main; rc = main(['--help']); "
-            "print(sorted(m for m in ('jinja2', 'pygments.lexers', 'materialize.site.render') "
+            "print(sorted(m for m in ('jinja2', 'pygments.lexers', 'materialize.site', 'materialize.site.render') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -194,3 +200,11 @@ def test_metric_bisect_shows_samples_and_the_noise_band(project: Project) -> Non
     assert band and float(band.group(2)) > 0
     assert band.group(3) == "noise band: good end&#x27;s median ± 1%"
     assert "sample 2 --values 100.2,99.9,100.3,100.0" in bisect
+
+
+def test_plan_hash_is_the_one_serve_plan_prints(project: Project) -> None:
+    html = page(project)
+    for profile in ("prod", "prefix"):
+        plan = project.run("serve", "plan", profile, "--json").stdout
+        digest = hashlib.sha256(plan.encode()).hexdigest()[:16]
+        assert f'<code>serve/profiles/{profile}.yaml</code>; plan {digest}</small>' in html
