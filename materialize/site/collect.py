@@ -197,7 +197,7 @@ def _evidence_link(text: str, index: dict[str, str]) -> EvidenceLink:
 # Offline test results
 
 
-def read_offline(path: Path) -> tuple[dict[str, dict[str, dict[str, int]]] | None, str]:
+def read_offline(path: Path, series: Series) -> tuple[dict[str, dict[str, dict[str, int]]] | None, str]:
     """Per patch name, per arm, ``{"ok", "total", "errored", "weak"}`` from the offline plugin's JSON
     (``build/offline/results.json``, shape in ast_tests/README.md "Results file"); or None and why.
 
@@ -213,6 +213,9 @@ def read_offline(path: Path) -> tuple[dict[str, dict[str, dict[str, int]]] | Non
     rows = data.get("patches") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         return None, f"no recorded run ({display(path)} has no 'patches' list)"
+    recorded = data.get("series")
+    if isinstance(recorded, str) and Path(recorded).resolve() != series.path:
+        return None, f"no recorded run of this series ({display(path)} is a run of {display(recorded)})"
     out: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
@@ -490,7 +493,7 @@ class Report:
 def collect(series: Series, source: Source, *, runs: list[Path], work_dir: Path, profiles_dir: Path,
             offline_path: Path, check_ids: bool = True, generated: str | None = None) -> Report:
     """Everything the page shows; ``generated`` is a timestamp only when the user asked for one."""
-    offline, offline_note = read_offline(offline_path)
+    offline, offline_note = read_offline(offline_path, series)
     groups, index = evidence(series, runs, check_ids)
     manifest = source.manifest or {}
     targets = []

@@ -208,3 +208,13 @@ def test_plan_hash_is_the_one_serve_plan_prints(project: Project) -> None:
         plan = project.run("serve", "plan", profile, "--json").stdout
         digest = hashlib.sha256(plan.encode()).hexdigest()[:16]
         assert f'<code>serve/profiles/{profile}.yaml</code>; plan {digest}</small>' in html
+
+
+def test_offline_results_of_another_series_are_not_shown(project: Project) -> None:
+    path = project.root / "build/offline/results.json"
+    data = json.loads(path.read_text())
+    data["series"] = str(project.root / "series/other.yaml")
+    path.write_text(json.dumps(data))
+    html = page(project)
+    assert "no recorded run of this series (build/offline/results.json is a run of series/other.yaml)" in html
+    assert '<span class="ok" title="patched">' not in html
