@@ -209,7 +209,7 @@ def main() -> int:
         record(rows)
         print(note, flush=True)
         if not args.skip_glibc:
-            record(glibc_rows(root / "glibc", args.runs, args.cold_runs))
+            glibc_rows(root / "glibc", args.runs, args.cold_runs)  # records each row as it is measured
             shutil.rmtree(root / "glibc", ignore_errors=True)
         if not args.skip_hunks:
             record(hunks_row(root / "hunks", max(3, args.runs // 2)))

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -20,6 +20,12 @@ from pathlib import Path
 class Timing:
     seconds: list[float]
     peak_rss_mib: float
+    cpu_seconds: list[float] = field(default_factory=list)  # user + system of each run, when known
+
+    @property
+    def cpu_median(self) -> float | None:
+        """CPU time is less at the mercy of the other jobs on a shared machine than wall time."""
+        return statistics.median(self.cpu_seconds) if self.cpu_seconds else None
 
     @property
     def median(self) -> float:
@@ -33,29 +39,38 @@ class Timing:
 def run_once(argv: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall time and peak RSS (MiB) of one command, RSS read by GNU time (a fork of this process would
     inherit our own high-water mark)."""
+    elapsed, rss, _cpu = run_once_cpu(argv, cwd=cwd, env=env)
+    return elapsed, rss
+
+
+def run_once_cpu(argv: Sequence[str], cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall time, peak RSS (MiB) and CPU time (user + system, children included) of one command."""
     with tempfile.NamedTemporaryFile(prefix="bench-rss-") as rss_file:
         start = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *argv], cwd=cwd,
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file.name, *argv], cwd=cwd,
                               env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         elapsed = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')[-2000:]}")
-        kib = float(Path(rss_file.name).read_text().split()[-1])
-    return elapsed, kib / 1024
+        kib, user, system = (float(v) for v in Path(rss_file.name).read_text().split()[-3:])
+    return elapsed, kib / 1024, user + system
 
 
 def measure(runs: int, command: Callable[[], Sequence[str]], *, prepare: Callable[[], None] | None = None,
             cwd: Callable[[], Path] | None = None, env: dict[str, str] | None = None) -> Timing:
     """Median of ``runs`` runs; ``prepare`` (untimed) resets state before each run."""
     seconds: list[float] = []
+    cpu: list[float] = []
     peak = 0.0
     for _ in range(runs):
         if prepare:
             prepare()
-        elapsed, rss = run_once(command(), cwd=cwd() if cwd else None, env=env)
+        elapsed, rss, used = run_once_cpu(command(), cwd=cwd() if cwd else None, env=env)
         seconds.append(elapsed)
+        cpu.append(used)
         peak = max(peak, rss)
-    return Timing(seconds, peak)
+    return Timing(seconds, peak, cpu)
 
 
 @dataclass
@@ -108,9 +123,13 @@ class Row:
 
     def cells(self) -> list[str]:
         ours = f"error: {self.error}" if self.ours is None else _cell(self.ours, self.unit)
+        if self.ours is not None and self.unit == "s" and self.ours.cpu_median is not None:
+            ours += f"; CPU {_secs(self.ours.cpu_median)}"
         if self.disk_mib is not None:
             ours += f", {self.disk_mib:.1f} MiB new disk"
         ref = f"{self.reference} {_cell(self.ref, self.unit)}" if self.ref else (self.reference or "–")
+        if self.ref is not None and self.unit == "s" and self.ref.cpu_median is not None:
+            ref += f"; CPU {_secs(self.ref.cpu_median)}"
         ratio = f"{self.ratio:.2f}×" if self.ratio is not None else "–"
         return [self.work, ours, ref, ratio, self.target(), self.met()]
 
@@ -139,10 +158,17 @@ def markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_header_printed = False
+
+
 def record(rows: list[Row]) -> None:
-    """Print the rows as a markdown table and, under `make bench` (BENCH_ROWS set by run_all.py),
-    append them to the summary that run_all prints as one table at the end."""
-    print(markdown([r.cells() for r in rows]), flush=True)
+    """Print the rows (markdown; the header once per process) and, under `make bench` (BENCH_ROWS set by
+    run_all.py), append them to the summary that run_all prints as one table at the end. Recording row by
+    row keeps what was measured when a long run is interrupted."""
+    global _header_printed
+    text = markdown([r.cells() for r in rows])
+    print(text if not _header_printed else text.split("\n", 2)[2], end="", flush=True)
+    _header_printed = True
     target = os.environ.get("BENCH_ROWS")
     if target:
         import json

@@ -41,6 +41,7 @@ def main() -> int:
         rows_path = Path(rows_file.name)
     env = {**os.environ, "BENCH_ROWS": str(rows_path), "PYTHONDONTWRITEBYTECODE": "1"}
     started = time.monotonic()
+    load_before = os.getloadavg()[1]
     try:
         for script, *script_args in SCRIPTS:
             if args.only and script != args.only:
@@ -56,9 +57,13 @@ def main() -> int:
         rows = [json.loads(line)["cells"] for line in rows_path.read_text().splitlines() if line.strip()]
     finally:
         rows_path.unlink(missing_ok=True)
-    summary = markdown(rows)
     minutes = (time.monotonic() - started) / 60
-    print(f"\n=== summary: every row, ours beside the reference, with the target ({minutes:.0f} min)\n")
+    # Wall times on a shared machine depend on the other jobs: say how loaded it was (CPU times are
+    # printed beside our medians for that reason).
+    summary = markdown(rows) + (f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+                                f"5-min load average {load_before:.1f} at the start and {os.getloadavg()[1]:.1f} "
+                                f"at the end, {minutes:.0f} min.\n")
+    print("\n=== summary: every row, ours beside the reference, with the target\n")
     print(summary, flush=True)
     if args.markdown:
         args.markdown.write_text(summary)
