@@ -57,8 +57,9 @@ LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-# The pyproject extra holding the libraries of a subsystem that `make materialize` does not install.
-EXTRAS = {"serve": "serve", "bisect": "bisect", "runs": "bisect", "test-offline": "offline"}
+# Libraries that `make materialize` does not install, and the pyproject extra that has each.
+EXTRAS = {"libcst": "offline", "numpy": "bisect", "scipy": "bisect", "matplotlib": "bisect", "psutil": "serve",
+          "httpx_sse": "serve", "jinja2": "report", "pygments": "report", "ray": "fleet"}
 
 
 class LazyGroup(click.Group):
@@ -73,15 +74,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
             module_name, attribute = self.lazy[cmd_name][0].split(":")
-            try:
-                found = getattr(importlib.import_module(module_name), attribute)
-            except ModuleNotFoundError as exc:
-                extra = EXTRAS.get(cmd_name)
-                if extra is None or (exc.name or "materialize").startswith("materialize"):
-                    raise
-                raise click.ClickException(
-                    f"`materialize {cmd_name}` needs {exc.name}, from the `{extra}` extra: "
-                    f"pip install -e '.[{extra}]' (or `make venv`)") from None
+            found = getattr(importlib.import_module(module_name), attribute)
             if isinstance(found, list):  # a subsystem exporting several top-level commands
                 return next(command for command in found if command.name == cmd_name)
             return found
@@ -190,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except click.ClickException as exc:
         exc.show()
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        err.print(f"materialize: error: this command needs {exc.name}, from the `{extra}` extra: "
+                  f"pip install -e '.[{extra}]' (`make venv` installs every extra)", markup=False)
         return 2
     except KeyboardInterrupt:
         err.print("materialize: interrupted; nothing half-written was published", markup=False)
