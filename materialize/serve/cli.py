@@ -122,6 +122,16 @@ def check_cmd(ctx: click.Context, profiles: tuple[str, ...], no_materialize: boo
         flags = ", ".join(f"{b.flag}" for b in plan.banners) or "no flags"
         click.echo(f"ok   {plan.profile}: materialization {plan.materialization_id or '(not materialized)'}; "
                    f"{len(plan.mounts)} mounts; {flags}")
+        if plan.materialization_id is None:
+            click.echo("  names not checked against the pinned source (no materialization)")
+        for u in plan.unverified:
+            click.echo(f"  unverified {u['kind']} {u['name']}: {u['source']}")
+        for u in plan.unobservable:
+            click.echo(f"  unobservable flag {u['flag']} ({u['patch']}): {u['reason']}")
+        for g in plan.gates:
+            if g.get("max_failure_rate"):
+                click.echo(f"  gate {g['name']}: {g['requests']} requests at concurrency {g['concurrency']} "
+                           f"(rules out a failure rate of {g['max_failure_rate']} at 95% when all pass)")
     return 1 if failed else 0
 
 

@@ -19,12 +19,14 @@ from materialize.errors import MaterializeError
 from materialize.series import Series
 from materialize.serve.constraints import (
     BANNER_NONE,
+    RULES,
     require_rules,
     resolve_enabled,
     resolved_gates,
     server_env,
 )
-from materialize.serve.profile import Profile
+from materialize.serve.names import SourceIndex, check_names
+from materialize.serve.profile import Profile, ProfileError
 from materialize.tree import Tree
 
 PLAN_FORMAT = 1
@@ -78,6 +80,7 @@ class Plan:
     disabled_flags: list[str] = field(default_factory=list)
     unobservable: list[dict[str, str]] = field(default_factory=list)
     sources: str | None = None
+    unverified: list[dict[str, str]] = field(default_factory=list)
     format: int = PLAN_FORMAT
     notes: list[str] = field(default_factory=list)
 
@@ -169,6 +172,7 @@ def build_plan(
     manifest: dict[str, Any] | None,
     out_dir: Path | None,
     plugin_tree: Tree | None = None,
+    index: SourceIndex | None = None,
 ) -> Plan:
     """Derive the plan; refuses (fail closed) on any rule violation or manifest mismatch."""
     require_rules(profile, series, plugin_tree)
@@ -206,6 +210,12 @@ def build_plan(
             env = dict(sorted(env.items()))
 
     server_argv = list(launcher.command) + vllm_args(profile)
+    unverified: list[dict[str, str]] = []
+    if index is not None:
+        rule_env = {k[4:]: r.id for r in RULES for k in (*r.when, *r.require) if k.startswith("env.")}
+        problems, unverified = check_names(profile, vllm_args(profile), env, index, rule_env)
+        if problems:
+            raise ProfileError("names the pinned source does not have (issue 14.9):\n  " + "\n  ".join(problems))
     container = None
     if launcher.kind == "docker":
         container = launcher.container_name or f"materialize-serve-{profile.name}"
@@ -235,6 +245,7 @@ def build_plan(
         gates=resolved_gates(profile),
         stop_timeout_s=launcher.stop_timeout_s,
         docker_args=list(launcher.docker_args),
+        unverified=unverified,
         sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,
         disabled_flags=sorted({p.flag for p in series.patches if p.flag and p not in enabled}),
         unobservable=[{"flag": p.flag or "", "patch": p.name, "reason": p.spec.banner_none_why or ""}

@@ -85,7 +85,13 @@ def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path |
         m, manifest, plugin_tree = materialize_for(profile, series)
         base = (sources_dir or DEFAULT_SOURCES_DIR).absolute()
         out_dir = sources_folder(base, manifest["id"], bool(manifest.get("overlay")))
-    plan = build_plan(profile, series, manifest, out_dir, plugin_tree)
+    index = None
+    if manifest is not None:
+        from materialize.serve.names import index_for
+        from materialize.store import Store
+
+        index = index_for(m.store if m is not None else Store.open(), manifest)
+    plan = build_plan(profile, series, manifest, out_dir, plugin_tree, index)
     return Prepared(profile, series, manifest, out_dir, plan, plugin_tree, m)
 
 

@@ -58,6 +58,30 @@ REGISTRY = textwrap.dedent('''\
         ),
     }
 ''')
+# The argparse definitions the pinned vLLM has, in its two styles: add_argument literals and the fields
+# of a *FrontendArgs class (registered as --field-name). serve checks plan options against these.
+CLI_ARGS = textwrap.dedent('''\
+    class FrontendArgs:
+        host: str | None = None
+        port: int = 8000
+        tool_call_parser: str | None = None
+        enable_auto_tool_choice: bool = False
+
+
+    def add_cli_args(parser):
+        parser.add_argument("--model", type=str)
+        parser.add_argument("--served-model-name", nargs="+")
+        parser.add_argument("--max-model-len", type=int)
+        parser.add_argument("--tensor-parallel-size", "-tp", type=int)
+        parser.add_argument("--block-size", type=int)
+        parser.add_argument("--max-num-seqs", type=int)
+        parser.add_argument("--enable-prefix-caching", action="store_true")
+        parser.add_argument("--mamba-cache-mode", type=str)
+        parser.add_argument("--mamba-block-size", type=int)
+        parser.add_argument("--async-scheduling", action="store_true")
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--max-num-batched-tokens", type=int)
+''')
 SCHEDULER = "def allow_async(prefix_caching):\n    return not prefix_caching\n"
 SCHEDULER_PATCHED = SCHEDULER.replace(
     "    return not prefix_caching\n",
@@ -85,13 +109,15 @@ def write_series(root: Path) -> Path:
     (root / "upstream/plugin/vllm/tool_parsers").mkdir(parents=True)
     (root / "upstream/plugin/vllm/tool_parsers/__init__.py").write_text(REGISTRY)
     (root / "upstream/plugin/vllm/scheduler.py").write_text(SCHEDULER)
+    (root / "upstream/plugin/vllm/entrypoints").mkdir()
+    (root / "upstream/plugin/vllm/entrypoints/cli_args.py").write_text(CLI_ARGS)
     # The plugin upstream is a git repository (made with gitpython) pinned at a commit, as a real
     # plugin checkout would be; tt-metal stays a plain directory pin.
     repo = git.Repo.init(root / "upstream/plugin")
     with repo.config_writer() as config:
         config.set_value("user", "name", "fixture")
         config.set_value("user", "email", "fixture@localhost")
-    repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py"])
+    repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py", "vllm/entrypoints/cli_args.py"])
     plugin_sha = repo.index.commit("vllm plugin fixture").hexsha
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)
@@ -127,6 +153,17 @@ def write_series(root: Path) -> Path:
     return path
 
 
+# Names the fixture's plans use that no pinned tree defines, and where they really come from.
+UNPINNED = {
+    "TT_METAL_CACHE": "tt-metal's C++ runtime (compiled; not in the pinned Python sources)",
+    "--override-tt-config": "the TT build of vLLM (vllm-tt image), not the pinned vllm sdist",
+    "trace_mode": "--override-tt-config key of the TT build of vLLM",
+    "sample_on_device_mode": "--override-tt-config key of the TT build of vLLM",
+    **{f"FAKE_VLLM_{k}": "tests/serve/fake_vllm.py, the stand-in server"
+       for k in ("BANNERS", "NEVER_READY", "EXIT", "STALE_EVERY", "LATENCY_S")},
+}
+
+
 def base_profile(**overrides) -> dict:
     """A profile that passes every rule; tests override one thing to break one rule."""
     profile = {
@@ -143,6 +180,7 @@ def base_profile(**overrides) -> dict:
         "server": {"host": "0.0.0.0", "port": 8000},
         # Small on purpose: 0 failures in ceil(3/r) = 6 requests per tool gate keep the tests quick.
         "max_failure_rate": "1/2",
+        "unverified": dict(UNPINNED),
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(profile.get(key), dict) and key not in ("launcher", "env"):

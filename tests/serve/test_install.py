@@ -23,13 +23,14 @@ from materialize.serve.install import (
 )
 from materialize.serve.up import prepare
 
-from .conftest import base_profile
+from .conftest import UNPINNED, base_profile
 
 
 @pytest.fixture
 def plan(write_profile, tmp_path):
     data = base_profile(tt={"trace_mode": "all", "device_argmax": False},
-                        env={"TT_METAL_CACHE": "/var/cache/tt metal", "ODD": 'a"b$c%d\\e'})
+                        env={"TT_METAL_CACHE": "/var/cache/tt metal", "ODD": 'a"b$c%d\\e'},
+                        unverified={**UNPINNED, "ODD": "a quoting test, read by nothing"})
     return prepare(write_profile("prod", data), sources_dir=tmp_path / "out").plan
 
 
@@ -73,7 +74,8 @@ def test_unit_needs_a_materialization(plan):
 def test_rendering_is_deterministic(write_profile, tmp_path, plan):
     again = prepare(write_profile("prod", base_profile(tt={"trace_mode": "all", "device_argmax": False},
                                                        env={"TT_METAL_CACHE": "/var/cache/tt metal",
-                                                            "ODD": 'a"b$c%d\\e'})),
+                                                            "ODD": 'a"b$c%d\\e'},
+                                                       unverified={**UNPINNED, "ODD": "a quoting test, read by nothing"})),
                     sources_dir=tmp_path / "out").plan
     assert render_unit(again) == render_unit(plan)
     assert json.loads(again.to_json()) == json.loads(plan.to_json())

@@ -1,0 +1,70 @@
+"""Names a plan uses exist in the materialized source (vLLM's argparse, os.environ reads) or are declared
+unverified in the profile with where they come from, and `serve check` lists them (issue 14.9)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from materialize.errors import MaterializeError
+from materialize.serve.cli import serve_group
+from materialize.serve.names import check_names
+from materialize.serve.up import prepare
+
+from .conftest import UNPINNED, base_profile
+
+
+def plan_error(write_profile, tmp_path, data) -> str:
+    with pytest.raises(MaterializeError) as exc:
+        prepare(write_profile("n", data), sources_dir=tmp_path / "s")
+    return str(exc.value)
+
+
+def test_an_environment_variable_nothing_reads_is_refused(write_profile, tmp_path):
+    text = plan_error(write_profile, tmp_path, base_profile(env={"TT_METAL_CACHE": "/c", "QWEN36_SDPA_STREAMNG": "1"}))
+    assert "env QWEN36_SDPA_STREAMNG exists nowhere in the pinned source" in text
+    assert "n.yaml:" in text
+
+
+def test_an_option_the_pinned_vllm_does_not_define_is_refused(write_profile, tmp_path):
+    text = plan_error(write_profile, tmp_path, base_profile(vllm={"extra_args": ["--max-num-batched-token", "8"]}))
+    assert "option --max-num-batched-token exists nowhere in the pinned source" in text
+    ok = prepare(write_profile("n", base_profile(vllm={"extra_args": ["--max-num-batched-tokens", "8"]})),
+                 sources_dir=tmp_path / "s")
+    assert "--max-num-batched-tokens" in ok.plan.server_argv
+
+
+def test_tt_config_keys_must_be_declared(write_profile, tmp_path):
+    data = base_profile(tt={"trace_mode": "all"})
+    data["unverified"] = {"TT_METAL_CACHE": UNPINNED["TT_METAL_CACHE"]}
+    text = plan_error(write_profile, tmp_path, data)
+    assert "option --override-tt-config exists nowhere" in text and "config-key trace_mode exists nowhere" in text
+    plan = prepare(write_profile("n", base_profile(tt={"trace_mode": "all"})), sources_dir=tmp_path / "s").plan
+    assert {u["name"] for u in plan.unverified} >= {"--override-tt-config", "trace_mode", "TT_METAL_CACHE"}
+
+
+def test_flags_of_the_series_are_found_where_the_patch_reads_them(write_profile, tmp_path):
+    plan = prepare(write_profile("n", base_profile(enable=["QWEN36_SDPA_STREAMING", "QWEN36_DEVICE_RESIDENT"],
+                                                   tt={"device_argmax": True})), sources_dir=tmp_path / "s").plan
+    assert not {"QWEN36_SDPA_STREAMING", "QWEN36_DEVICE_RESIDENT"} & {u["name"] for u in plan.unverified}
+
+
+def test_rule_names_the_source_never_reads_are_listed(write_profile, tmp_path):
+    prep = prepare(write_profile("n", base_profile()), sources_dir=tmp_path / "s")
+    from materialize.serve.names import index_for
+
+    index = index_for(prep.materialization.store, prep.manifest)
+    _, unverified = check_names(prep.profile, [], {}, index, {"QWEN36_NOT_IN_ANY_TREE": "some-rule"})
+    assert unverified == [{"name": "QWEN36_NOT_IN_ANY_TREE", "kind": "env",
+                           "source": "named by rule some-rule; the pinned source never reads it"}]
+
+
+def test_serve_check_lists_unverified_names(series_root, write_profile, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_profile("listed", base_profile(tt={"trace_mode": "all"}))
+    result = CliRunner().invoke(serve_group, ["--profiles", str(series_root / "serve/profiles"), "--sources-dir",
+                                              str(tmp_path / "s"), "check", "listed"], standalone_mode=False)
+    assert result.return_value == 0, result.output
+    assert "unverified option --override-tt-config: the TT build of vLLM" in result.output
+    assert "unverified env TT_METAL_CACHE: tt-metal's C++ runtime" in result.output
+    assert "gate tool_call_stream: 6 requests at concurrency 1 (rules out a failure rate of 1/2" in result.output
