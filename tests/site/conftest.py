@@ -47,6 +47,7 @@ def profile(name: str, model_dir: Path, **vllm) -> dict:
         "vllm": {"max_model_len": 8192, **vllm},
         "enable": ["0001-sdpa-streaming"] if name == "prod" else [],
         "env": {"TT_METAL_CACHE": "/var/cache/tt-metal"},
+        "unverified": {"TT_METAL_CACHE": "tt-metal's compiled runtime, not in the pinned Python sources"},
         "devices": ["/dev/tenstorrent/by-id/card0"],
         "gates": [{"name": "models"}],
     }
@@ -93,6 +94,14 @@ def write_project(root: Path) -> Project:
     (root / "upstream/plugin/vllm").mkdir(parents=True)
     (root / "upstream/plugin/vllm/scheduler.py").write_text(SCHEDULER)
     (root / "upstream/plugin/README").write_text("plugin\n")
+    # The pinned vLLM's argparse: serve checks every option of a plan against it (issue 14.9).
+    (root / "upstream/plugin/vllm/entrypoints").mkdir()
+    (root / "upstream/plugin/vllm/entrypoints/cli_args.py").write_text(
+        "class FrontendArgs:\n    host: str | None = None\n    port: int = 8000\n\n\n"
+        "def add_cli_args(parser):\n" + "".join(
+            f"    parser.add_argument({opt!r})\n" for opt in (
+                "--model", "--served-model-name", "--max-model-len", "--tensor-parallel-size", "--max-num-seqs",
+                "--enable-prefix-caching", "--async-scheduling")))
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)
     (patches / "plugin").mkdir(parents=True)
