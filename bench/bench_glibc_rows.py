@@ -42,8 +42,9 @@ def attempt(runs: int, command: Callable[[], Sequence[str]], **kwargs) -> tuple[
     try:
         return measure(runs, command, **kwargs), ""
     except RuntimeError as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        return None, (lines[-1] if lines else str(exc))[:160]
+        stderr = str(exc).split(" failed: ", 1)[-1]  # run_once's message: "<argv> failed: <stderr>"
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        return None, (lines[-1] if lines else "failed without a message")[:200]
 
 
 def new_disk_mib(existing: Sequence[Path], new: Path) -> float:

@@ -205,7 +205,7 @@ def main() -> int:
         if args.generated:
             generated_tables(args, root)
             return 0
-        rows, note = startup_rows(max(args.runs, 10))
+        rows, note = startup_rows(max(args.runs, 5))
         record(rows)
         print(note, flush=True)
         if not args.skip_glibc:
