@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,15 +117,22 @@ class Store:
     def _ensure(self) -> None:
         if (self.git_dir / "HEAD").exists():
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        with self.lock():
+        with cache_errors(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+        with self.lock(), cache_errors(self.root):
             if (self.git_dir / "HEAD").exists():  # another process may have done this already
                 return
             tmp = Path(tempfile.mkdtemp(prefix=".store-", dir=self.root))
-            subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True)
-            subprocess.run(["git", "--git-dir", str(tmp), "config", "gc.auto", "0"], check=True)
-            subprocess.run(["git", "--git-dir", str(tmp), "config", "core.compression", "1"], check=True)
-            os.replace(tmp, self.git_dir)
+            try:
+                for args in (["init", "-q", "--bare", str(tmp)], ["--git-dir", str(tmp), "config", "gc.auto", "0"],
+                             ["--git-dir", str(tmp), "config", "core.compression", "1"]):
+                    proc = subprocess.run(["git", *args], capture_output=True)
+                    if proc.returncode != 0:
+                        raise MaterializeError(f"cannot create the store in {self.root}: "
+                                               f"{proc.stderr.decode(errors='replace').strip()}")
+                os.replace(tmp, self.git_dir)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
             (self.root / "README").write_text(_README)
 
     @contextlib.contextmanager
