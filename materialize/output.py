@@ -1,5 +1,9 @@
 """Publish a materialization to disk: full trees or an overlay of touched files, plus manifest.json.
 
+Full trees are hard links into the read-only file cache (``filecache.py``), so their files are
+read-only and shared between outputs: edit in ``work/``, never in an output. Overlays are small
+private copies.
+
 The output is built in a temporary sibling directory and published with one atomic rename, so a
 killed run leaves the previous output intact and a reader never sees half a tree. Python is never
 run here, so no ``__pycache__`` can appear; a stale one would be refused by ``verify_clean``.
@@ -18,6 +22,7 @@ from filelock import FileLock
 
 from materialize.engine import Materialization
 from materialize.errors import MaterializeError
+from materialize.filecache import FileCache
 from materialize.store import SYMLINK
 
 MANIFEST = "manifest.json"
@@ -65,12 +70,9 @@ def manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
 
 
 def _checkout_full(m: Materialization, target: str, dest: Path) -> None:
-    """Write a whole tree with git's own checkout-index, through a throwaway index."""
-    with tempfile.TemporaryDirectory(prefix="materialize-out-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        m.store.git("read-tree", m.trees[target], env=env)
-        dest.mkdir(parents=True)
-        m.store.git("--work-tree", str(dest), "checkout-index", "-a", "-f", env=env)
+    """Write a whole tree as hard links into the read-only file cache beside the store: a second full
+    output costs directories and links, not bytes (see materialize/filecache.py)."""
+    FileCache(m.store).materialize_tree(m.trees[target], dest)
 
 
 def _write_overlay(m: Materialization, target: str, dest: Path) -> None:

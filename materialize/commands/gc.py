@@ -1,6 +1,7 @@
-"""``materialize gc``: remove old outputs under build/materialized (each full output of the shipped
-series is ~400 MB, and a bisect makes one per candidate). The store is left alone: any removed
-output can be re-published from it in seconds."""
+"""``materialize gc``: remove old outputs under build/materialized (a bisect makes one per candidate),
+then the entries of the shared file cache that no output links to any more. Full outputs are hard
+links into that cache, so removing an output frees only what no other output shares. The store is
+left alone: any removed output can be re-published from it in seconds."""
 
 from __future__ import annotations
 
@@ -33,4 +34,10 @@ def run(keep: int, dry_run: bool, root: Path = DEFAULT_ROOT) -> int:
             os.replace(path, trash / path.name)
             shutil.rmtree(trash)
     out.print(f"kept {len(outputs(root)) if not dry_run else len(outputs(root)) - len(doomed)} outputs")
+    if not dry_run:
+        from materialize.filecache import FileCache  # noqa: PLC0415 - the store only when collecting
+        from materialize.store import Store  # noqa: PLC0415
+
+        files, size = FileCache(Store.open()).prune()
+        out.print(f"file cache: removed {files} files no output uses ({size / 1e6:.1f} MB)")
     return 0

@@ -1,0 +1,151 @@
+"""A read-only, content-addressed file cache beside the store, so full outputs cost (almost) no disk.
+
+A full output of the shipped series is ~20k files and ~500 MB; most of it is byte-identical between
+outputs. As pnpm and Nix do, each distinct (blob, executable bit) is written once, as a read-only file
+under ``<cache>/files/``, and every output is made of hard links to those files: a second output costs
+its directories and a link per file, not the bytes. Symlinks are made as symlinks.
+
+Outputs are therefore read-only: editing a file of an output in place would edit every output that
+shares it. Files are created ``0444`` (``0555`` executable) with a fixed mtime; an entry whose mtime or
+permissions changed was written through some link (root ignores permissions) and is never reused: it
+is rewritten under a new inode before anything links to it again. Where hard links are impossible (the
+output on another filesystem than the cache, a link-count limit), the file is copied instead.
+
+``prune`` removes entries that no output links to any more (link count 1); ``materialize gc`` calls it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from materialize.errors import MaterializeError
+from materialize.store import EXECUTABLE, SYMLINK, Store, cache_errors, die_with_parent
+
+FIXED_MTIME_NS = 1_000_000_000 * 86_400  # 1970-01-02: any write through a link moves it
+_NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP}
+
+
+def _perms(mode: str) -> int:
+    return 0o555 if mode == EXECUTABLE else 0o444
+
+
+class FileCache:
+    """``<cache root>/files/{r,x}/<sha[:2]>/<sha[2:]>``: one read-only file per blob and executable bit."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.root = store.root / "files"
+
+    def path(self, sha: str, mode: str) -> Path:
+        return self.root / ("x" if mode == EXECUTABLE else "r") / sha[:2] / sha[2:]
+
+    def _intact(self, path: Path, mode: str) -> bool:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        return st.st_mtime_ns == FIXED_MTIME_NS and (st.st_mode & 0o7777) == _perms(mode)
+
+    def _store(self, path: Path, mode: str, data: bytes) -> None:
+        """Publish one entry atomically (temp file + rename): a reader never sees half a file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
+        try:
+            tmp.write_bytes(data)
+            os.chmod(tmp, _perms(mode))
+            os.utime(tmp, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def materialize_tree(self, tree: str, dest: Path) -> None:
+        """Write ``tree`` at ``dest`` (which must not exist) as links into the cache."""
+        entries = self.store.list_tree(tree)
+        with cache_errors(self.store.root):
+            missing = {(e.sha, e.mode) for e in entries.values()
+                       if e.mode != SYMLINK and not self._intact(self.path(e.sha, e.mode), e.mode)}
+            if missing:
+                shas = sorted({sha for sha, _mode in missing})
+                for sha, data in _read_blobs(self.store, shas):
+                    for mode in ("100644", EXECUTABLE):
+                        if (sha, mode) in missing:
+                            self._store(self.path(sha, mode), mode, data)
+        dest.mkdir(parents=True)
+        made: set[str] = {""}
+        for rel in sorted(entries):
+            entry = entries[rel]
+            parent = rel.rpartition("/")[0]
+            if parent not in made:
+                (dest / parent).mkdir(parents=True, exist_ok=True)
+                made.update(parent[:i] for i in range(len(parent) + 1) if i == len(parent) or parent[i] == "/")
+            out = dest / rel
+            if entry.mode == SYMLINK:
+                os.symlink(self.store.read_blob_by_id(entry.sha).decode("utf-8", "surrogateescape"), out)
+                continue
+            self._link(self.path(entry.sha, entry.mode), out, entry.sha, entry.mode)
+
+    def _link(self, source: Path, out: Path, sha: str, mode: str) -> None:
+        try:
+            os.link(source, out)
+        except FileNotFoundError:  # pruned by a concurrent gc between the check and the link
+            self._store(source, mode, self.store.read_blob_by_id(sha))
+            os.link(source, out)
+        except OSError as exc:
+            if exc.errno not in _NO_LINK:
+                raise
+            shutil.copyfile(source, out)  # another filesystem, or the inode's link limit: a copy
+            os.chmod(out, _perms(mode))
+
+    def prune(self) -> tuple[int, int]:
+        """Remove entries no output links to any more; returns (files, bytes) removed."""
+        files = size = 0
+        if not self.root.is_dir():
+            return 0, 0
+        for path in self.root.glob("[rx]/??/*"):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if st.st_nlink == 1:
+                path.unlink(missing_ok=True)
+                files += 1
+                size += st.st_size
+        return files, size
+
+
+def _read_blobs(store: Store, shas: list[str]) -> Iterator[tuple[str, bytes]]:
+    """(sha, content) of many blobs through one ``git cat-file --batch`` (loose or packed alike)."""
+    proc = subprocess.Popen(["git", "--git-dir", str(store.git_dir), "cat-file", "--batch"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def feed(items: Iterable[str]) -> None:
+        try:
+            for sha in items:
+                proc.stdin.write(f"{sha}\n".encode())  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except BrokenPipeError:
+            pass
+
+    writer = threading.Thread(target=feed, args=(shas,), daemon=True)
+    writer.start()
+    try:
+        for sha in shas:
+            header = proc.stdout.readline().split()
+            if len(header) != 3:
+                raise MaterializeError(f"store {store.git_dir}: object {sha} is missing")
+            data = proc.stdout.read(int(header[2]))
+            proc.stdout.read(1)
+            yield sha, data
+    finally:
+        proc.stdout.close()
+        proc.kill()
+        proc.wait()
+        writer.join()
