@@ -16,6 +16,7 @@ output on another filesystem than the cache, a link-count limit), the file is co
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -43,55 +44,68 @@ class FileCache:
         self.root = store.root / "files"
 
     def path(self, sha: str, mode: str) -> Path:
-        return self.root / ("x" if mode == EXECUTABLE else "r") / sha[:2] / sha[2:]
+        return Path(self._path(sha, mode))
 
-    def _intact(self, path: Path, mode: str) -> bool:
+    def _path(self, sha: str, mode: str) -> str:
+        # Plain strings: this runs once per file of a 20k-file tree, where pathlib costs more than the link.
+        return f"{self._root}/{'x' if mode == EXECUTABLE else 'r'}/{sha[:2]}/{sha[2:]}"
+
+    @property
+    def _root(self) -> str:
+        return str(self.root)
+
+    def _intact(self, path: str, mode: str) -> bool:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
             return False
         return st.st_mtime_ns == FIXED_MTIME_NS and (st.st_mode & 0o7777) == _perms(mode)
 
-    def _store(self, path: Path, mode: str, data: bytes) -> None:
+    def _store(self, path: str, mode: str, data: bytes) -> None:
         """Publish one entry atomically (temp file + rename): a reader never sees half a file."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
+        parent, name = path.rsplit("/", 1)
+        os.makedirs(parent, exist_ok=True)
+        tmp = f"{parent}/.tmp-{os.getpid()}-{threading.get_ident()}-{name}"
         try:
-            tmp.write_bytes(data)
+            with open(tmp, "wb") as handle:
+                handle.write(data)
             os.chmod(tmp, _perms(mode))
             os.utime(tmp, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
             os.replace(tmp, path)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
             raise
 
     def materialize_tree(self, tree: str, dest: Path) -> None:
         """Write ``tree`` at ``dest`` (which must not exist) as links into the cache."""
         entries = self.store.list_tree(tree)
+        sources = {rel: self._path(e.sha, e.mode) for rel, e in entries.items() if e.mode != SYMLINK}
         with cache_errors(self.store.root):
-            missing = {(e.sha, e.mode) for e in entries.values()
-                       if e.mode != SYMLINK and not self._intact(self.path(e.sha, e.mode), e.mode)}
+            missing = {(entries[rel].sha, entries[rel].mode) for rel, source in sources.items()
+                       if not self._intact(source, entries[rel].mode)}
             if missing:
                 shas = sorted({sha for sha, _mode in missing})
                 for sha, data in _read_blobs(self.store, shas):
                     for mode in ("100644", EXECUTABLE):
                         if (sha, mode) in missing:
-                            self._store(self.path(sha, mode), mode, data)
-        dest.mkdir(parents=True)
+                            self._store(self._path(sha, mode), mode, data)
+        root = str(dest)
+        os.makedirs(root)
         made: set[str] = {""}
         for rel in sorted(entries):
             entry = entries[rel]
             parent = rel.rpartition("/")[0]
             if parent not in made:
-                (dest / parent).mkdir(parents=True, exist_ok=True)
+                os.makedirs(f"{root}/{parent}", exist_ok=True)
                 made.update(parent[:i] for i in range(len(parent) + 1) if i == len(parent) or parent[i] == "/")
-            out = dest / rel
+            out = f"{root}/{rel}"
             if entry.mode == SYMLINK:
                 os.symlink(self.store.read_blob_by_id(entry.sha).decode("utf-8", "surrogateescape"), out)
-                continue
-            self._link(self.path(entry.sha, entry.mode), out, entry.sha, entry.mode)
+            else:
+                self._link(sources[rel], out, entry.sha, entry.mode)
 
-    def _link(self, source: Path, out: Path, sha: str, mode: str) -> None:
+    def _link(self, source: str, out: str, sha: str, mode: str) -> None:
         try:
             os.link(source, out)
         except FileNotFoundError:  # pruned by a concurrent gc between the check and the link
