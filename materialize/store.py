@@ -448,11 +448,8 @@ class PackWriter:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._marks = 0
+        self._sweep()  # partial packs of imports that were killed
         with cache_errors(store.root):
-            # Packs in progress of imports and fetches that were killed: only ever written under the
-            # store lock, which we hold, so none of them is live.
-            for leftover in (store.git_dir / "objects" / "pack").glob("tmp_*"):
-                leftover.unlink(missing_ok=True)
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in finish/abort
             self._proc = subprocess.Popen(
                 ["git", "--git-dir", str(store.git_dir), "fast-import", "--quiet", "--done", "--depth=0",
@@ -521,6 +518,14 @@ class PackWriter:
             self._proc.kill()
             self._proc.wait()
         self._stderr.close()
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove partial packs: only imports and fetches write them, always under the store lock
+        (which our caller holds), so none of them belongs to a live process."""
+        with cache_errors(self.store.root):
+            for leftover in (self.store.git_dir / "objects" / "pack").glob("tmp_*"):
+                leftover.unlink(missing_ok=True)
 
     def __enter__(self) -> PackWriter:
         return self

@@ -147,7 +147,9 @@ def test_corrupted_gzip_body_without_sha256_is_refused(tmp_path):
     archive.write_bytes(damaged)
     with pytest.raises(UpstreamError, match="corrupt or truncated"):
         resolve(TarballPin(kind="tarball", path=str(archive)), Store.open(), base_dir=tmp_path)
-    assert not Store.open().read_refs("refs/materialize/pins/")
+    store = Store.open()
+    assert not store.read_refs("refs/materialize/pins/")
+    assert not list((store.git_dir / "objects").rglob("tmp_*")), "a half-written pack stayed in the store"
 
 
 def test_cold_import_writes_one_pack_not_loose_objects(tmp_path):
