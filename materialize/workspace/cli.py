@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from materialize.console import err, out
+from materialize.console import columns, write
 from materialize.errors import MaterializeError
 from materialize.workspace import edit, stack
 from materialize.workspace.journal import Journal
@@ -36,10 +36,10 @@ def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
 
 def _report_move(result: stack.MoveResult) -> int:
     if result.saved_to:
-        err.print(f"saved unrefreshed changes to {result.saved_to}", markup=False)
+        write(f"saved unrefreshed changes to {result.saved_to}", stderr=True)
     if result.stopped:
-        err.print(result.stopped, markup=False)
-    out.print(f"Now at patch {result.top}" if result.top else "No patches applied", markup=False)
+        write(result.stopped, stderr=True)
+    write(f"Now at patch {result.top}" if result.top else "No patches applied")
     return 1 if result.stopped else 0
 
 
@@ -84,15 +84,15 @@ def top(series_path: Path) -> int:
     with _session(series_path, "top") as ws:
         state = ws.load(allow_pending=True)
     if state.top is None:
-        err.print("No patches applied", markup=False)
+        write("No patches applied", stderr=True)
         return 2
-    out.print(state.top, markup=False)
+    write(state.top)
     return 0
 
 
 def _names(entries, verbose: bool = False) -> None:
     for p in entries:
-        out.print(f"{p.position:4d} {p.target:9s} {p.name}" if verbose else p.name, markup=False)
+        write(f"{p.position:4d} {p.target:9s} {p.name}" if verbose else p.name)
 
 
 @click.command()
@@ -124,7 +124,7 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
         state = ws.load(allow_pending=True)
     for p in ws.series.patches:
         mark = "=" if p.position == state.position else "+" if p.position < state.position else " "
-        out.print(f"{mark} {p.name}" if verbose else p.name, markup=False)
+        write(f"{mark} {p.name}" if verbose else p.name)
     return 0
 
 
@@ -138,7 +138,7 @@ def new(series_path: Path | None, name: str, target: str | None, after: str | No
     """Create a new empty patch after the top (it becomes the top) or after --after."""
     with _session(series_path, "new") as ws:
         entry = edit.new_patch(ws, name, target=target, after=after, subject=subject)
-    out.print(f"Patch {entry.spec.patch} is now on top" if entry else "", markup=False)
+    write(f"Patch {entry.spec.patch} is now on top" if entry else "")
     return 0
 
 
@@ -150,7 +150,7 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     with _session(series_path, "add") as ws:
         paths = edit.add_files(ws, list(files))
     for path in paths:
-        out.print(path, markup=False)
+        write(path)
     return 0
 
 
@@ -163,19 +163,19 @@ def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
         paths = edit.add_files(ws, list(files))
     edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
     for path in paths:
-        out.print(path, markup=False)
+        write(path)
     return 0
 
 
 def _report_refresh(plan: edit.RefreshPlan) -> None:
     if plan.elsewhere:
-        err.print("not in this patch (they belong to other patches; `materialize add` moves them here):\n  "
-                  + "\n  ".join(plan.elsewhere), markup=False)
+        write("not in this patch (they belong to other patches; `materialize add` moves them here):\n  "
+              + "\n  ".join(plan.elsewhere), stderr=True)
     if plan.stray:
-        err.print("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),
-                  markup=False)
+        write("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),
+              stderr=True)
     if plan.markers:
-        err.print("conflict markers (refresh refuses them):\n  " + "\n  ".join(plan.markers), markup=False)
+        write("conflict markers (refresh refuses them):\n  " + "\n  ".join(plan.markers), stderr=True)
 
 
 @click.command()
@@ -186,8 +186,7 @@ def refresh(series_path: Path | None, patch: str | None) -> int:
     with _session(series_path, "refresh") as ws:
         plan = edit.refresh(ws, patch)
     _report_refresh(plan)
-    out.print(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged",
-              markup=False)
+    write(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged")
     return 0
 
 
@@ -215,7 +214,7 @@ def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     with _session(series_path, "fold") as ws:
         touched = edit.fold(ws, patch_file, strip)
     for path in touched:
-        out.print(path, markup=False)
+        write(path)
     return 0
 
 
@@ -227,7 +226,7 @@ def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
     """Rename a patch (file and series entry; metadata kept)."""
     with _session(series_path, "rename") as ws:
         entry = edit.rename(ws, new_name, patch)
-    out.print(f"Patch is now {entry.spec.patch}", markup=False)
+    write(f"Patch is now {entry.spec.patch}")
     return 0
 
 
@@ -240,7 +239,7 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
     """Remove a patch from the series (the top is popped first)."""
     with _session(series_path, "delete") as ws:
         entry = edit.delete(ws, patch, remove_file=remove_file, force=force)
-    out.print(f"Removed patch {entry.name}", markup=False)
+    write(f"Removed patch {entry.name}")
     return 0
 
 
@@ -252,7 +251,7 @@ def move(series_path: Path | None, patch: str, after: str) -> int:
     """Move an unapplied patch; refused (naming patch and hunk) when the series would stop applying."""
     with _session(series_path, "move") as ws:
         edit.move(ws, patch, after)
-    out.print(f"Moved {patch} after {after}", markup=False)
+    write(f"Moved {patch} after {after}")
     return 0
 
 
@@ -291,14 +290,14 @@ def recover(series_path: Path | None, mode: str | None) -> int:
     with _session(series_path, "recover") as ws:  # under the lock: never a live command's journal
         pending = Journal.pending(ws.meta)
         if pending is None:
-            out.print("nothing to recover", markup=False)
+            write("nothing to recover")
             return 0
         command = " ".join(["materialize", pending["op"], *pending["args"]])
         if mode is None:
-            out.print(f"interrupted: `{command}`; use --rollback or --resume", markup=False)
+            write(f"interrupted: `{command}`; use --rollback or --resume")
             return 1
         Journal.load(ws.meta).rollback()
-        out.print(f"rolled back `{command}`", markup=False)
+        write(f"rolled back `{command}`")
         if mode == "resume":
             cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
             if cmd is None:
@@ -321,8 +320,8 @@ def export_git(series_path: Path | None, target: str, branch: str, repo_path: Pa
         repo = repo_path or ws.root / "git" / target
         result = gitio.export_git(ws.series, ws.store, target, branch, repo)
     for name, commit in result.commits:
-        out.print(f"{commit[:12]} {name}", markup=False)
-    out.print(f"{branch} in {repo}: base {result.base[:12]} + {len(result.commits)} patches", markup=False)
+        write(f"{commit[:12]} {name}")
+    write(f"{branch} in {repo}: base {result.base[:12]} + {len(result.commits)} patches")
     return 0
 
 
@@ -341,25 +340,19 @@ def import_git(series_path: Path | None, target: str, rev_range: str, repo_path:
         result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target, prune=prune)
     for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
         for name in names:
-            out.print(f"{label:9s} {name}", markup=False)
+            write(f"{label:9s} {name}")
     for name in result.pruned:
-        out.print(f"{'dropped':9s} {name} (not in {rev_range}; file kept in {result.saved_to})", markup=False)
+        write(f"{'dropped':9s} {name} (not in {rev_range}; file kept in {result.saved_to})")
     for name in result.not_in_range:
         if name not in result.pruned:
-            err.print(f"not in {rev_range}: {name} is left in the series (`--prune` drops it)", markup=False)
+            write(f"not in {rev_range}: {name} is left in the series (`--prune` drops it)", stderr=True)
     return 0
 
 
 def _outcome_table(outcomes) -> None:
-    from rich.table import Table
-
-    table = Table(title="rebase", show_lines=False)
-    for column in ("#", "patch", "status", "hunks", "detail"):
-        table.add_column(column)
-    for o in outcomes:
-        hunks = ", ".join(f"{k} {v}" for k, v in sorted(o.hunks.items()))
-        table.add_row(str(o.position), o.name, o.status, hunks, o.detail)
-    out.print(table)
+    rows = [[str(o.position), o.name, o.status, ", ".join(f"{k} {v}" for k, v in sorted(o.hunks.items())), o.detail]
+            for o in outcomes]
+    write("rebase\n" + columns(["#", "patch", "status", "hunks", "detail"], rows, right=frozenset({0})))
 
 
 @click.command()
@@ -387,7 +380,7 @@ def rebase(series_path: Path | None, target: str | None, spec: str | None, repor
     with _session(series_path, op) as ws:
         if abort:
             rb.abort(ws)
-            out.print("rebase aborted; series, patches and workspace restored", markup=False)
+            write("rebase aborted; series, patches and workspace restored")
             return 0
         if continue_ or skip:
             outcomes = rb.proceed(ws, skip=skip)
@@ -402,7 +395,7 @@ def rebase(series_path: Path | None, target: str | None, spec: str | None, repor
             assert target is not None and spec is not None
             outcomes = rb.start(ws, target, spec)
     _outcome_table(outcomes)
-    out.print("rebase complete", markup=False)
+    write("rebase complete")
     return 0
 
 
@@ -420,6 +413,6 @@ if __name__ == "__main__":  # pragma: no cover - thin entry point
     try:
         code = workspace_main.main(prog_name="materialize", standalone_mode=False)
     except MaterializeError as exc:
-        err.print(f"materialize: error: {exc}", markup=False)
+        write(f"materialize: error: {exc}", stderr=True)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
