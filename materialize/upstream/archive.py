@@ -11,9 +11,13 @@ pin records no sha256.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
+import subprocess
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import link_stays_inside, safe_relpath
-from materialize.store import EXECUTABLE, REGULAR, SYMLINK
+from materialize.store import EXECUTABLE, REGULAR, SYMLINK, die_with_parent
 
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
 DEFAULT_EXPANSION = 100  # real sdists and wheels expand 3-15x; gzip's own ceiling is ~1000x
@@ -99,16 +103,60 @@ def _git_mode(unix_mode: int) -> str:
     return EXECUTABLE if unix_mode & 0o111 else REGULAR
 
 
+# Compressed tarballs are decompressed by the codec's own tool in a separate process: the import is a
+# pipeline (decompressor | our checks | git fast-import) that keeps both cores busy. The tool checks
+# the stream's checksum and exits non-zero on damage; without it, Python's codec does the same work.
+_DECOMPRESSORS = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"))
+
+
+@contextlib.contextmanager
+def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
+    origin = str(archive)
+    with archive.open("rb") as handle:
+        magic = handle.read(6)
+    tool = next((t for m, t in _DECOMPRESSORS if magic.startswith(m) and shutil.which(t)), None)
+    if tool is None:
+        try:
+            # "r:*", read strictly in order: the codec's file object (GzipFile, LZMAFile) verifies
+            # its checksum at the end (read below), which tarfile's "r|*" stream reader never does.
+            tar = tarfile.open(archive, "r:*")  # noqa: SIM115 - closed by the with-block below
+        except _CORRUPT as exc:
+            raise UpstreamError(f"{origin}: not a readable archive (expected .tar.gz, .tar.xz, .tar.bz2, .zip or"
+                                f" .whl): {exc}") from None
+        with tar:
+            yield tar
+            fileobj = tar.fileobj
+            while fileobj is not None and fileobj.read(CHUNK):
+                pass
+        return
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen([tool, "-dc", str(archive)], stdout=subprocess.PIPE, stderr=errors,
+                                preexec_fn=die_with_parent)
+        assert proc.stdout is not None
+        try:
+            try:
+                tar = tarfile.open(fileobj=proc.stdout, mode="r|")  # noqa: SIM115 - closed below
+            except _CORRUPT as exc:
+                raise UpstreamError(f"{origin}: not a readable tar archive: {exc}") from None
+            with tar:
+                yield tar
+            while proc.stdout.read(CHUNK):  # to the end, so the tool checks the trailing checksum
+                pass
+            if proc.wait() != 0:
+                errors.seek(0)
+                detail = errors.read().decode(errors="replace").strip().splitlines()
+                raise UpstreamError(f"{origin}: corrupt or truncated archive ({tool}: "
+                                    f"{detail[-1] if detail else f'exit {proc.returncode}'})")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.wait()
+
+
 def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
     origin = str(archive)
-    try:
-        # "r:*", read strictly in order: the codec's file object (GzipFile, LZMAFile) verifies its
-        # checksum at the end, which tarfile's own "r|*" stream reader never does.
-        tar = tarfile.open(archive, "r:*")  # noqa: SIM115 - closed by the with-block below
-    except _CORRUPT as exc:
-        raise UpstreamError(f"{origin}: not a readable archive (expected .tar.gz, .tar.xz, .tar.bz2, .zip or"
-                            f" .whl): {exc}") from None
-    with tar:
+    with _open_tar(archive) as tar:
         for info in tar:
             where = f"{origin}: member {info.name!r}"
             if info.isdir():
@@ -130,11 +178,6 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 yield StreamMember(path, _git_mode(info.mode), info.size, _Counted(handle, budget, where))  # type: ignore[arg-type]
             else:
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
-        # Read the compressed stream to its end: the codec's checksum (gzip CRC32, xz CRC64) is only
-        # verified there, and tarfile stops at the end-of-archive blocks before reaching it.
-        fileobj = tar.fileobj
-        while fileobj is not None and fileobj.read(CHUNK):
-            pass
 
 
 class _BytesReader:

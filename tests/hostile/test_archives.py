@@ -132,8 +132,12 @@ def test_corrupt_zip_member_is_exit_3(tmp_path):
     assert "c.zip" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_corrupted_gzip_body_without_sha256_is_refused(tmp_path):
-    """Without a pinned sha256, gzip's own CRC is the only integrity check: it must be read and enforced."""
+@pytest.mark.parametrize("decompressor", ["gzip tool", "python codec"])
+def test_corrupted_gzip_body_without_sha256_is_refused(tmp_path, monkeypatch, decompressor):
+    """Without a pinned sha256, gzip's own CRC is the only integrity check: it must be read and enforced,
+    whether the stream is decompressed by the gzip tool (the pipeline) or by Python (no tool installed)."""
+    if decompressor == "python codec":
+        monkeypatch.setattr("materialize.upstream.archive.shutil.which", lambda _name: None)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         info = tarfile.TarInfo("pkg/a.txt")
