@@ -506,8 +506,11 @@ def collect(series: Series, source: Source, *, runs: list[Path], work_dir: Path,
                         "tree": str(info.get("tree", ""))[:12],
                         "changed": str(len(info.get("changed", []))) if info else "-"})
     plans, diffs = serving(series, source, profiles_dir)
+    how = source.how
+    if manifest.get("series") and Path(manifest["series"]).resolve() != series.path:
+        how += f"; NOTE: that output is of {display(manifest['series'])}, not of this series"
     return Report(
-        series=display(series.path), materialization_id=manifest.get("id"), source=source.how, error=source.error,
+        series=display(series.path), materialization_id=manifest.get("id"), source=how, error=source.error,
         targets=targets, rows=series_rows(series, source, offline, index), offline_note=offline_note,
         groups=groups, runs=[display(p) for p in runs], bisect=bisect_view(series, work_dir),
         work_dir=display(work_dir), plans=plans, plan_diffs=diffs, profiles_dir=display(profiles_dir),

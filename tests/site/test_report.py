@@ -218,3 +218,11 @@ def test_offline_results_of_another_series_are_not_shown(project: Project) -> No
     html = page(project)
     assert "no recorded run of this series (build/offline/results.json is a run of series/other.yaml)" in html
     assert '<span class="ok" title="patched">' not in html
+
+
+def test_an_output_of_another_series_is_named(project: Project) -> None:
+    project.run("apply")
+    other = project.root / "series/copy.yaml"
+    other.write_text(project.series.read_text())
+    html = page(project, "--series", "series/copy.yaml", "--from-output", "build/materialized/latest")
+    assert "NOTE: that output is of series/default.yaml, not of this series" in html
