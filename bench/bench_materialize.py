@@ -195,6 +195,7 @@ def main() -> int:
     parser.add_argument("--skip-glibc", action="store_true", help="skip Debian's glibc series (apt-get source)")
     parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped series on the real pins")
     parser.add_argument("--skip-hunks", action="store_true", help="skip the 100k-hunk patch")
+    parser.add_argument("--skip-startup", action="store_true", help="skip the --help rows")
     parser.add_argument("--generated", action="store_true", help="only the synthetic tables below")
     parser.add_argument("--files", type=int, default=20000, help="tree size of the main generated workload")
     parser.add_argument("--patches", type=int, default=120)
@@ -205,9 +206,10 @@ def main() -> int:
         if args.generated:
             generated_tables(args, root)
             return 0
-        rows, note = startup_rows(max(args.runs, 5))
-        record(rows)
-        print(note, flush=True)
+        if not args.skip_startup:
+            rows, note = startup_rows(max(args.runs, 5))
+            record(rows)
+            print(note, flush=True)
         if not args.skip_glibc:
             glibc_rows(root / "glibc", args.runs, args.cold_runs)  # records each row as it is measured
             shutil.rmtree(root / "glibc", ignore_errors=True)
