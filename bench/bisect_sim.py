@@ -43,7 +43,7 @@ from materialize.bisect import session
 N = 32
 REQUESTS = 32
 P0, P1, P1_WEAK = 1 / 256, 1 / 32, 1 / 128
-MAX_RUNS = 3000
+MAX_RUNS = 2000
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ GATES = [
     GateScenario("gate: broken harness (exit 1)", None, broken=True),
 ]
 METRICS = [0.0, 0.005, 0.01, 0.02]
+TARGET_CAP = 0.99  # a fixed rule is asked for our accuracy, at most 99% (100% of 200 is not 100%)
 
 
 def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int]:
@@ -80,6 +81,7 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int]:
         if step.status != "run":
             break
         for position, repeats in step.runs:
+            session.note_candidate(state, position, None)  # as 'bisect run' does: the switch is known
             for _ in range(repeats):
                 bad = sc.culprit is not None and position >= sc.culprit
                 fails = REQUESTS if sc.broken else int(rng.binomial(REQUESTS, sc.p1 if bad else P0))
@@ -224,7 +226,7 @@ def main() -> None:
             secs = time.time() - t0
             acc = float(np.mean([r[0] for r in res]))
             options = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
-            rule = best_rule(retry_gate, options, acc, 4000, a.seed)
+            rule = best_rule(retry_gate, options, min(acc, TARGET_CAP), 4000, a.seed)
             rows.append((sc.label, res, acc, rule, secs))
         for j, shift in enumerate(METRICS):
             label = f"metric: {shift * 100:g}% shift"
@@ -236,7 +238,7 @@ def main() -> None:
             secs = time.time() - t0
             acc = float(np.mean([r[0] for r in res]))
             options = [(f"{n} samples", (shift, n)) for n in range(2, 65)]
-            rule = best_rule(retry_metric, options, acc, 4000, a.seed)
+            rule = best_rule(retry_metric, options, min(acc, TARGET_CAP), 4000, a.seed)
             rows.append((label, res, acc, rule, secs))
 
     head = (f"| {'scenario':<34} | trials | right | mean runs | p90 runs | confident wrong | "

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
 from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
-from materialize.bisect.validate import Checked, check_records
 from materialize.errors import MaterializeError
-from materialize.ledger import LedgerError, iter_ledger, ledger_files
 from materialize.series import Series, load_series
 
 
@@ -42,6 +41,9 @@ def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect
 
     return _render(*args, **kwargs)
 
+
+if TYPE_CHECKING:
+    from materialize.bisect.validate import Checked
 
 DEFAULT_SERIES = "series/default.yaml"
 DEFAULT_RUNS = "bench/runs"
@@ -90,6 +92,24 @@ def _rate(value: str | None) -> float | None:
         return float(value)
     except (ValueError, ZeroDivisionError):
         raise BisectError(f"not a rate: {value!r} (use e.g. 1/256 or 0.0039)") from None
+
+
+def check_records(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - lazy: the ledger schema loads on use
+    from materialize.bisect.validate import check_records as _check
+
+    return _check(*args, **kwargs)
+
+
+def iter_ledger(paths):  # noqa: ANN001, ANN201
+    from materialize.ledger import iter_ledger as _iter
+
+    return _iter(paths)
+
+
+def _ledger_files(paths):  # noqa: ANN001, ANN202
+    from materialize.ledger import ledger_files
+
+    return ledger_files(paths)
 
 
 def _finish(code: int) -> None:
@@ -179,7 +199,11 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
 @click.option("--confidence", type=float, default=0.95, show_default=True)
 @click.option("--deterministic", is_flag=True, help="plain git-bisect semantics: one pass clears a position")
 @click.option(
-    "--switch-cost", type=float, default=1.0, show_default=True, help="cost of a new candidate (materialize, boot), in runs"
+    "--switch-cost",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="extra cost of moving to another candidate (materialize, boot), in runs",
 )
 @click.option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
 @click.option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
@@ -600,7 +624,7 @@ def infer_cmd(
             narrow = f"narrowest range from past runs: good={ms.low} bad={ms.high}" if ms else ""
         store.save(state)
     click.echo(
-        f"used {used} past run(s) from {len(ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
+        f"used {used} past run(s) from {len(_ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
     )
     click.echo(narrow)
     click.echo(render(state, step, patch_names(series)))
@@ -650,6 +674,8 @@ def runs_show_cmd(where, runs_paths) -> None:
             if ln.record and ln.record.materialization_id.startswith(where)
         ]
     if not lines:
+        from materialize.ledger import LedgerError
+
         raise LedgerError(f"no record at {where}")
     for ln in lines:
         click.echo(f"# {ln.where}")

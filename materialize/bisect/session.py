@@ -35,7 +35,7 @@ def start(
     confidence: float = 0.95,
     requests: int = 1,
     deterministic: bool = False,
-    switch_cost: float = 1.0,
+    switch_cost: float = 0.0,
     baseline_rate: float | None = None,
     culprit_rate: float | None = None,
     none_prior: float = 0.25,
@@ -298,18 +298,27 @@ def good_end_broken(state: BisectState) -> str | None:
 def ends_runs(state: BisectState) -> list[tuple[int, int]]:
     """Runs the ends still need before any midpoint: the good end a few passes, the bad end one failure."""
     need_good = 1 if state.deterministic else ENDS_GOOD_RUNS
-    g_runs, _ = _runs_at(state, state.good)
+    g_runs, g_fails = _runs_at(state, state.good)
     b_runs, b_fails = _runs_at(state, state.bad)
     out = []
     if g_runs < need_good:
         out.append((state.good, need_good - g_runs))
-    if not b_fails and b_runs < (1 if state.deterministic else ENDS_BAD_RUNS):
+    elif 2 * g_fails > g_runs:  # failing more often than not: run it until it is plausible or broken
+        return [(state.good, 1)]
+    if state.deterministic:
+        if not b_runs:
+            out.append((state.bad, 1))
+    elif b_fails < ENDS_BAD_FAILS and b_runs < ENDS_BAD_RUNS:
         out.append((state.bad, 1))
     return out
 
 
-ENDS_GOOD_RUNS = 2  # runs of the good end before any midpoint (flaky gates)
-ENDS_BAD_RUNS = 8  # runs of the bad end without a failure before the posterior takes over
+# Runs at the ends before any midpoint (flaky gates). Besides git bisect's sanity check they measure
+# the two rates: without them a late culprit (all midpoints pass) left the culprit rate unknown and
+# cost more than a tuned retry rule; see bench/bisect_sim.py.
+ENDS_GOOD_RUNS = 4  # runs of the good end
+ENDS_BAD_FAILS = 3  # failing runs wanted at the bad end (they measure the culprit rate) ...
+ENDS_BAD_RUNS = 12  # ... within this many runs; then the posterior takes over (maybe "no culprit")
 
 
 def _no_regression(state: BisectState, post: Posterior) -> Step:
@@ -359,7 +368,7 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
             f"decided: position {best} is the first bad prefix (P={prob:.3f} >= {state.confidence:g})",
             post,
         )
-    choices = choose(post, state.skipped, jobs)
+    choices = choose(post, state.skipped, jobs, current=state.current)
     if not choices:
         lo, hi = post.credible_range(state.confidence)
         return Step(
@@ -419,7 +428,7 @@ def apply_line(
                 confidence=float(opts.get("confidence", 0.95)),
                 requests=int(opts.get("requests", 1)),
                 deterministic=bool(opts.get("deterministic", False)),
-                switch_cost=float(opts.get("switch-cost", 1.0)),
+                switch_cost=float(opts.get("switch-cost", 0.0)),
                 baseline_rate=float(opts["baseline-rate"]) if "baseline-rate" in opts else None,
                 culprit_rate=float(opts["culprit-rate"]) if "culprit-rate" in opts else None,
                 none_prior=float(opts.get("prior-no-culprit", 0.25)),

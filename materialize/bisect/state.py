@@ -61,7 +61,7 @@ class BisectState:
     confidence: float = 0.95
     requests: int = 1  # requests per run when only pass/fail is known
     deterministic: bool = False
-    switch_cost: float = 1.0
+    switch_cost: float = 0.0
     baseline_rate: float | None = None
     culprit_rate: float | None = None
     none_prior: float = 0.25  # prior mass of "no patch in the range changed the gate/metric"

@@ -113,7 +113,10 @@ def test_run_survives_being_stopped_and_resumes(gen_series, tmp_path: Path) -> N
     ok("bisect", "start", *common, "--good", "0", "--bad", "8", "--requests", "32")
     cmd = [*hw, "3", "0.002", "0.1", "32", "seed-b", "exit"]
     first = cli("bisect", "run", *common, "--max-runs", "3", "--", *cmd)
-    assert first.exit_code == 1 and "--max-runs" in first.output
+    assert first.exit_code == 1 and "--max-runs 3 reached" in first.output
+    assert len(StateStore(tmp_path / "work").load().observations) == 3
+    again = cli("bisect", "run", *common, "--max-runs", "3", "--", *cmd)  # the budget is the bisect's
+    assert again.exit_code == 1 and "--max-runs 3 reached (3 runs in this bisect)" in again.output
     assert len(StateStore(tmp_path / "work").load().observations) == 3
     second = cli("bisect", "run", *common, "--", *cmd)
     assert second.exit_code == 0, second.output
@@ -323,3 +326,70 @@ def test_infer_metric_bisect_from_past_records_needs_no_new_runs(gen_series, tmp
     assert "used 7 past run(s)" in out
     assert "narrowest range from past runs: good=3 bad=4" in out
     assert "0004-step-4 at position 4 is the first bad patch" in out
+
+
+def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(gen_series, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    series, _ = gen_series(4)
+    work = tmp_path / "work"
+    common = ["--series", series, "--work-dir", work]
+    ok("bisect", "start", *common, "--good", "0", "--bad", "4")
+    pids = tmp_path / "gate-pids"
+    gate = tmp_path / "slow_gate.py"  # the gate starts a grandchild and waits: both must die with 'run'
+    gate.write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pids)!r}, 'a').write(str(child.pid) + '\\n')\n"
+        "time.sleep(120)\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "materialize", "bisect", "run", *map(str, common), "--", sys.executable, str(gate)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(600):
+            if pids.exists() and pids.read_text().endswith("\n"):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(runner.stderr.read1().decode() if runner.poll() is not None else "no gate started")
+        grandchild = int(pids.read_text().split()[0])
+        for verb in (["good", "0"], ["run", "--", "true"]):
+            busy = cli("bisect", verb[0], *common, *verb[1:])
+            assert busy.exit_code != 0 and "another bisect command is running" in str(busy.exception), verb
+            assert getattr(busy.exception, "exit_code", None) == 5
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    for _ in range(100):  # the keeper sees its parent gone and ends the whole process group
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"gate grandchild {grandchild} outlived 'bisect run'")
+    ok("bisect", "skip", *common, "2")  # the lock died with its holder
+    leftovers = [p.name for p in (work / "bisect").iterdir() if p.name.startswith(".")]
+    assert leftovers == []  # no temp file, scratch dir or lock file left in work/bisect
+
+
+def test_commands_use_the_series_the_bisect_started_on(gen_series, tmp_path: Path, monkeypatch) -> None:
+    series, _ = gen_series(4)
+    monkeypatch.setenv("MATERIALIZE_WORK", str(tmp_path / "work"))
+    ok("bisect", "start", "--series", series, "--good", "0", "--bad", "4")
+    assert "good=0 bad=4" in ok("bisect", "status")  # no --series: the state's, not the default
+    other = tmp_path / "other.yaml"
+    other.write_text(Path(series).read_text())
+    refused = cli("bisect", "status", "--series", other)
+    assert isinstance(refused.exception, BisectError) and "was started on" in str(refused.exception)
+    patch = next(Path(series).parent.glob("patches/0002-*.patch"))
+    patch.write_text(patch.read_text() + "\n")
+    changed = cli("bisect", "next")
+    assert isinstance(changed.exception, BisectError) and "changed since 'bisect start'" in str(changed.exception)
