@@ -166,28 +166,32 @@ def sse_events(source: Any) -> tuple[list[dict[str, Any]], bool]:
 
 
 def assemble_stream(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, int, str | None]:
-    """Merge streamed deltas: tool calls by index (name once, arguments concatenated), and content."""
-    calls: dict[int, dict[str, Any]] = {}
-    content: list[str] = []
+    """Merge streamed deltas into the final message with the openai client's own accumulator
+    (``ChatCompletionStreamState``: tool calls by index, names and argument pieces, content), and count
+    the tool-call deltas for the message. A server error event or a malformed chunk raises ValueError."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    from openai.types.chat import ChatCompletionChunk
+    from pydantic import ValidationError
+
+    state = ChatCompletionStreamState(input_tools=TOOLS)
     deltas = 0
-    finish: str | None = None
+    seen = False
     for event in events:
         if "error" in event:
             raise ValueError(f"server error in stream: {event['error']}")
-        for choice in event.get("choices", []):
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                content.append(delta["content"])
-            for tc in delta.get("tool_calls") or []:
-                deltas += 1
-                slot = calls.setdefault(int(tc.get("index", 0)), {"name": "", "arguments": ""})
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    slot["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["arguments"] += fn["arguments"]
-            finish = choice.get("finish_reason") or finish
-    return [calls[i] for i in sorted(calls)], "".join(content), deltas, finish
+        try:
+            state.handle_chunk(ChatCompletionChunk.model_validate(event))
+        except ValidationError as exc:
+            raise ValueError(f"malformed chunk {json.dumps(event)[:200]}: {exc.errors()[0].get('msg')}") from None
+        seen = True
+        deltas += sum(len((c.get("delta") or {}).get("tool_calls") or []) for c in event.get("choices", []))
+    if not seen:
+        return [], "", 0, None
+    choice = state.get_final_completion().choices[0]
+    message = choice.message
+    calls = [{"name": tc.function.name or "", "arguments": tc.function.arguments or ""}
+             for tc in message.tool_calls or [] if getattr(tc, "function", None) is not None]
+    return calls, message.content or "", deltas, choice.finish_reason
 
 
 def gate_models(client: httpx.Client, model: str, prompt: Prompt | None = None) -> Observation:

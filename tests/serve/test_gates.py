@@ -129,8 +129,10 @@ def test_truncated_stream_without_done_fails():
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            body = (b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": '
-                    b'{"name": "get_weather", "arguments": "{\\"city\\": \\"Prague\\"}"}}]}}]}\n\n')
+            body = (b'data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", '
+                    b'"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t", '
+                    b'"type": "function", "function": {"name": "get_weather", '
+                    b'"arguments": "{\\"city\\": \\"Prague\\"}"}}]}}]}\n\n')
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Content-Length", str(len(body)))
