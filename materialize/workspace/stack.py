@@ -79,6 +79,11 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             if entry is not None and force and op == "push" and entry.position > state.position:
                 forced = entry  # quilt's push -f: what applies goes in, the rest into .rej files
             elif entry is None or entry.position - 1 <= state.position:
+                if op == "push" and entry is not None:
+                    hint = PatchApplyError(f"{exc}\n{entry.name} does not apply (enforce with `materialize push -f`: "
+                                           "what applies goes in, the rest into .rej files)")
+                    hint.entry = entry  # type: ignore[attr-defined]
+                    raise hint from None
                 raise
             stopped = str(exc)
             position = entry.position - 1

@@ -102,7 +102,8 @@ def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_rep
     broken = good.replace(" def materialize(", " def materialize_renamed_upstream(")  # hunk 2's context is gone
     assert broken != good
     p.write_text(broken)
-    assert main(["push", *series]) == 1  # without -f: nothing applied
+    assert main(["push", *series]) == 1  # without -f: nothing applied, and -f is named
+    assert "push -f" in capsys.readouterr().err
     assert not f.exists()
     capsys.readouterr()
     assert main(["push", "-f", *series]) == 1
