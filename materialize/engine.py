@@ -13,16 +13,12 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
-from materialize.errors import PatchApplyError, UnsafePathError
-from materialize.patching.apply import apply_file
-from materialize.patching.model import FilePatch
-from materialize.patching.parse import parse_patch
-from materialize.paths import safe_relpath
+from materialize.errors import PatchApplyError
+from materialize.patching.tree import TreeApply, apply_to_tree
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
-from materialize.store import REGULAR, SYMLINK, Store
+from materialize.store import TREE, Store
 from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
@@ -82,98 +78,88 @@ def materialization_id(trees: dict[str, str]) -> str:
 
 
 def _chain(previous: str, entry: PatchEntry, data: bytes) -> str:
-    material = json.dumps(
-        [previous, entry.name, hashlib.sha256(data).hexdigest(), entry.strip, entry.max_fuzz]
-    )
+    options = [entry.strip, entry.max_fuzz] + (["reverse"] if entry.reverse else [])  # old keys stay valid
+    material = json.dumps([previous, entry.name, hashlib.sha256(data).hexdigest(), *options])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-class _Overlay:
-    """The files a patch has changed so far, over the prefix tree it started from."""
+class StoreView:
+    """A store tree as the applier's ``TreeView`` (``materialize.patching.tree``)."""
 
     def __init__(self, store: Store, tree: str) -> None:
         self.store = store
         self.tree = tree
-        self.changes: dict[str, tuple[str, bytes] | None] = {}
 
     def get(self, path: str) -> tuple[str, bytes] | None:
-        if path in self.changes:
-            return self.changes[path]
         entry = self.store.lookup(self.tree, path)
         if entry is None:
             return None
         return entry.mode, self.store.read_blob_by_id(entry.sha)
 
-    def exists(self, path: str) -> bool:
-        if path in self.changes:
-            return self.changes[path] is not None
-        return self.store.lookup(self.tree, path) is not None
-
-    def check_no_link_on_the_way(self, path: str, where: str) -> None:
-        """Refuse writing through a symlinked (or file) ancestor: it could point outside the tree."""
-        for parent in list(PurePosixPath(path).parents)[:-1]:
-            found = self.get(str(parent))
-            if found is not None and found[0] == SYMLINK:
-                raise UnsafePathError(f"{where}: {path} goes through symlink {parent} in the tree; refused")
-            if found is not None:
-                raise PatchApplyError(f"{where}: {path} needs {parent} to be a directory, but it is a file")
+    def is_dir(self, path: str) -> bool:
+        # Store.lookup answers files only; walk the (memoized) trees on the path for directories.
+        current = self.tree
+        for part in path.split("/"):
+            found = self.store._tree_entries(current).get(part)  # noqa: SLF001
+            if found is None or found[0] != TREE:
+                return False
+            current = found[1]
+        return True
 
 
-def _describe_failure(entry: PatchEntry, fp: FilePatch, result, source: str) -> str:
-    failed = [h for h in result.hunks if h.status == "failed"]
+def describe_failure(entry: PatchEntry, result: TreeApply) -> str:
+    """The message of a patch that does not apply: patch, files, hunks, GNU's hints, the reject."""
+    source = result.source
     lines = [f"patch {entry.name} (#{entry.position}, {source}) does not apply to {entry.target}:"]
-    path = fp.path or "?"
-    if result.error:
-        lines.append(f"  {path}: {result.error}")
-    for hunk in failed:
-        lines.append(f"  {path}: hunk {hunk.hunk.header} (patch line {hunk.hunk.patch_line}) FAILED")
-    if result.reject:
-        lines.append("reject:")
-        lines.extend("  " + line for line in result.reject.rstrip("\n").split("\n"))
+    failed = result.failed
+    for outcome in failed:
+        path = outcome.path or "?"
+        if outcome.error:
+            lines.append(f"  {path}: {outcome.error}")
+        if outcome.result is None:
+            continue
+        if outcome.result.error:
+            lines.append(f"  {path}: {outcome.result.error}")
+        for hunk in outcome.result.hunks:
+            if hunk.status == "failed":
+                lines.append(f"  {path}: hunk {hunk.hunk.header} (patch line {hunk.hunk.patch_line}) FAILED")
+    if failed and all(o.reverse_applies for o in failed):
+        lines.append("  Reversed (or previously applied) patch detected!"
+                     + ("" if entry.reverse else " (mark it `reverse: true` if it is meant as patch -R)"))
+    for outcome in failed:
+        if outcome.result is not None and outcome.result.reject:
+            lines.append("reject:")
+            lines.extend("  " + line for line in outcome.result.reject.rstrip("\n").split("\n"))
     return "\n".join(lines)
 
 
 def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tuple[str, PatchReport]:
     """Apply one series entry to ``tree``; returns the new tree and the per-hunk report."""
-    source = str(entry.path)
-    patchset = parse_patch(data, source=source, strip=entry.strip)
-    overlay = _Overlay(store, tree)
+    result = apply_to_tree(StoreView(store, tree), data, source=str(entry.path), strip=entry.strip,
+                           max_fuzz=entry.max_fuzz, reverse=entry.reverse)
+    if result.error is not None:
+        raise result.error
+    if not result.ok:
+        raise PatchApplyError(describe_failure(entry, result))
     hunk_reports: list[HunkReport] = []
     files: list[str] = []
     deleted: list[str] = []
     added = removed = 0
-    for fp in patchset.files:
-        where = f"{source}:{fp.patch_line}"
-        old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
-        new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
-        if fp.is_binary:
-            raise PatchApplyError(f"{where}: binary patch for {new or old} is unsupported; ship it as a new file")
-        dest = new or old
-        assert dest is not None
-        overlay.check_no_link_on_the_way(dest, where)
-        read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.exists(old))) else new
-        current = overlay.get(read_from) if read_from else None
-        if current is not None and current[0] == SYMLINK and fp.old_mode != SYMLINK:
-            raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
-        result = apply_file(current[1] if current else None, fp, max_fuzz=entry.max_fuzz)
-        for h in result.hunks:
+    for outcome in result.files:
+        assert outcome.result is not None and outcome.path is not None
+        dest = outcome.path
+        for h in outcome.result.hunks:
             hunk_reports.append(HunkReport(dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
-        if not result.ok:
-            raise PatchApplyError(_describe_failure(entry, fp, result, source))
-        for hunk in fp.hunks:
-            added += sum(1 for line in hunk.lines if line.kind == "+")
-            removed += sum(1 for line in hunk.lines if line.kind == "-")
-        if fp.is_rename and old is not None and old != dest:
-            overlay.changes[old] = None
-            deleted.append(old)
-        if result.content is None:
-            overlay.changes[dest] = None
+        for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
+            added += len(hunk.lines) - hunk.source_length
+            removed += len(hunk.lines) - hunk.target_length
+        if outcome.fp.is_rename and outcome.source is not None and outcome.source != dest:
+            deleted.append(outcome.source)
+        if outcome.result.content is None:
             deleted.append(dest)
         else:
-            mode = fp.new_mode or (current[0] if current else None) or REGULAR
-            overlay.changes[dest] = (mode, result.content)
             files.append(dest)
-    new_tree = store.write_tree(tree, overlay.changes) if overlay.changes else tree
+    new_tree = store.write_tree(tree, result.changes) if result.changes else tree
     report = PatchReport(entry.position, entry.name, entry.target, hashlib.sha256(data).hexdigest(),
                          files, hunk_reports, added, removed, deleted=deleted)
     return new_tree, report

@@ -1,43 +1,112 @@
-"""Path safety: nothing we write may land outside a target's root.
+"""Path safety: nothing we write may land outside a target's root, or inside a ``.git``.
 
 Patch files, archive members and series entries all name paths chosen by someone else. Every one
-goes through ``safe_relpath`` before it touches a tree, so an absolute path, a ``..`` component or a
-NUL byte is refused with a message naming where it came from, before anything is written.
+goes through ``safe_relpath`` before it touches a tree, so an absolute path, a ``..`` component, a
+``.git`` component (any case) or a NUL byte is refused with a message naming where it came from,
+before anything is written. Names are bytes on POSIX: only ``/`` separates components and only a
+leading ``/`` makes a path absolute, so ``a:b.txt`` and ``unit\\x2dname`` are ordinary names.
+
+Symlinks are judged the way the kernel follows them (``resolve_link``): relative to the link's own
+directory, through the links already in the tree, never lexically.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from collections.abc import Callable
 
 from materialize.errors import UnsafePathError
+
+MAX_LINK_HOPS = 40  # the kernel's MAXSYMLINKS
+
+
+def _is_git_dir_name(part: str) -> bool:
+    """``.git`` in any case, and the aliases NTFS would open as ``.git`` (``.git.``, ``.git ``)."""
+    return part.rstrip(". ").lower() == ".git" or part.lower() == "git~1"
 
 
 def safe_relpath(path: str, *, origin: str) -> str:
     """Return ``path`` normalized as a relative POSIX path inside a root, or raise UnsafePathError."""
     if not path or "\0" in path:
         raise UnsafePathError(f"{origin}: empty or NUL-containing path {path!r}")
-    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+    if path.startswith("/"):
         raise UnsafePathError(f"{origin}: absolute path {path!r} escapes the target root")
-    parts = [p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("", ".")]
+    parts = [p for p in path.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise UnsafePathError(f"{origin}: path {path!r} uses '..' to escape the target root")
     if not parts:
         raise UnsafePathError(f"{origin}: path {path!r} names the target root itself")
-    if parts[0] == ".git":
+    if any(_is_git_dir_name(p) for p in parts):
         raise UnsafePathError(f"{origin}: path {path!r} writes into a .git directory")
     return "/".join(parts)
 
 
-def link_stays_inside(link_path: str, target: str) -> bool:
-    """True when a symlink at ``link_path`` pointing to ``target`` resolves inside the root."""
-    if target.startswith("/"):
-        return False
-    depth = len(PurePosixPath(link_path).parts) - 1
-    for part in PurePosixPath(target).parts:
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return False
-        elif part != ".":
-            depth += 1
-    return True
+LinkLookup = Callable[[str], "str | None | bool"]
+"""``lookup(path)``: the link target (str) when ``path`` is a symlink, True when it is a file or a
+directory, None when nothing is there."""
+
+
+def resolve_link(link_path: str, target: str, lookup: LinkLookup) -> str | None:
+    """Where the symlink ``link_path -> target`` leads inside the root, or None if it escapes.
+
+    Follows the kernel: the target is read relative to the link's directory, each component that
+    is itself a link is replaced by that link's resolution (up to 40 hops), ``..`` climbs from
+    the *resolved* directory. Escaping means an absolute target, climbing above the root, a loop,
+    or ``..`` after a component that does not exist yet (a later link there could make it escape).
+    """
+    hops = [0]
+
+    def walk(base: list[str], text: str) -> list[str] | None:
+        if text.startswith("/"):
+            return None
+        current = list(base)
+        parts = [p for p in text.split("/") if p not in ("", ".")]
+        for index, part in enumerate(parts):
+            if part == "..":
+                if not current:
+                    return None
+                current.pop()
+                continue
+            current.append(part)
+            found = lookup("/".join(current))
+            if isinstance(found, str):
+                hops[0] += 1
+                if hops[0] > MAX_LINK_HOPS:
+                    return None
+                resolved = walk(current[:-1], found)
+                if resolved is None:
+                    return None
+                current = resolved
+            elif found is None and ".." in parts[index + 1 :]:
+                return None
+        return current
+
+    parent = link_path.split("/")[:-1]
+    result = walk(parent, target)
+    return None if result is None else "/".join(result)
+
+
+def link_stays_inside(link_path: str, target: str, lookup: LinkLookup | None = None) -> bool:
+    """True when a symlink at ``link_path`` pointing to ``target`` resolves inside the root.
+
+    Without ``lookup`` only the link itself is judged (every other path counts as a directory);
+    callers that know the tree pass its lookup, so chains of links are followed.
+    """
+    return resolve_link(link_path, target, lookup or (lambda _p: True)) is not None
+
+
+def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
+    """Refuse (exit 4) any link of a whole tree that escapes when chains are followed.
+
+    ``links`` maps link paths to targets, ``files`` holds the other file paths; directories are
+    every proper prefix of those. Used once a pin's members are all known.
+    """
+    dirs = {p[:i] for p in [*links, *files] for i in range(len(p)) if p[i] == "/"}
+
+    def lookup(path: str) -> str | None | bool:
+        if path in links:
+            return links[path]
+        return True if path in files or path in dirs else None
+
+    for path, target in sorted(links.items()):
+        if resolve_link(path, target, lookup) is None:
+            raise UnsafePathError(f"{origin}: symlink {path} -> {target!r} points outside the tree")

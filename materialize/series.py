@@ -18,8 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from materialize.errors import SeriesError
 from materialize.yamlpos import load_located
 
-TARGETS = ("tt-metal", "plugin")
 SERIES_FORMAT_VERSION = 1
+# Targets are named by the series file; any safe identifier will do (it becomes a folder name).
+TARGET_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+TargetName = Annotated[str, Field(pattern=TARGET_NAME, max_length=100)]
+# quilt reads these compressed patches through the matching decompressor (patchfns: cat_file).
+_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
 _SHA256 = r"^[0-9a-f]{64}$"
 
 
@@ -77,9 +81,10 @@ class TargetSpec(_Strict):
 
 class PatchSpec(_Strict):
     patch: str = Field(description="patch file, relative to patches_dir")
-    target: Literal["tt-metal", "plugin"]
+    target: TargetName
     strip: Annotated[int, Field(ge=0, le=16)] | None = None
     max_fuzz: Annotated[int, Field(ge=0, le=3)] | None = None
+    reverse: bool = Field(default=False, description="apply as `patch -R` (a quilt series entry with -R)")
     flag: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
     banner: str | None = None
     banner_none_why: str | None = Field(default=None, description="with banner: none, why no log line can show "
@@ -107,7 +112,7 @@ class SeriesSpec(_Strict):
     patches_dir: str = "../patches"
     tests_dir: str = "../ast_tests"
     defaults: Defaults = Defaults()
-    targets: dict[Literal["tt-metal", "plugin"], TargetSpec]
+    targets: dict[TargetName, TargetSpec]
     patches: list[PatchSpec] = Field(default_factory=list)
 
 
@@ -123,6 +128,7 @@ class PatchEntry:
     max_fuzz: int
     spec: PatchSpec
     line: int
+    series_path: str = ""
 
     @property
     def flag(self) -> str | None:
@@ -132,11 +138,36 @@ class PatchEntry:
     def banner(self) -> str | None:
         return self.spec.banner
 
+    @property
+    def reverse(self) -> bool:
+        return self.spec.reverse
+
     def read(self) -> bytes:
+        """The patch bytes, decompressed when the file is ``.gz``/``.bz2``/``.xz``/``.lzma`` (as quilt)."""
         try:
-            return self.path.read_bytes()
+            data = self.path.read_bytes()
         except FileNotFoundError:
-            raise SeriesError(f"patch {self.name}: file {self.path} does not exist") from None
+            raise SeriesError(f"{self.where}: patch {self.name}: file {self.path} does not exist") from None
+        suffix = self.path.suffix.lower()
+        if suffix not in _COMPRESSED:
+            return data
+        import bz2
+        import gzip
+        import lzma
+
+        try:
+            if suffix == ".gz":
+                return gzip.decompress(data)
+            if suffix == ".bz2":
+                return bz2.decompress(data)
+            return lzma.decompress(data)
+        except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
+            raise SeriesError(f"{self.where}: patch {self.name}: cannot decompress {self.path} ({exc})") from None
+
+    @property
+    def where(self) -> str:
+        """``series-file:line`` of this entry (set by ``load_series``)."""
+        return f"{self.series_path}:{self.line}" if self.series_path else f"line {self.line}"
 
     def sha256(self) -> str:
         return hashlib.sha256(self.read()).hexdigest()
@@ -191,7 +222,7 @@ class Series:
 
 def _patch_name(patch: str) -> str:
     name = Path(patch).name
-    return re.sub(r"\.(patch|diff)$", "", name)
+    return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
 
 def load_series(path: str | Path) -> Series:
@@ -210,7 +241,8 @@ def load_series(path: str | Path) -> Series:
         if name in seen:
             raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}")
         if p.target not in spec.targets:
-            raise SeriesError(f"{source}:{line}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")
+            at = located.line_of(("patches", index, "target"))
+            raise SeriesError(f"{source}:{at}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")
         seen[name] = index + 1
         entries.append(
             PatchEntry(
@@ -222,6 +254,7 @@ def load_series(path: str | Path) -> Series:
                 max_fuzz=spec.defaults.max_fuzz if p.max_fuzz is None else p.max_fuzz,
                 spec=p,
                 line=line,
+                series_path=source,
             )
         )
     return Series(path=path, spec=spec, patches=tuple(entries))

@@ -165,7 +165,7 @@ def test_binary_patch_is_refused_naming_the_file(builder):
     )
     series_path.write_text(series_path.read_text().replace(
         "patches: []", "patches:\n- patch: 0001-bin.patch\n  target: plugin"))
-    with pytest.raises(PatchApplyError, match=r"binary patch for logo.png is unsupported"):
+    with pytest.raises(PatchApplyError, match=r"File logo.png: git binary diffs are not supported"):
         materialize(load_series(series_path))
 
 
@@ -176,3 +176,57 @@ def test_crlf_file_and_missing_newline(builder):
     assert tree_files(m, "plugin")["win.txt"] == b"one\r\nTWO\r\nthree\r\n"
     assert tree_files(m, "plugin")["tail.txt"] == b"a\nB"
     assert tree_files(m, "plugin") == gnu_patch_result(b, 1)
+
+
+def test_compressed_patches_are_read_as_quilt_reads_them(builder):
+    import bz2
+    import gzip
+    import lzma
+
+    b = builder(BASE)
+    b.add_patch("0001-edit-app", {"src/app.py": BASE["src/app.py"].replace("line 5\n", "line five\n")})
+    b.add_patch("0002-util", {"src/util.py": "def helper():\n    return 2\n"})
+    b.add_patch("0003-readme", {"README": "bye\n"})
+    plain = materialize(load_series(b.write()))
+    for entry, (suffix, compress) in zip(b.patches, [(".gz", gzip.compress), (".bz2", bz2.compress),
+                                                     (".xz", lzma.compress)], strict=True):
+        path = b.root / "patches" / entry["patch"]
+        (path.parent / (path.name + suffix)).write_bytes(compress(path.read_bytes()))
+        path.unlink()
+        entry["patch"] += suffix
+    series = load_series(b.write())
+    assert [p.name for p in series.patches] == ["0001-edit-app", "0002-util", "0003-readme"]
+    m = materialize(series)
+    assert m.id == plain.id and sum(len(r.hunks) for r in m.reports) == 3
+
+
+def test_reverse_entry_applies_as_patch_R_and_forward_gets_gnus_hint(builder):
+    b = builder(BASE)
+    b.add_patch("0001-edit", {"README": "bye\n"})
+    b.add_patch("0002-undo", {"README": "hello\n"})
+    series_path = b.write()
+    # 0002 becomes a copy of 0001 marked `reverse: true`: `patch -R` of it undoes 0001.
+    import yaml
+
+    doc = yaml.safe_load(series_path.read_text())
+    doc["patches"] = [doc["patches"][0], {"patch": "0002-undo.patch", "target": "plugin", "reverse": True}]
+    (b.root / "patches" / "0002-undo.patch").write_bytes((b.root / "patches" / "0001-edit.patch").read_bytes())
+    series_path.write_text(yaml.safe_dump(doc))
+    m = materialize(load_series(series_path))
+    assert m.id == materialize(load_series(series_path), upto=0).id
+    doc["patches"][1]["reverse"] = False
+    series_path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(PatchApplyError, match=r"Reversed \(or previously applied\) patch detected"):
+        materialize(load_series(series_path))
+
+
+def test_any_target_name_works(builder):
+    b = builder({"kernel/main.c": "int x;\n"}, target="linux")
+    b.add_patch("0001-k", {"kernel/main.c": "int y;\n"})
+    docs = b.root / "docs-up"
+    docs.mkdir()
+    (docs / "index.md").write_text("# docs\n")
+    series = load_series(b.write(extra_targets={"docs": {"pin": {"kind": "path", "path": "docs-up"}}}))
+    m = materialize(series)
+    assert set(m.trees) == {"linux", "docs"}
+    assert m.store.read_blob(m.trees["linux"], "kernel/main.c") == b"int y;\n"

@@ -151,8 +151,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="offline_tree_source",
         choices=("auto", "engine", "overlay", "dirs"),
         default="auto",
-        help="engine: every prefix from the store (default); overlay: upstream from the store + GNU patch; "
-        "dirs: unpacked directories (--base-tree) + GNU patch",
+        help="engine: every prefix from the store (default); overlay: upstream from the store + the series "
+        "applied into overlay directories; dirs: unpacked directories (--base-tree) + the same applier",
     )
     group.addoption(
         "--base-tree",

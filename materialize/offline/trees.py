@@ -2,22 +2,21 @@
 
 The normal source is the engine's content-addressed store (``materialize.engine.materialize``),
 which reads blobs without a checkout. ``PatchDirSource`` is the stand-alone fallback: unpacked
-upstream directories plus GNU ``patch -F<max_fuzz>`` applied into small overlay directories that
-hold only the files the series touches, so a 350 MB ttnn tree is never copied.
+upstream directories plus the one applier (``materialize.patching.tree.apply_to_tree``) writing
+into small overlay directories that hold only the files the series touches, so a 350 MB ttnn tree
+is never copied.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from unidiff import PatchSet
-
 from materialize.errors import PatchApplyError, SeriesError
+from materialize.patching.tree import apply_to_tree
 from materialize.series import Series
 from materialize.tree import DirTree, Tree
 
@@ -79,12 +78,29 @@ class OverlayTree:
         return self.base.display_path(path)
 
 
-class PatchDirSource:
-    """Base trees + GNU ``patch`` into per-prefix overlay directories (touched files only).
+class _BaseView:
+    """Base tree + this source's overlay directory, as the applier's ``TreeView``."""
 
-    Bases are unpacked directories (``--tree-source dirs``) or the engine's upstream trees
-    (``--tree-source overlay``); either way the series is applied by GNU patch, independently of
-    the engine, which makes this source a cross-check, and cheap when a patch was just edited.
+    def __init__(self, base: Tree, overlay: DirTree, deleted: frozenset[str]) -> None:
+        self.base, self.overlay, self.deleted = base, overlay, deleted
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        if path in self.deleted:
+            return None
+        for tree in (self.overlay, self.base):
+            if tree.exists(path):
+                return "100644", tree.read_bytes(path)
+        return None
+
+    def is_dir(self, path: str) -> bool:
+        return (self.overlay.root / path).is_dir()
+
+
+class PatchDirSource:
+    """Base trees + the one applier into per-prefix overlay directories (touched files only).
+
+    Bases are unpacked directories (``--tree-source dirs``); a patch that needs an offset or fuzz
+    here is an error, so the offline suite only runs on series that apply exactly.
     """
 
     def __init__(self, series: Series, bases: dict[str, Tree | Path], work: Path | None = None, name: str = "dirs"):
@@ -131,44 +147,30 @@ class PatchDirSource:
             shutil.copytree(prev, out, symlinks=True)
         else:
             out.mkdir(parents=True)
-        data = entry.read()
-        touched: list[tuple[str, bool, bool]] = []
-        for pf in PatchSet(data.decode("utf-8")):
-            name = pf.target_file if not pf.is_removed_file else pf.source_file
-            rel = "/".join(name.split("/")[entry.strip :])
-            touched.append((rel, pf.is_added_file, pf.is_removed_file))
-        base = self._base(target)
-        for rel, added, _removed in touched:
-            dest = DirTree(out)._resolve(rel)
-            if dest.exists() or added or rel in deleted or not base.exists(rel):
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(base.read_bytes(rel))
-        proc = subprocess.run(
-            [
-                "patch",
-                f"-p{entry.strip}",
-                f"-F{entry.max_fuzz}",
-                "--no-backup-if-mismatch",
-                "-N",
-                "-d",
-                str(out),
-            ],
-            input=data,
-            capture_output=True,
-            check=False,
-        )
-        report = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        if proc.returncode != 0 or "offset" in report or "fuzz" in report:
+        view = _BaseView(self._base(target), DirTree(out), deleted)
+        result = apply_to_tree(view, entry.read(), source=str(entry.path), strip=entry.strip,
+                               max_fuzz=entry.max_fuzz, reverse=entry.reverse)
+        if result.error is not None:
+            raise result.error
+        placed = [h for o in result.files if o.result is not None for h in o.result.hunks if h.status != "clean"]
+        if not result.ok or placed:
             raise PatchApplyError(
-                f"{entry.path}: does not apply cleanly to {target} at position {entry.position}:\n{report}"
+                f"{entry.path}: does not apply cleanly to {target} at position {entry.position}: "
+                + ", ".join(f"{o.path} {o.error or (o.result.error if o.result else '') or 'hunks failed'}"
+                            for o in result.failed)
+                + ", ".join(f"hunk {h.hunk.header} {h.status}" for h in placed)
             )
         new_deleted = set(deleted)
-        for rel, added, removed in touched:
-            if removed:
-                new_deleted.add(rel)
-            elif added:
-                new_deleted.discard(rel)
+        for path, content in result.changes.items():
+            dest = out / path  # safe: every path went through safe_relpath in apply_to_tree
+            if content is None:
+                new_deleted.add(path)
+                if dest.is_file():
+                    dest.unlink()
+                continue
+            new_deleted.discard(path)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(content[1])  # a symlink is kept as its target text: nothing is followed
         return out, frozenset(new_deleted)
 
     def close(self) -> None:

@@ -4,15 +4,21 @@
 ``FilePatch`` to file bytes as ``patch -pN -F<fuzz> -f --no-backup-if-mismatch`` would, without
 touching the filesystem. ``tests/patching`` checks this differentially against ``/usr/bin/patch``.
 
+``apply_to_tree`` (``patching.tree``) is the one way a whole patch is applied to a tree: every
+caller (engine, rebase, fold, git import/export, offline tree sources) goes through it, and so does
+every path safety check.
+
 Deliberate differences from GNU patch (callers may rely on these):
 
 * Only unified diffs. Context, normal and ed diffs raise ``PatchFormatError`` instead of applying.
-* No reversed-patch guessing (like ``patch -f``): a reversed or already-applied patch simply fails.
+* No reversed-patch guessing (like ``patch -f``): a reversed or already-applied patch fails, with
+  GNU's hint "Reversed (or previously applied) patch detected" in the report; ``reverse: true``
+  applies a patch as ``patch -R``.
 * Lines starting with ``#`` inside a hunk are malformed here; GNU skips them as comments.
-* ``---``/``+++`` names run up to a TAB, so ``--- a/my file`` names "my file"; GNU stops at the
-  space unless a timestamp follows (git quotes such names or ends them with a TAB, so both agree
-  on real git output).
-* A patch without any diff is an empty ``PatchSet`` (quilt allows empty patches); GNU exits 2.
+* An empty patch, or one holding only a mail header, is an empty ``PatchSet``; other text without
+  any diff is GNU's "Only garbage was found in the patch input." (exit 2).
+* ``GIT binary patch`` payloads are refused with GNU 2.7's words ("git binary diffs are not
+  supported"); ``Binary files … differ`` without a payload changes no content, as in GNU.
 * Reject texts mark a missing final newline with ``\\ No newline at end of file``; GNU 2.7.6 runs
   the unterminated line into the next hunk header.
 * File modes, renames, copies and ``-E``-style removal of emptied files are reported, not performed:

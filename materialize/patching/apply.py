@@ -28,6 +28,7 @@ class _Prepared:
     new_kinds: tuple[str, ...]
     prefix_context: int
     suffix_context: int
+    terminated: bool = True  # every line ends in a newline (no "\\ No newline" marker in the hunk)
 
     @property
     def context(self) -> int:
@@ -35,22 +36,43 @@ class _Prepared:
 
 
 def _prepare(hunk: Hunk, strip_cr: bool) -> _Prepared:
-    """Split a hunk into GNU's pattern (old) and replacement (new) sides."""
-    old = [ln for ln in hunk.lines if ln.kind != "+"]
-    new = [ln for ln in hunk.lines if ln.kind != "-"]
-    kinds = [ln.kind for ln in hunk.lines]
-    changed = [i for i, k in enumerate(kinds) if k != " "]
-    prefix = changed[0] if changed else len(kinds)
-    suffix = len(kinds) - 1 - changed[-1] if changed else 0
-    first = hunk.source_start + (1 if not old else 0)
+    """Split a hunk into GNU's pattern (old) and replacement (new) sides, in one pass."""
+    old: list[bytes] = []
+    old_kinds: list[str] = []
+    new: list[bytes] = []
+    new_kinds: list[str] = []
+    first_change = last_change = -1
+    terminated = True
+    for index, (kind, content, no_newline) in enumerate(hunk.lines):
+        if strip_cr and content.endswith(b"\r"):
+            content = content[:-1]
+        if no_newline:
+            text = content
+            terminated = False
+        else:
+            text = content + b"\n"
+        if kind != "+":
+            old.append(text)
+            old_kinds.append(kind)
+        if kind != "-":
+            new.append(text)
+            new_kinds.append(kind)
+        if kind != " ":
+            if first_change < 0:
+                first_change = index
+            last_change = index
+    count = len(hunk.lines)
+    prefix = first_change if first_change >= 0 else count
+    suffix = count - 1 - last_change if first_change >= 0 else 0
     return _Prepared(
-        first=first,
-        old=tuple(ln.text(strip_cr) for ln in old),
-        old_kinds=tuple(ln.kind for ln in old),
-        new=tuple(ln.text(strip_cr) for ln in new),
-        new_kinds=tuple(ln.kind for ln in new),
+        first=hunk.source_start + (1 if not old else 0),
+        old=tuple(old),
+        old_kinds=tuple(old_kinds),
+        new=tuple(new),
+        new_kinds=tuple(new_kinds),
         prefix_context=prefix,
         suffix_context=suffix,
+        terminated=terminated,
     )
 
 
@@ -164,16 +186,42 @@ class _Applier:
         self.zero_output = False
 
     def copy_till(self, lastline: int) -> None:
-        """Copy input lines up to ``lastline``, adding a newline GNU-style after an incomplete one."""
+        """Copy input lines up to ``lastline``, adding a newline GNU-style after an incomplete one.
+
+        Copies a run of lines as one slice: inside the input only the very last line can lack its
+        newline, so only the first copied line needs GNU's check.
+        """
         if self.last_frozen > lastline:
             raise _Misordered
-        while self.last_frozen < lastline:
-            self.last_frozen += 1
-            line = self._fetch(self.last_frozen)
-            if line:
+        if self.last_frozen < lastline:
+            end = min(lastline, len(self.input))
+            if end > self.last_frozen:
                 if not self.after_newline:
                     self.out.append(b"\n")
-                self._write(line)
+                chunk = self.input[self.last_frozen : end]
+                self.out.extend(chunk)
+                self.after_newline = chunk[-1].endswith(b"\n")
+                self.zero_output = False
+            self.last_frozen = lastline
+
+    def apply_exact(self, h: _Prepared, where: int) -> None:
+        """``apply`` for a hunk matched with fuzz 0 whose lines all end in a newline, in slices.
+
+        Same output and state as ``apply``: the matched context equals the input, so writing the
+        new side up to its last change is what GNU's line-by-line loop writes; the trailing context
+        stays unconsumed (``last_frozen`` stops at the last change, as in GNU).
+        """
+        self.copy_till(where - 1)
+        if not self.after_newline:  # the input ended without a newline: GNU's careful path
+            self.apply(h, where)
+            return
+        keep = len(h.new) - h.suffix_context
+        if keep > 0:
+            self.out.extend(h.new[:keep] if h.suffix_context else h.new)
+            self.after_newline = True
+            self.zero_output = False
+        self.last_frozen = where - 1 + len(h.old) - h.suffix_context
+        self.out_offset += len(h.new) - len(h.old)
 
     def apply(self, h: _Prepared, where: int) -> None:
         """GNU ``apply_hunk`` for unified hunks (no ``!`` lines, no ``#ifdef`` output)."""
@@ -278,7 +326,10 @@ def _apply_hunk(
         return HunkResult(hunk, "failed", 0, 0, None)
     offset = state.in_offset
     try:
-        state.apply(h, where)
+        if fuzz == 0 and h.terminated and state.after_newline:
+            state.apply_exact(h, where)
+        else:
+            state.apply(h, where)
     except _Misordered:
         return HunkResult(hunk, "failed", 0, 0, None)
     return HunkResult(hunk, _status(fuzz, offset), offset, fuzz, where)

@@ -7,19 +7,19 @@ kind character and the final ``\\n``), so that applying a patch reproduces GNU p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 HunkLineKind = Literal[" ", "-", "+"]
 HunkStatus = Literal["clean", "offset", "fuzz", "failed"]
 
 
-@dataclass(frozen=True)
-class HunkLine:
+class HunkLine(NamedTuple):
     """One body line of a hunk.
 
     ``content`` excludes the kind character and the ``\\n`` terminator but keeps a ``\\r`` when the
     patch line ended in CRLF; ``no_newline`` is set when a ``\\ No newline at end of file`` marker
-    follows the line, i.e. the line has no terminator at all.
+    follows the line, i.e. the line has no terminator at all. A NamedTuple rather than a frozen
+    dataclass: a 100k-hunk patch makes a million of these, and tuples are several times cheaper.
     """
 
     kind: HunkLineKind
@@ -70,6 +70,10 @@ class FilePatch:
     ``strip_trailing_cr`` mirrors GNU patch: when the ``+++`` header line itself ends in CRLF the whole
     file section is taken to be CRLF-mangled, and one trailing CR is dropped from every hunk line.
     ``old_timestamp``/``new_timestamp`` are the raw header timestamps (used only in reject headers).
+    For a plain (non-git) section ``old_path``/``new_path`` are only the candidates GNU chooses from
+    (None where a name is ``/dev/null`` or cannot be stripped); ``patching.tree.choose_name`` picks
+    the file from the tree, as GNU does, and the section then reads and writes that one file.
+    ``is_binary`` means a ``GIT binary patch`` payload (refused, like GNU 2.7).
     """
 
     old_path: str | None
@@ -86,6 +90,7 @@ class FilePatch:
     strip_trailing_cr: bool = False
     old_timestamp: str | None = None
     new_timestamp: str | None = None
+    is_git: bool = False
 
     @property
     def path(self) -> str | None:

@@ -1,26 +1,30 @@
-"""Parse unified / git-style patch files into the immutable model.
+"""Parse unified / git-style patch files into the immutable model, with GNU patch 2.7's rules.
 
-``unidiff`` finds the structure (file sections, hunks, line kinds and their line numbers); every byte
-we keep is then taken from the raw patch lines by line number, so contents stay bytes-exact whatever
-the encoding. Git extended headers, paths, ``\\ No newline`` markers and CR handling are read here
-with GNU patch's rules, because unidiff's own interpretation of those differs in corner cases.
+One linear pass over the raw lines (no regex per body line, no intermediate objects), so a
+100k-hunk patch parses in time and memory proportional to its size. Every byte we keep is taken
+from the raw lines, so contents stay bytes-exact whatever the encoding.
+
+GNU's rules that decide *what* a patch does are followed here, because a divergence is a silently
+wrong tree:
+
+* ``---``/``+++`` names end at the first whitespace unless a TAB follows later on the line
+  (``fetchname``); git's ``"quoted"`` names are unquoted. Backslashes and colons are plain bytes.
+* Text between file sections is garbage and ignored (``Binary files … differ`` of a plain diff
+  included); a patch that holds only garbage is an error ("Only garbage was found in the patch
+  input."), an empty file is an empty patch (quilt allows those), and so is a bare mail header
+  (``git format-patch`` of an empty commit, or a patch ``materialize new`` just created).
+* In a ``diff --git`` section, ``Binary files … differ`` without a payload changes no content (GNU
+  creates an empty new file, leaves an existing one alone); a ``GIT binary patch`` payload is
+  refused at apply time with GNU's wording.
+* Which file a plain section patches is decided at apply time from the tree (``choose_name``).
+* Only the git modes 100644, 100755 and 120000 are accepted; anything else (a tree, a submodule, a
+  setuid bit) is a format error naming the line, before anything is written.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-from unidiff import PatchSet as UnidiffPatchSet
-from unidiff import UnidiffParseError
-from unidiff.constants import (
-    RE_DIFF_GIT_HEADER,
-    RE_DIFF_GIT_HEADER_NO_PREFIX,
-    RE_DIFF_GIT_HEADER_URI_LIKE,
-)
-from unidiff.patch import Hunk as UnidiffHunk
-from unidiff.patch import PatchedFile
 
 from materialize.errors import PatchFormatError
 from materialize.patching.model import FilePatch, Hunk, HunkLine, PatchSet
@@ -29,16 +33,22 @@ from materialize.patching.paths import (
     decode_path,
     is_epoch_timestamp,
     strip_components,
+    unquote_c,
 )
 
 # Lines that belong to a plain diff's per-file preamble rather than to the free-text header.
 _PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
-_EXT_HEADER = re.compile(
-    rb"^(old mode |new mode |deleted file mode |new file mode |copy from |copy to |rename from |rename to "
-    rb"|similarity index |dissimilarity index |index )"
+_EXT_HEADER = (
+    b"old mode ", b"new mode ", b"deleted file mode ", b"new file mode ", b"copy from ", b"copy to ",
+    b"rename from ", b"rename to ", b"similarity index ", b"dissimilarity index ", b"index ",
+    b"Binary files ", b"GIT binary patch",
 )
-_MODE = re.compile(rb"^[0-7]{6}$")
+ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
 _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*?)\r?\n?$", re.S)
+_CONTEXT_HUNK = re.compile(rb"^\*{15}")
+_NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
+_WS = b" \t\n\r\v\f"
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -51,26 +61,6 @@ def split_lines(data: bytes) -> list[bytes]:
 
 
 @dataclass
-class _Cursor:
-    """Remembers the last line unidiff consumed, so its (line-less) errors can name a line."""
-
-    line: int = 0
-
-    def feed(self, raw: list[bytes]) -> Iterator[str]:
-        """Yield latin-1 text lines (a lossless view) with CRLF folded to LF for structure only."""
-        for number, line in enumerate(raw, 1):
-            self.line = number
-            text = line.decode("latin-1")
-            if text.endswith("\r\n"):
-                text = text[:-2] + "\n"
-            if text.startswith("\t"):
-                text = " " + text  # GNU: a hunk line starting with TAB is context whose space got eaten
-            elif text.startswith("="):
-                text = " " + text[1:]  # GNU: '=' marks a context line too
-            yield text
-
-
-@dataclass
 class _GitHeaders:
     """What the ``diff --git`` extended header lines say about one file."""
 
@@ -80,6 +70,7 @@ class _GitHeaders:
     copy: set[str] = field(default_factory=set)
     old_mode: str | None = None
     new_mode: str | None = None
+    binary_payload: bool = False
 
 
 def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
@@ -87,49 +78,24 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     raw = split_lines(data)
     # GNU ignores an unterminated last line ("patch unexpectedly ends in middle of line"), except
     # a "\ No newline" marker, which it reads with getc() and accepts without a terminator.
-    partial = bool(raw) and not raw[-1].endswith(b"\n") and not raw[-1].startswith(b"\\")
-    body = raw[:-1] if partial else raw
-    parsed = _unidiff(body, source)
-    ctx = _Context(source=source, raw=body, strip=strip)
-    files: list[FilePatch] = []
-    for pf in parsed:
-        fp = ctx.file_patch(pf)
-        if fp is not None:
-            files.append(fp)
-    _reject_other_formats(ctx, parsed)
+    if raw and not raw[-1].endswith(b"\n") and not raw[-1].startswith(b"\\"):
+        raw = raw[:-1]
+    files = _Parser(source, raw, strip).run()
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
+    if not files and data.strip(_WS) and not _is_mail_header(raw):
+        raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.")
     return PatchSet(source=source, header=header, files=tuple(files))
 
 
-def _unidiff(raw: list[bytes], source: str) -> UnidiffPatchSet:
-    """Run unidiff over the lines, with GNU's tolerance for chopped blank lines at the very end.
+class _Parser:
+    """One pass over the lines: file sections, their hunks, and the garbage in between."""
 
-    When the patch ends inside a hunk, GNU assumes up to three trailing blank context lines were
-    chopped off (by an editor) and supplies them; anything else is malformed.
-    """
-    cursor = _Cursor()
-    try:
-        return UnidiffPatchSet(cursor.feed(raw))
-    except (UnidiffParseError, ValueError) as exc:
-        error = PatchFormatError(f"{source}:{cursor.line}: malformed patch: {exc}")
-        at_end = cursor.line >= len(raw)
-    if at_end and "shorter than expected" in str(error):
-        for missing in range(1, 4):
-            try:
-                return UnidiffPatchSet(_Cursor().feed(raw + [b"\n"] * missing))
-            except (UnidiffParseError, ValueError):
-                continue
-    raise error
-
-
-@dataclass
-class _Context:
-    """Shared state for turning unidiff objects into model objects."""
-
-    source: str
-    raw: list[bytes]
-    strip: int
+    def __init__(self, source: str, raw: list[bytes], strip: int) -> None:
+        self.source = source
+        self.raw = raw
+        self.strip = strip
+        self.n = len(raw)
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -137,84 +103,61 @@ class _Context:
 
     def line(self, number: int) -> bytes:
         """Raw patch line by 1-based number (b"" past the end)."""
-        return self.raw[number - 1] if 0 < number <= len(self.raw) else b""
+        return self.raw[number - 1] if 0 < number <= self.n else b""
 
-    def file_patch(self, pf: PatchedFile) -> FilePatch | None:
-        """Convert one unidiff file section; None for a stray ``---``/``+++`` pair without hunks."""
-        start = pf.diff_line_no or 1
-        is_git = self.line(start).startswith(b"diff --git ")
-        if not is_git and not len(pf) and not pf.is_binary_file:
-            return None
-        hunks = tuple(self.hunk(h) for h in pf)
-        plus_line = self._plus_line(start, is_git, pf)
-        strip_cr = plus_line is not None and self.line(plus_line).endswith(b"\r\n")
-        if is_git:
-            return self._git_file(pf, start, hunks, strip_cr)
-        return self._plain_file(pf, start, hunks, strip_cr)
+    def run(self) -> list[FilePatch]:
+        files: list[FilePatch] = []
+        i = 1
+        while i <= self.n:
+            text = self.raw[i - 1]
+            if text.startswith(b"diff --git "):
+                fp, i = self._git_section(i)
+                files.append(fp)
+            elif text.startswith(b"--- ") and self.line(i + 1).startswith(b"+++ ") and self.line(
+                i + 2
+            ).startswith(b"@@ -"):
+                fp, i = self._plain_section(i)
+                files.append(fp)
+            else:
+                self._refuse_other_formats(i, text)
+                i += 1
+        return files
 
-    def _plus_line(self, start: int, is_git: bool, pf: PatchedFile) -> int | None:
-        """Line number of this section's ``+++`` header, if it has one."""
-        if not is_git:
-            return start if self.line(start).startswith(b"+++ ") else None
-        end = self._first_hunk_line(pf) or len(self.raw) + 1
-        for number in range(start + 1, end):
-            if self.line(number).startswith(b"+++ "):
-                return number
-        return None
+    def _refuse_other_formats(self, number: int, line: bytes) -> None:
+        """Refuse context/normal diffs instead of silently ignoring them as garbage.
 
-    def _first_hunk_line(self, pf: PatchedFile) -> int | None:
-        """Line number of the first ``@@`` header of a section, if any."""
-        return self._hunk_header_line(pf[0]) if len(pf) else None
+        GNU patch would apply those formats; we only support unified diffs, and a patch that
+        silently does nothing would be worse than an error.
+        """
+        nxt = self.line(number + 1)
+        if _CONTEXT_HUNK.match(line) and nxt.startswith(b"*** "):
+            raise self.error(number, "unsupported patch format: context diff (only unified diffs are supported)")
+        if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
+            raise self.error(number, "unsupported patch format: normal diff (only unified diffs are supported)")
 
-    @staticmethod
-    def _hunk_header_line(h: UnidiffHunk) -> int:
-        """The ``@@`` line sits right before the first body line unidiff numbered."""
-        numbered = [ln.diff_line_no for ln in h if ln.diff_line_no]
-        # An empty hunk ("@@ -0,0 +0,0 @@") only survives unidiff at the very end of the input.
-        return min(numbered) - 1 if numbered else -1
+    # -- sections --------------------------------------------------------------------------------
 
-    # -- hunks -----------------------------------------------------------------------------------
-
-    def hunk(self, h: UnidiffHunk) -> Hunk:
-        """Convert a hunk, taking every content byte from the raw line."""
-        header_line = self._hunk_header_line(h)
-        if header_line < 0:
-            header_line = len(self.raw)
-        body = [ln for ln in h if ln.line_type in (" ", "-", "+") and ln.diff_line_no]
-        if not any(ln.line_type != " " for ln in body):
-            raise self.error(header_line, "malformed patch: hunk contains no changed lines")
-        old_total = sum(1 for ln in body if ln.line_type != "+")
-        new_total = sum(1 for ln in body if ln.line_type != "-")
-        lines: list[HunkLine] = []
-        old_seen = new_seen = 0
-        for ln in body:
-            kind = ln.line_type
-            old_seen += kind != "+"
-            new_seen += kind != "-"
-            no_newline = self.line(ln.diff_line_no + 1).startswith(b"\\")
-            if no_newline and not _may_lack_newline(kind, old_seen == old_total, new_seen == new_total):
-                raise self.error(ln.diff_line_no + 1, "malformed patch: misplaced '\\ No newline' marker")
-            lines.append(HunkLine(kind, _content(self.line(ln.diff_line_no)), no_newline))
-        section = h.section_header.rstrip("\r").encode("latin-1").decode("utf-8", "replace")
-        return Hunk(
-            source_start=h.source_start,
-            source_length=h.source_length,
-            target_start=h.target_start,
-            target_length=h.target_length,
-            section_header=section,
-            lines=tuple(lines),
-            patch_line=header_line,
-        )
-
-    # -- file sections ---------------------------------------------------------------------------
-
-    def _git_file(self, pf: PatchedFile, start: int, hunks: tuple[Hunk, ...], strip_cr: bool) -> FilePatch:
-        """A ``diff --git`` section: names from the diff line, semantics from extended headers."""
-        git = self._git_headers(start)
+    def _git_section(self, start: int) -> tuple[FilePatch, int]:
+        """``diff --git`` + extended headers + optional ``---``/``+++`` + hunks."""
+        git = _GitHeaders()
+        i = start + 1
+        while i <= self.n and self.raw[i - 1].startswith(_EXT_HEADER):
+            self._git_header(git, i)
+            i += 1
+            if git.binary_payload:
+                i = self._skip_binary_payload(i)
         old_raw, new_raw = self._git_names(start)
-        old_path = None if git.is_new else self._strip(old_raw, start)
-        new_path = None if git.is_delete else self._strip(new_raw, start)
-        return FilePatch(
+        minus = plus = None
+        if self.line(i).startswith(b"--- ") and self.line(i + 1).startswith(b"+++ "):
+            minus, plus = i, i + 1
+            old_raw = _fetchname(self.line(i)[4:])[0] or old_raw
+            new_raw = _fetchname(self.line(i + 1)[4:])[0] or new_raw
+            i += 2
+        hunks, i = self._hunks(i)
+        strip_cr = plus is not None and self.raw[plus - 1].endswith(b"\r\n")
+        old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
+        new_path = None if git.is_delete else self._strip_or_fail(new_raw, plus or start)
+        fp = FilePatch(
             old_path=old_path,
             new_path=new_path,
             is_new=git.is_new,
@@ -223,61 +166,55 @@ class _Context:
             is_copy=git.copy == {"from", "to"},
             old_mode=git.old_mode,
             new_mode=git.new_mode,
-            is_binary=pf.is_binary_file,
+            is_binary=git.binary_payload,
             hunks=hunks,
             patch_line=start,
             strip_trailing_cr=strip_cr,
+            is_git=True,
         )
+        return fp, i
 
-    def _git_names(self, start: int) -> tuple[bytes, bytes]:
-        """Old and new names on the ``diff --git`` line, still quoted/prefixed."""
-        text = self.line(start).rstrip(b"\r\n").decode("latin-1")
-        for regex in (RE_DIFF_GIT_HEADER, RE_DIFF_GIT_HEADER_URI_LIKE, RE_DIFF_GIT_HEADER_NO_PREFIX):
-            m = regex.match(text)
-            if m:
-                return m.group("source").encode("latin-1"), m.group("target").encode("latin-1")
-        raise self.error(start, "malformed patch: cannot read file names from 'diff --git' line")
+    def _skip_binary_payload(self, i: int) -> int:
+        """Skip the base85 ``literal``/``delta`` blocks of a ``GIT binary patch``."""
+        while i <= self.n:
+            line = self.raw[i - 1]
+            if line.startswith(b"diff --git ") or (line.startswith(b"--- ") and self.line(i + 1).startswith(b"+++ ")):
+                break
+            i += 1
+        return i
 
-    def _git_headers(self, start: int) -> _GitHeaders:
-        """Read the extended header lines that follow ``diff --git``, as GNU patch does."""
-        git = _GitHeaders()
-        number = start + 1
-        while number <= len(self.raw) and _EXT_HEADER.match(self.line(number)):
-            _read_git_header(git, self.line(number).rstrip(b"\r\n"))
-            number += 1
-        return git
-
-    def _plain_file(self, pf: PatchedFile, start: int, hunks: tuple[Hunk, ...], strip_cr: bool) -> FilePatch:
-        """A traditional ``---``/``+++`` section (or a lone ``Binary files ... differ`` line)."""
-        if pf.is_binary_file and not self.line(start).startswith(b"+++ "):
-            minus_line, plus_line = start, start
-        else:
-            minus_line, plus_line = start - 1, start
-        old_name = _header_name(pf.source_file)
-        new_name = _header_name(pf.target_file)
-        first = hunks[0] if hunks else None
-        is_new = old_name == DEV_NULL.encode() or (
-            first is not None and first.source_start == 0 and is_epoch_timestamp(pf.source_timestamp)
-        )
-        is_delete = new_name == DEV_NULL.encode() or (
-            first is not None and first.target_start == 0 and is_epoch_timestamp(pf.target_timestamp)
-        )
-        return FilePatch(
-            old_path=None if is_new else self._strip(old_name, minus_line),
-            new_path=None if is_delete else self._strip(new_name, plus_line),
+    def _plain_section(self, minus: int) -> tuple[FilePatch, int]:
+        """A traditional ``---``/``+++`` section; the file it patches is chosen at apply time."""
+        plus = minus + 1
+        old_name, old_stamp = _fetchname(self.raw[minus - 1][4:])
+        new_name, new_stamp = _fetchname(self.raw[plus - 1][4:])
+        hunks, end = self._hunks(minus + 2)
+        first = hunks[0]
+        is_new = old_name == DEV_NULL.encode() or (first.source_start == 0 and is_epoch_timestamp(old_stamp))
+        is_delete = new_name == DEV_NULL.encode() or (first.target_start == 0 and is_epoch_timestamp(new_stamp))
+        old_path = None if is_new else self._strip(old_name)
+        new_path = None if is_delete else self._strip(new_name)
+        if old_path is None and new_path is None:
+            line, raw_name = (plus, new_name) if is_new else (minus, old_name)
+            name = decode_path(raw_name or b"")
+            raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
+        fp = FilePatch(
+            old_path=old_path,
+            new_path=new_path,
             is_new=is_new,
             is_delete=is_delete,
             is_rename=False,
             is_copy=False,
             old_mode=None,
             new_mode=None,
-            is_binary=pf.is_binary_file,
+            is_binary=False,
             hunks=hunks,
-            patch_line=self._preamble_start(minus_line),
-            strip_trailing_cr=strip_cr,
-            old_timestamp=pf.source_timestamp,
-            new_timestamp=pf.target_timestamp,
+            patch_line=self._preamble_start(minus),
+            strip_trailing_cr=self.raw[plus - 1].endswith(b"\r\n"),
+            old_timestamp=old_stamp,
+            new_timestamp=new_stamp,
         )
+        return fp, end
 
     def _preamble_start(self, minus_line: int) -> int:
         """Walk back over ``Index:``/``====``/``diff ...`` lines that introduce this file."""
@@ -286,97 +223,223 @@ class _Context:
             number -= 1
         return number
 
-    def _strip(self, raw_name: bytes, line: int) -> str:
-        """Decode and ``-pN``-strip a header name, or fail naming the header line."""
+    def _strip(self, raw_name: bytes | None) -> str | None:
+        """Decode and ``-pN``-strip a header name; None when it cannot be stripped (GNU skips it)."""
+        if not raw_name:
+            return None
+        return strip_components(decode_path(raw_name), self.strip)
+
+    def _strip_or_fail(self, raw_name: bytes, line: int) -> str:
         name = decode_path(raw_name)
         stripped = strip_components(name, self.strip)
         if stripped is None:
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
         return stripped
 
+    # -- git headers -----------------------------------------------------------------------------
 
-_CONTEXT_HUNK = re.compile(rb"^\*{15}")
-_NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
+    def _git_names(self, start: int) -> tuple[bytes, bytes]:
+        """Old and new names on the ``diff --git`` line, unquoted but still prefixed."""
+        rest = self.raw[start - 1][len(b"diff --git ") :].rstrip(b"\r\n")
+        if rest.startswith(b'"'):
+            first, after = _quoted(rest)
+            if first is not None:
+                second = after.strip(b" ")
+                return first, unquote_c(second) if second.startswith(b'"') else second
+        elif rest.endswith(b'"') and b' "' in rest:
+            left, _, right = rest.rpartition(b' "')
+            return left, unquote_c(b'"' + right)
+        # Unquoted: git's own heuristic for names with spaces is that both halves name the same file.
+        if len(rest) % 2 == 1:
+            half = len(rest) // 2
+            left, right = rest[:half], rest[half + 1 :]
+            if rest[half : half + 1] == b" " and left.partition(b"/")[2] == right.partition(b"/")[2]:
+                return left, right
+        parts = rest.split(b" ")
+        if len(parts) == 2 and all(parts):
+            return parts[0], parts[1]
+        raise self.error(start, "malformed patch: cannot read file names from 'diff --git' line")
+
+    def _git_header(self, git: _GitHeaders, number: int) -> None:
+        """Apply one extended header line to ``git``; modes are checked here, before any write."""
+        line = self.raw[number - 1].rstrip(b"\r\n")
+        words = line.split(b" ")
+        if line.startswith(b"new file mode "):
+            git.is_new = True
+            git.new_mode = self._mode(words[-1], number)
+        elif line.startswith(b"deleted file mode "):
+            git.is_delete = True
+            git.old_mode = self._mode(words[-1], number)
+        elif line.startswith(b"old mode "):
+            git.old_mode = self._mode(words[-1], number)
+        elif line.startswith(b"new mode "):
+            git.new_mode = self._mode(words[-1], number)
+        elif line.startswith((b"rename from ", b"rename to ")):
+            git.rename.add(words[1].decode())
+        elif line.startswith((b"copy from ", b"copy to ")):
+            git.copy.add(words[1].decode())
+        elif line.startswith(b"GIT binary patch"):
+            git.binary_payload = True
+        elif m := _INDEX.match(line):
+            old_sha, new_sha, mode = m.group(1), m.group(2), m.group(3)
+            if set(old_sha) == {ord("0")}:
+                git.is_new = True
+            if set(new_sha) == {ord("0")}:
+                git.is_delete = True
+            if mode is not None:
+                checked = self._mode(mode, number)
+                git.old_mode = git.old_mode or checked
+                git.new_mode = git.new_mode or checked
+
+    def _mode(self, word: bytes, number: int) -> str:
+        text = word.decode("latin-1")
+        if text not in ALLOWED_MODES:
+            raise self.error(
+                number, f"unsupported file mode {text!r} (only 100644, 100755 and 120000 are accepted)"
+            )
+        return text
+
+    # -- hunks -----------------------------------------------------------------------------------
+
+    def _hunks(self, i: int) -> tuple[tuple[Hunk, ...], int]:
+        """Consecutive ``@@`` hunks starting at line ``i``; returns them and the next line number."""
+        hunks: list[Hunk] = []
+        while i <= self.n and self.raw[i - 1].startswith(b"@@ -"):
+            hunk, i = self._hunk(i)
+            hunks.append(hunk)
+        return tuple(hunks), i
+
+    def _hunk(self, header_line: int) -> tuple[Hunk, int]:
+        """One hunk: header, then exactly as many old/new lines as the header announces."""
+        m = _HUNK.match(self.raw[header_line - 1])
+        if m is None:
+            raise self.error(header_line, "malformed patch: bad hunk header")
+        source_start = int(m.group(1))
+        source_length = int(m.group(2)) if m.group(2) is not None else 1
+        target_start = int(m.group(3))
+        target_length = int(m.group(4)) if m.group(4) is not None else 1
+        old_left, new_left = source_length, target_length
+        lines: list[HunkLine] = []
+        changed = False
+        i = header_line + 1
+        raw = self.raw
+        n = self.n
+        make = tuple.__new__  # HunkLine(...) without the Python-level __new__: this loop is the hot path
+        while old_left > 0 or new_left > 0:
+            if i > n:
+                if old_left == new_left and old_left <= 3:
+                    # GNU assumes up to three blank context lines were chopped off the end (by an editor).
+                    lines.extend(HunkLine(" ", b"") for _ in range(old_left))
+                    old_left = new_left = 0
+                    break
+                raise self.error(n, "malformed patch: hunk is shorter than its header says")
+            text = raw[i - 1]
+            c = text[0]
+            if c == 32 or c == 61:  # " ", and GNU's "=" context
+                if old_left <= 0 or new_left <= 0:
+                    raise self.error(i, "malformed patch: hunk is longer than its header says")
+                kind_s = " "
+                old_left -= 1
+                new_left -= 1
+                content = text[1:-1] if text[-1] == 10 else text[1:]
+            elif c == 45:  # "-"
+                if old_left <= 0:
+                    raise self.error(i, "malformed patch: hunk removes more lines than its header says")
+                kind_s = "-"
+                old_left -= 1
+                changed = True
+                content = text[1:-1] if text[-1] == 10 else text[1:]
+            elif c == 43:  # "+"
+                if new_left <= 0:
+                    raise self.error(i, "malformed patch: hunk adds more lines than its header says")
+                kind_s = "+"
+                new_left -= 1
+                changed = True
+                content = text[1:-1] if text[-1] == 10 else text[1:]
+            elif c == 9 or text in (b"\n", b"\r\n", b"\r"):
+                # GNU: a TAB-led or empty line is context whose leading space got eaten.
+                if old_left <= 0 or new_left <= 0:
+                    raise self.error(i, "malformed patch: hunk is longer than its header says")
+                kind_s = " "
+                old_left -= 1
+                new_left -= 1
+                content = text[:-1] if text[-1] == 10 else text
+            else:
+                raise self.error(i, f"malformed patch: unexpected line in hunk: {text[:40]!r}")
+            if i < n and raw[i][0] == 92:  # "\\ No newline at end of file"
+                last_of_side = new_left == 0 if kind_s == "+" else old_left == 0
+                if not last_of_side:
+                    raise self.error(i + 1, "malformed patch: misplaced '\\ No newline' marker")
+                lines.append(make(HunkLine, (kind_s, content, True)))
+                i += 2
+            else:
+                lines.append(make(HunkLine, (kind_s, content, False)))
+                i += 1
+        if not changed:
+            raise self.error(header_line, "malformed patch: hunk contains no changed lines")
+        section = m.group(5).decode("utf-8", "replace")
+        hunk = Hunk(
+            source_start=source_start,
+            source_length=source_length,
+            target_start=target_start,
+            target_length=target_length,
+            section_header=section,
+            lines=tuple(lines),
+            patch_line=header_line,
+        )
+        return hunk, i
 
 
-def _reject_other_formats(ctx: _Context, parsed: UnidiffPatchSet) -> None:
-    """Refuse context/normal diffs outside unified hunks instead of silently ignoring them.
+def _is_mail_header(raw: list[bytes]) -> bool:
+    """A ``git format-patch`` of an empty commit (or ``materialize new``'s header): an empty patch.
 
-    GNU patch would apply those formats; we only support unified diffs, and a patch that silently
-    does nothing would be worse than an error.
+    This is the one deliberate exception to GNU's "Only garbage" error: the workspace writes such a
+    header when a patch is created, before it has a diff (quilt has no file at that point).
     """
-    in_hunks = {ln.diff_line_no for pf in parsed for h in pf for ln in h if ln.diff_line_no}
-    for number, line in enumerate(ctx.raw, 1):
-        if number in in_hunks:
+    first = next((line for line in raw if line.strip()), b"")
+    return first.startswith((b"From: ", b"Subject: ", b"Date: ")) or (
+        first.startswith(b"From ") and len(first.split(b" ")[1]) == 40
+    )
+
+
+def _quoted(text: bytes) -> tuple[bytes | None, bytes]:
+    """Split a leading C-quoted name off ``text``: (unquoted name, rest) or (None, text)."""
+    i = 1
+    while i < len(text):
+        c = text[i : i + 1]
+        if c == b"\\":
+            i += 2
             continue
-        nxt = ctx.line(number + 1)
-        if _CONTEXT_HUNK.match(line) and ctx.line(number + 1).startswith(b"*** "):
-            raise ctx.error(
-                number, "unsupported patch format: context diff (only unified diffs are supported)"
-            )
-        if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> ") and number + 1 not in in_hunks:
-            raise ctx.error(
-                number, "unsupported patch format: normal diff (only unified diffs are supported)"
-            )
+        if c == b'"':
+            return unquote_c(text[: i + 1]), text[i + 1 :]
+        i += 1
+    return None, text
 
 
-def _header_name(name: str | None) -> bytes:
-    """A ---/+++ file name from unidiff (latin-1 text) back to raw bytes, CR and padding removed."""
-    return (name or "").encode("latin-1").rstrip(b"\r\n \t")
+def _fetchname(rest: bytes) -> tuple[bytes | None, str | None]:
+    """GNU ``fetchname`` for a ``---``/``+++`` line: (raw name, timestamp text or None).
 
-
-def _content(raw_line: bytes) -> bytes:
-    """Hunk line content: drop the kind character and the LF.
-
-    An empty line is empty context and a TAB-led line is context in full (GNU assumes the leading
-    space was eaten).
+    A name ends at the first whitespace, unless a TAB comes later on the line (then the TAB ends
+    it): "allow file names with internal spaces, but only if a tab separates the file name from
+    the date". A C-quoted name ends at its closing quote.
     """
-    body = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
-    if body in (b"", b"\r") or body.startswith(b"\t"):
-        return body
-    return body[1:]
-
-
-def _may_lack_newline(kind: str, last_old: bool, last_new: bool) -> bool:
-    """GNU patch accepts the marker only after the last line of the side(s) the line belongs to."""
-    if kind == "+":
-        return last_new
-    return last_old
-
-
-def _read_git_header(git: _GitHeaders, line: bytes) -> None:
-    """Apply one extended header line to ``git``."""
-    words = line.split(b" ")
-    if line.startswith(b"new file mode "):
-        git.is_new = True
-        git.new_mode = _mode(words[-1])
-    elif line.startswith(b"deleted file mode "):
-        git.is_delete = True
-        git.old_mode = _mode(words[-1])
-    elif line.startswith(b"old mode "):
-        git.old_mode = _mode(words[-1])
-    elif line.startswith(b"new mode "):
-        git.new_mode = _mode(words[-1])
-    elif line.startswith((b"rename from ", b"rename to ")):
-        git.rename.add(words[1].decode())
-    elif line.startswith((b"copy from ", b"copy to ")):
-        git.copy.add(words[1].decode())
-    elif m := _INDEX.match(line):
-        _read_index(git, m)
-
-
-def _read_index(git: _GitHeaders, m: re.Match[bytes]) -> None:
-    """``index a..b [mode]``: all-zero hashes mean a missing side; a trailing mode is unchanged."""
-    old_sha, new_sha, mode = m.group(1).decode(), m.group(2).decode(), m.group(3)
-    if set(old_sha) == {"0"}:
-        git.is_new = True
-    if set(new_sha) == {"0"}:
-        git.is_delete = True
-    if mode is not None and _MODE.match(mode):
-        git.old_mode = git.old_mode or mode.decode()
-        git.new_mode = git.new_mode or mode.decode()
-
-
-def _mode(word: bytes) -> str | None:
-    """A six-digit octal git mode, or None for anything else."""
-    return word.decode() if _MODE.match(word) else None
+    text = rest.rstrip(b"\r\n")
+    text = text.lstrip(b" \t")
+    if text.startswith(b'"'):
+        name, after = _quoted(text)
+        if name is not None:
+            stamp = after.strip(_WS).decode("latin-1") or None
+            return name, stamp
+    end = len(text)
+    for t in range(len(text)):
+        if text[t] in _WS:
+            u = t
+            while text[u] != 9 and u + 1 < len(text) and text[u + 1] in _WS:
+                u += 1
+            if text[u] != 9 and b"\t" in text[u + 1 :]:
+                continue
+            end = t
+            break
+    name = text[:end]
+    stamp = text[end:].strip(_WS).decode("latin-1") or None
+    return (name or None), stamp

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
-from materialize.store import REGULAR
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.journal import Journal
 from materialize.workspace.stack import check_stack_matches, move_to
@@ -255,42 +254,65 @@ def open_editor(files: list[str]) -> None:
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
     """Apply another patch to the workspace files of the top patch's target and add them to the top."""
-    from materialize.patching import apply_file, parse_patch
+    from materialize.patching.tree import apply_to_tree
 
     state = ws.load()
     check_stack_matches(ws, state)
     entry = top_entry(ws, state)
     target = entry.target
     data = patch_file.read_bytes()
-    patchset = parse_patch(data, source=str(patch_file), strip=strip)
     touched: list[str] = []
+    tracked = state.files.setdefault(target, {})
+    tree = state.trees[target]
+    view = _FoldView(ws, target, tree, tracked)
+    result = apply_to_tree(view, data, source=str(patch_file), strip=strip, max_fuzz=0)
+    if result.error is not None:
+        raise result.error
+    if not result.ok:
+        lines = [f"fold {patch_file}: does not apply:"]
+        for outcome in result.failed:
+            hunks = outcome.result.hunks if outcome.result is not None else ()
+            failed = [h.hunk.header for h in hunks if h.status == "failed"]
+            error = outcome.error or (outcome.result.error if outcome.result is not None else None) or ""
+            lines.append(f"  {outcome.path}: {error} hunks failed: {failed}")
+        raise PatchApplyError("\n".join(lines))
     with Journal.run(ws.meta, "fold", [str(patch_file)]) as journal:
-        tracked = state.files.setdefault(target, {})
         added = state.added.setdefault(entry.name, [])
-        for fp in patchset.files:
-            src = fp.old_path or fp.new_path
-            dest = fp.path
-            assert src is not None and dest is not None
-            current = ws.disk_entry(target, src)
-            if current is None and src not in tracked:
-                current = ws.tree_entry(state.trees[target], src)
-            result = apply_file(current[1] if current else None, fp, max_fuzz=0)
-            if not result.ok:
-                failed = [h.hunk.header for h in result.hunks if h.status == "failed"]
-                raise PatchApplyError(f"fold {patch_file}: {dest}: {result.error or ''} hunks failed: {failed}")
-            for path in {src, dest}:
+        for outcome in result.files:
+            for path in {p for p in (outcome.source, outcome.path) if p is not None}:
                 if path not in tracked:
-                    found = ws.store.lookup(state.trees[target], path)
+                    found = ws.store.lookup(tree, path)
                     tracked[path] = found.sha if found else None
                 if path not in added:
                     added.append(path)
-            if fp.is_rename and src != dest:
-                ws.write_file(journal, target, src, None)
-            mode = fp.new_mode or (current[0] if current else REGULAR)
-            ws.write_file(journal, target, dest, None if result.content is None else (mode, result.content))
-            touched.append(dest)
+            if outcome.path is not None:
+                touched.append(outcome.path)
+        for path, content in result.changes.items():
+            if path not in tracked:
+                found = ws.store.lookup(tree, path)
+                tracked[path] = found.sha if found else None
+            ws.write_file(journal, target, path, content)
         ws.save(state, journal)
     return touched
+
+
+class _FoldView:
+    """The top patch's files as ``fold`` sees them: the workspace copy if tracked, else the tree."""
+
+    def __init__(self, ws: Workspace, target: str, tree: str, tracked: dict) -> None:
+        self.ws, self.target, self.tree, self.tracked = ws, target, tree, tracked
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        found = self.ws.disk_entry(self.target, path)
+        if found is None and path not in self.tracked:
+            found = self.ws.tree_entry(self.tree, path)
+        return found
+
+    def is_dir(self, path: str) -> bool:
+        full = self.ws.target_dir(self.target) / path
+        from materialize.engine import StoreView
+
+        return (full.is_dir() and not full.is_symlink()) or StoreView(self.ws.store, self.tree).is_dir(path)
 
 
 def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:

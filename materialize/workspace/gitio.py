@@ -12,6 +12,7 @@ byte and a changed one changes only where its commit changed; other commits beco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -23,9 +24,10 @@ import git
 
 from materialize.engine import materialize
 from materialize.errors import MaterializeError
-from materialize.patching import apply_file, parse_patch
+from materialize.patching import parse_patch
+from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry, Series
-from materialize.store import Store
+from materialize.store import REGULAR, Store
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
@@ -131,11 +133,31 @@ def _previous(old_data: bytes | None, entry: PatchEntry | None, path: str, base:
     """What the old patch made of ``path`` from ``base`` (to recognise hunks the commit left alone)."""
     if old_data is None or entry is None:
         return None
-    for fp in parse_patch(old_data, source=str(entry.path), strip=entry.strip).files:
+    try:
+        patchset = parse_patch(old_data, source=str(entry.path), strip=entry.strip)
+    except MaterializeError:
+        return None
+    for fp in patchset.files:
         if fp.path == path:
-            result = apply_file(base, fp, max_fuzz=0)
-            return result.content if result.ok else None
+            names = {n for n in (fp.old_path, fp.new_path) if n is not None}
+            one = dataclasses.replace(patchset, files=(fp,))
+            result = apply_to_tree(_OneFile(base, names), one, source=str(entry.path), reverse=entry.reverse)
+            content = result.changes.get(path) if result.ok else None
+            return content[1] if content else None
     return None
+
+
+class _OneFile:
+    """A tree holding only ``base``, under the old and new names of the one file being replayed."""
+
+    def __init__(self, base: bytes | None, names: set[str]) -> None:
+        self.base, self.names = base, names
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        return (REGULAR, self.base) if self.base is not None and path in self.names else None
+
+    def is_dir(self, path: str) -> bool:
+        return False
 
 
 def _next_number(series: Series) -> int:

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from materialize.engine import StoreView
 from materialize.errors import MaterializeError, PatchApplyError, UpstreamError
-from materialize.patching import apply_file, parse_patch
-from materialize.patching.model import FilePatch, HunkLine
-from materialize.paths import safe_relpath
+from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
-from materialize.store import REGULAR, Store
+from materialize.store import Store
 from materialize.upstream import parse_spec, resolve
 from materialize.workspace import patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -76,62 +75,31 @@ class Attempt:
     reverse_applies: bool = False
 
 
-def _reverse(fp: FilePatch) -> FilePatch:
-    swap = {"+": "-", "-": "+", " ": " "}
-    hunks = tuple(
-        dataclasses.replace(
-            h, source_start=h.target_start, source_length=h.target_length,
-            target_start=h.source_start, target_length=h.source_length,
-            lines=tuple(HunkLine(swap[line.kind], line.content, line.no_newline) for line in h.lines),  # type: ignore[arg-type]
-        )
-        for h in fp.hunks
-    )
-    return dataclasses.replace(fp, old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete,
-                               is_delete=fp.is_new, old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks)
-
-
 def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: int = MAX_FUZZ) -> Attempt:
-    """Apply ``data`` to ``tree`` hunk by hunk like the engine, but report instead of raising."""
-    patchset = parse_patch(data, source=str(entry.path), strip=entry.strip)
-    contents: dict[str, tuple[str, bytes] | None] = {}
+    """Apply ``data`` to ``tree`` through the one applier (``apply_to_tree``), reporting failed files.
+
+    Only a refusal (malformed patch, unsafe path) raises; failed hunks are reported.
+    """
+    result = apply_to_tree(StoreView(store, tree), data, source=str(entry.path), strip=entry.strip,
+                           max_fuzz=max_fuzz, reverse=entry.reverse)
+    if result.error is not None:
+        raise result.error
     statuses: list[tuple[str, str, str]] = []
     failed: list[str] = []
     placed: list[tuple[str, Any]] = []
-    reverse_ok = True
-
-    def current(path: str) -> tuple[str, bytes] | None:
-        if path in contents:
-            return contents[path]
-        found = store.lookup(tree, path)
-        return (found.mode, store.read_blob_by_id(found.sha)) if found else None
-
-    for fp in patchset.files:
-        where = f"{entry.path}:{fp.patch_line}"
-        old = safe_relpath(fp.old_path, origin=where) if fp.old_path else None
-        new = safe_relpath(fp.new_path, origin=where) if fp.new_path else None
-        dest = new or old
-        assert dest is not None
-        src = old if old is not None and (fp.is_rename or current(old) is not None) else dest
-        before = current(src)
-        result = apply_file(before[1] if before else None, fp, max_fuzz=max_fuzz)
-        for h in result.hunks:
+    for outcome in result.files:
+        dest = outcome.path or "?"
+        hunks = outcome.result.hunks if outcome.result is not None else ()
+        for h in hunks:
             statuses.append((dest, h.hunk.header, h.status))
             if h.status in ("offset", "fuzz"):
                 placed.append((dest, h))
-        if not result.ok:
+        if not outcome.ok:
             failed.append(dest)
-            if result.error and not result.hunks:
+            if not hunks:
                 statuses.append((dest, "(file)", "failed"))
-            now = current(dest)
-            back = apply_file(now[1] if now else None, _reverse(fp), max_fuzz=0)
-            reverse_ok = reverse_ok and back.ok
-            continue
-        if fp.is_rename and old is not None and old != dest:
-            contents[old] = None
-        if result.content is None:
-            contents[dest] = None
-        else:
-            contents[dest] = (fp.new_mode or (before[0] if before else REGULAR), result.content)
+    contents = result.changes
+    reverse_ok = all(o.reverse_applies for o in result.failed)
     noop = bool(contents) and not failed and all(current_in_tree(store, tree, p) == c for p, c in contents.items())
     return Attempt(contents, statuses, failed, placed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
 

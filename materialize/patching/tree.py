@@ -1,0 +1,262 @@
+"""The one way a patch is applied to a tree: ``apply_to_tree``.
+
+The engine, rebase, fold, git import/export and the offline tree sources all call this function
+with their own view of a tree (store blobs, a sparse workspace on disk, an unpacked directory).
+It never raises and never writes: it returns the changes and a per-file report, or the error that
+refused the patch. Every safety rule therefore lives here once:
+
+* every name from the patch goes through ``safe_relpath`` (``..``, absolute, ``.git`` in any case);
+* nothing is written through a symlink or below a file on the way;
+* an existing symlink is only patched by a patch that says it is one (``old mode 120000``);
+* a symlink the patch leaves behind must resolve inside the tree, following the tree's other
+  links the way the kernel would (``paths.resolve_link``); a ``.gitmodules`` symlink is refused;
+* modes are checked by the parser (100644, 100755, 120000 only), before anything here runs.
+
+Which file a plain (non-git) section patches follows GNU ``patch`` (``choose_name``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from materialize.errors import MaterializeError, PatchApplyError, UnsafePathError
+from materialize.patching.apply import apply_file
+from materialize.patching.model import FilePatch, FileResult, HunkLine, PatchSet
+from materialize.patching.parse import parse_patch
+from materialize.paths import resolve_link, safe_relpath
+
+REGULAR = "100644"
+SYMLINK = "120000"
+
+Content = tuple[str, bytes]  # (git mode, bytes)
+
+
+class TreeView(Protocol):
+    """What the applier needs to know about a tree (plus what it changed so far)."""
+
+    def get(self, path: str) -> Content | None:
+        """(mode, bytes) of the file or symlink at ``path``; None when absent or a directory."""
+        ...
+
+    def is_dir(self, path: str) -> bool:
+        """True when ``path`` is a directory of the tree."""
+        ...
+
+
+@dataclass
+class FileOutcome:
+    """How one file section of the patch went."""
+
+    fp: FilePatch
+    path: str | None  # where the result lives
+    source: str | None  # what was read (differs from path for renames and copies)
+    before: Content | None
+    result: FileResult | None
+    error: str | None = None  # a file-level failure outside the hunks (binary payload, missing file)
+    reverse_applies: bool = False  # the failed section applies reversed: GNU's "Reversed ... detected"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.result is not None and self.result.ok
+
+
+@dataclass
+class TreeApply:
+    """The outcome of applying one patch: changes to write, per-file outcomes, or a refusal."""
+
+    source: str
+    patchset: PatchSet | None
+    files: list[FileOutcome] = field(default_factory=list)
+    changes: dict[str, Content | None] = field(default_factory=dict)
+    error: MaterializeError | None = None  # format or safety refusal: write nothing
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(f.ok for f in self.files)
+
+    @property
+    def failed(self) -> list[FileOutcome]:
+        return [f for f in self.files if not f.ok]
+
+
+class _Overlay:
+    """The view plus the changes this patch made so far (later sections see earlier ones)."""
+
+    def __init__(self, view: TreeView) -> None:
+        self.view = view
+        self.changes: dict[str, Content | None] = {}
+
+    def get(self, path: str) -> Content | None:
+        if path in self.changes:
+            return self.changes[path]
+        return self.view.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        prefix = path + "/"
+        if any(p.startswith(prefix) and c is not None for p, c in self.changes.items()):
+            return True
+        return path not in self.changes and self.view.is_dir(path)
+
+    def link_lookup(self, path: str) -> str | None | bool:
+        found = self.get(path)
+        if found is not None:
+            return found[1].decode("utf-8", "surrogateescape") if found[0] == SYMLINK else True
+        return True if self.is_dir(path) else None
+
+
+def _components(name: str) -> int:
+    return name.count("/")
+
+
+def best_name(names: list[str]) -> str:
+    """GNU ``best_name``: fewest components, then shortest basename, then shortest, then first."""
+    return min(names, key=lambda n: (_components(n), len(n.rsplit("/", 1)[-1]), len(n)))
+
+
+def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[str], bool]) -> str:
+    """The file a plain section patches, as GNU 2.7 picks it from the old and new names.
+
+    An existing file wins (best of those); otherwise a name whose directory exists; otherwise the
+    best of all names. (GNU ignores ``Index:`` names unless POSIXLY_CORRECT.)
+    """
+    names = [n for n in (fp.old_path, fp.new_path) if n is not None]
+    present = [n for n in names if exists(n)]
+    if present:
+        return best_name(present)
+    in_dirs = [n for n in names if "/" not in n or is_dir(n.rsplit("/", 1)[0])]
+    return best_name(in_dirs or names)
+
+
+def reverse_file_patch(fp: FilePatch) -> FilePatch:
+    """The same section applied as ``patch -R`` would: sides, names, modes and kinds swapped."""
+    swap = {"+": "-", "-": "+", " ": " "}
+    hunks = tuple(
+        dataclasses.replace(
+            h,
+            source_start=h.target_start,
+            source_length=h.target_length,
+            target_start=h.source_start,
+            target_length=h.source_length,
+            lines=tuple(HunkLine(swap[ln.kind], ln.content, ln.no_newline) for ln in h.lines),  # type: ignore[arg-type]
+        )
+        for h in fp.hunks
+    )
+    return dataclasses.replace(
+        fp, old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete, is_delete=fp.is_new,
+        old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks,
+        old_timestamp=fp.new_timestamp, new_timestamp=fp.old_timestamp,
+    )
+
+
+def apply_to_tree(
+    view: TreeView,
+    data: bytes | PatchSet,
+    *,
+    source: str,
+    strip: int = 1,
+    max_fuzz: int = 0,
+    reverse: bool = False,
+) -> TreeApply:
+    """Apply one patch (bytes, or an already parsed PatchSet) to ``view``; never raises, never writes.
+
+    Sections that fail are reported and skipped, as GNU continues with the next file; the caller
+    decides whether a partial result is of any use (the engine refuses it, rebase merges it).
+    """
+    if isinstance(data, PatchSet):
+        patchset: PatchSet | None = data
+    else:
+        try:
+            patchset = parse_patch(data, source=source, strip=strip)
+        except MaterializeError as exc:
+            return TreeApply(source, None, error=exc)
+    assert patchset is not None
+    out = TreeApply(source, patchset)
+    overlay = _Overlay(view)
+    try:
+        for fp in patchset.files:
+            out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse))
+    except MaterializeError as exc:
+        out.error = exc
+        out.changes = {}
+        return out
+    out.changes = overlay.changes
+    return out
+
+
+def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool) -> FileOutcome:
+    """One file section: choose and check its paths, apply its hunks, check what it leaves."""
+    where = f"{source}:{fp.patch_line}"
+    if reverse:
+        fp = reverse_file_patch(fp)
+    for name in (fp.old_path, fp.new_path):
+        if name is not None:
+            safe_relpath(name, origin=where)  # every candidate, before the tree is even asked about it
+    if not fp.is_git:
+        name = choose_name(fp, lambda p: overlay.get(safe_relpath(p, origin=where)) is not None, overlay.is_dir)
+        fp = dataclasses.replace(
+            fp, old_path=None if fp.is_new else name, new_path=None if fp.is_delete else name
+        )
+    old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
+    new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
+    dest = new or old
+    assert dest is not None
+    for path in {p for p in (old, new) if p is not None}:
+        _check_no_link_on_the_way(overlay, path, where)
+    if fp.is_binary:
+        return FileOutcome(fp, dest, old, None, None, error=f"File {dest}: git binary diffs are not supported.")
+    read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old) is not None)) else new
+    before = overlay.get(read_from) if read_from else None
+    if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
+        raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
+    result = apply_file(before[1] if before else None, fp, max_fuzz=max_fuzz)
+    outcome = FileOutcome(fp, dest, read_from, before, result)
+    if not result.ok:
+        if result.hunks or result.error:
+            now = overlay.get(dest)
+            back = apply_file(now[1] if now else None, reverse_file_patch(fp), max_fuzz=0)
+            outcome.reverse_applies = back.ok and bool(fp.hunks)
+        return outcome
+    if fp.is_rename and old is not None and old != dest:
+        overlay.changes[old] = None
+    if result.content is None:
+        overlay.changes[dest] = None
+        return outcome
+    mode = fp.new_mode or (before[0] if before else None) or REGULAR
+    if mode == SYMLINK:
+        _check_link(overlay, dest, result.content, where)
+    overlay.changes[dest] = (mode, result.content)
+    return outcome
+
+
+def _check_no_link_on_the_way(overlay: _Overlay, path: str, where: str) -> None:
+    """Refuse writing through a symlinked (or file) ancestor: it could point outside the tree."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        parent = "/".join(parts[:i])
+        found = overlay.get(parent)
+        if found is not None and found[0] == SYMLINK:
+            raise UnsafePathError(f"{where}: {path} goes through symlink {parent} in the tree; refused")
+        if found is not None:
+            raise PatchApplyError(f"{where}: {path} needs {parent} to be a directory, but it is a file")
+
+
+def _check_link(overlay: _Overlay, path: str, content: bytes, where: str) -> None:
+    """A symlink the patch leaves must resolve inside the tree (kernel rules, through other links)."""
+    target = content.decode("utf-8", "surrogateescape")
+    if path.rsplit("/", 1)[-1].lower() == ".gitmodules":
+        raise UnsafePathError(f"{where}: {path} would be a symlink named .gitmodules; refused")
+    if not target or "\0" in target or "\n" in target:
+        raise UnsafePathError(f"{where}: symlink {path} has an invalid target {target!r}")
+    saved = overlay.changes.get(path, False)
+    overlay.changes[path] = (SYMLINK, content)  # a link that reaches itself is a loop, as in the kernel
+    try:
+        if resolve_link(path, target, overlay.link_lookup) is None:
+            raise UnsafePathError(f"{where}: symlink {path} -> {target!r} points outside the tree; refused")
+    finally:
+        if saved is False:
+            del overlay.changes[path]
+        else:
+            overlay.changes[path] = saved  # type: ignore[assignment]

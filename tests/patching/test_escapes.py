@@ -1,0 +1,150 @@
+"""Hostile patches (issue 10, items 1-4): nothing a patch says may escape the tree, refused before writing.
+
+Links a patch publishes must resolve inside the tree the way the kernel follows them, ``.git`` in
+any case and at any depth is refused, and only the modes git trees may hold for files are accepted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from materialize.engine import materialize
+from materialize.errors import PatchFormatError, UnsafePathError
+from materialize.paths import check_links, link_stays_inside, resolve_link, safe_relpath
+from materialize.series import load_series
+
+from .test_gnu_rules import DictView
+
+
+def _apply(files: dict[str, tuple[str, bytes]], patch: bytes):
+    from materialize.patching.tree import apply_to_tree
+
+    return apply_to_tree(DictView(dict(files)), patch, source="evil.patch", strip=1)
+
+
+def _new_link(path: str, target: str) -> bytes:
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+    ).encode()
+
+
+# -- 1. links published by a patch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../etc", "../..", "pkg/../../x", "a/../../.."])
+def test_new_link_pointing_outside_is_refused(target: str) -> None:
+    result = _apply({}, _new_link("pkg/b.py", target))
+    assert isinstance(result.error, UnsafePathError) and result.error.exit_code == 4
+    assert result.changes == {}
+
+
+def test_mode_change_to_link_pointing_outside_is_refused() -> None:
+    patch = (
+        b"diff --git a/pkg/b.py b/pkg/b.py\nold mode 100644\nnew mode 120000\n--- a/pkg/b.py\n+++ b/pkg/b.py\n"
+        b"@@ -1 +1 @@\n-x = 1\n+/etc/passwd\n\\ No newline at end of file\n"
+    )
+    result = _apply({"pkg/b.py": ("100644", b"x = 1\n")}, patch)
+    assert isinstance(result.error, UnsafePathError)
+
+
+def test_link_inside_is_fine() -> None:
+    result = _apply({"pkg/real.py": ("100644", b"x\n")}, _new_link("pkg/b.py", "real.py"))
+    assert result.ok and result.changes["pkg/b.py"] == ("120000", b"real.py")
+
+
+# -- 2. chains of links, resolved like the kernel -----------------------------------------------
+
+
+def test_chain_through_an_existing_link_is_refused() -> None:
+    tree = {"a/b/c/x": ("120000", b"../../.."), "a/b/c/f": ("100644", b"")}
+    assert link_stays_inside("a/b/c/y", "x/../../../../outside")  # lexically it looks fine
+    result = _apply(tree, _new_link("a/b/c/y", "x/../../../../outside"))
+    assert isinstance(result.error, UnsafePathError)
+
+
+def test_chain_within_one_patch_is_refused_whatever_the_order() -> None:
+    first = _new_link("a/b/c/x", "../../..")
+    second = _new_link("a/b/c/y", "x/../../../../outside")
+    for patch in (first + second, second + first):
+        result = _apply({"a/b/c/f": ("100644", b"")}, patch)
+        assert isinstance(result.error, UnsafePathError), patch
+
+
+def test_resolve_link_follows_links_relative_to_their_directory() -> None:
+    links = {"a/b/c/x": "../../..", "d/l": "../a/b"}
+
+    def lookup(path: str):
+        return links.get(path, True if path in {"a", "a/b", "a/b/c", "d", "a/b/c/f"} else None)
+
+    assert resolve_link("a/b/c/y", "x/a/b/c/f", lookup) == "a/b/c/f"
+    assert resolve_link("a/b/c/y", "x/..", lookup) is None
+    assert resolve_link("z", "d/l/c", lookup) == "a/b/c"
+    assert resolve_link("loop", "loop/x", lambda p: "loop" if p == "loop" else None) is None
+
+
+def test_check_links_over_a_whole_pin() -> None:
+    with pytest.raises(UnsafePathError, match="a/b/c/y"):
+        check_links({"a/b/c/x": "../../..", "a/b/c/y": "x/../../../../outside"}, {"a/b/c/f"}, origin="pin")
+    check_links({"a/b/c/x": "../../..", "a/b/c/y": "x/a/b/c/f"}, {"a/b/c/f"}, origin="pin")
+
+
+# -- 3. .git at any depth, in any case -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["pkg/.git/config", ".GIT/hooks/post-checkout", "x/.Git/HEAD", ".git./config"])
+def test_git_components_are_refused(name: str) -> None:
+    patch = f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+evil\n".encode()
+    result = _apply({}, patch)
+    assert isinstance(result.error, UnsafePathError) and ".git" in str(result.error)
+    with pytest.raises(UnsafePathError):
+        safe_relpath(name, origin="x")
+
+
+def test_gitmodules_symlink_is_refused() -> None:
+    result = _apply({"f": ("100644", b"")}, _new_link(".gitmodules", "f"))
+    assert isinstance(result.error, UnsafePathError)
+
+
+def test_names_git_allows_stay_allowed() -> None:
+    assert safe_relpath(".gitignore", origin="x") == ".gitignore"
+    assert safe_relpath("a/.github/x", origin="x") == "a/.github/x"
+
+
+# -- 4. modes ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "line"),
+    [
+        ("old mode 100644\nnew mode 040000\n", 3),
+        ("old mode 100644\nnew mode 160000\n", 3),
+        ("old mode 100644\nnew mode 104755\n", 3),
+        ("new file mode 040000\n", 2),
+        ("index 1111111..2222222 160000\n", 2),
+    ],
+)
+def test_only_file_modes_git_trees_hold_are_accepted(header: str, line: int) -> None:
+    patch = f"diff --git a/f b/f\n{header}--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n".encode()
+    result = _apply({"f": ("100644", b"a\n")}, patch)
+    assert isinstance(result.error, PatchFormatError) and result.error.exit_code == 2
+    assert str(result.error).startswith(f"evil.patch:{line}: unsupported file mode")
+
+
+# -- through the engine: exit 4, nothing written ------------------------------------------------
+
+
+def test_engine_refuses_a_link_out_and_writes_no_prefix(builder) -> None:
+    b = builder({"pkg/b.py": "x = 1\n"})
+    series_path = b.write()
+    (b.root / "patches" / "0001-evil.patch").write_bytes(_new_link("pkg/c.py", "/etc/passwd"))
+    series_path.write_text(series_path.read_text().replace(
+        "patches: []", "patches:\n- patch: 0001-evil.patch\n  target: plugin"))
+    series = load_series(series_path)
+    with pytest.raises(UnsafePathError) as info:
+        materialize(series)
+    assert info.value.exit_code == 4
+    from materialize.engine import PREFIX_REF
+    from materialize.store import Store
+
+    assert Store.open().read_refs(PREFIX_REF) == {}

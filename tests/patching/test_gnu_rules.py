@@ -1,0 +1,210 @@
+"""GNU patch's rules where we used to diverge (issue 9, items 1-5), each compared with /usr/bin/patch.
+
+Every case is a small tree plus a patch: GNU ``patch -pN -f`` runs on the tree on disk, our one
+applier (``apply_to_tree``) runs on the same tree in memory, and the outcomes must agree: success
+or failure, and on success every file's bytes and executable bit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import PatchFormatError
+from materialize.patching.tree import apply_to_tree
+
+from .gnu import GNU_PATCH, gnu_available
+
+pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
+
+
+class DictView:
+    """A tree held in a dict: path -> (mode, bytes)."""
+
+    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
+        self.files = files
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        return self.files.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return any(p.startswith(path + "/") for p in self.files)
+
+
+def _tree(files: dict[str, bytes], dirs: tuple[str, ...] = ()) -> dict[str, tuple[str, bytes]]:
+    return {p: ("100644", data) for p, data in files.items()}
+
+
+def gnu(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = ()):
+    """(exit code, resulting files) of GNU patch on ``files``."""
+    work = tmp / "gnu"
+    work.mkdir()
+    for d in dirs:
+        (work / d).mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_bytes(data)
+    proc = subprocess.run(
+        [GNU_PATCH, f"-p{strip}", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-"],
+        input=patch, cwd=work, capture_output=True, env=dict(os.environ, LC_ALL="C"), check=False,
+    )
+    out = {}
+    for p in work.rglob("*"):
+        if p.is_file() or p.is_symlink():
+            out[p.relative_to(work).as_posix()] = p.read_bytes()
+    return proc.returncode, out, proc.stdout.decode(errors="replace")
+
+
+def ours(files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = ()):
+    view = DictView(_tree(files))
+    for d in dirs:
+        view.files.setdefault(f"{d}/.keep-dir", ("100644", b""))
+    result = apply_to_tree(view, patch, source="t.patch", strip=strip)
+    out = {p: c for p, (_m, c) in view.files.items() if not p.endswith(".keep-dir")}
+    if result.ok:
+        for path, content in result.changes.items():
+            if content is None:
+                out.pop(path, None)
+            else:
+                out[path] = content[1]
+    return result, out
+
+
+def compare(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int = 1, dirs: tuple[str, ...] = ()):
+    code, gnu_files, report = gnu(tmp, files, patch, strip, dirs)
+    result, our_files = ours(files, patch, strip, dirs)
+    assert result.error is None, result.error
+    assert result.ok == (code == 0), (code, report, [o.result for o in result.failed])
+    if code == 0:
+        assert our_files == gnu_files, report
+    return result, our_files
+
+
+# -- 1. "Binary files ... differ" -----------------------------------------------------------------
+
+
+def test_git_binary_without_payload_creates_an_empty_new_file(tmp_path: Path) -> None:
+    patch = b"diff --git a/X b/X\nnew file mode 100644\nindex 0000000..e69de29\nBinary files /dev/null and b/X differ\n"
+    _r, files = compare(tmp_path, {"keep": b"k\n"}, patch)
+    assert files["X"] == b""
+
+
+def test_git_binary_without_payload_leaves_an_existing_file_alone(tmp_path: Path) -> None:
+    patch = b"diff --git a/X b/X\nindex 1111111..2222222 100644\nBinary files a/X and b/X differ\n"
+    _r, files = compare(tmp_path, {"X": b"\x00old\n"}, patch)
+    assert files["X"] == b"\x00old\n"
+
+
+def test_plain_binary_line_is_garbage_between_files(tmp_path: Path) -> None:
+    patch = (
+        b"diff -ruN a/img b/img\nBinary files a/img and b/img differ\n"
+        b"diff -ruN a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    _r, files = compare(tmp_path, {"f": b"a\n", "img": b"\x00"}, patch)
+    assert files == {"f": b"b\n", "img": b"\x00"}
+
+
+def test_git_binary_payload_is_refused_with_gnus_words(tmp_path: Path) -> None:
+    patch = (
+        b"diff --git a/X b/X\nnew file mode 100644\nindex 0000000..1111111\nGIT binary patch\n"
+        b"literal 5\nMcmZQzWMXCj0002E00000\n\nliteral 0\nHcmV?d00001\n\n"
+    )
+    result, _ = compare(tmp_path, {}, patch)
+    assert result.failed[0].error == "File X: git binary diffs are not supported."
+
+
+# -- 2. names with spaces -------------------------------------------------------------------------
+
+SPACED = {"dir/Core and Builtins/x.rst": b"a\n"}
+
+
+def test_name_without_tab_ends_at_the_first_space(tmp_path: Path) -> None:
+    patch = b"--- a/dir/Core and Builtins/x.rst\n+++ b/dir/Core and Builtins/x.rst\n@@ -1 +1 @@\n-a\n+b\n"
+    result, files = compare(tmp_path, SPACED, patch)
+    assert not result.ok and files == SPACED
+
+
+def test_name_with_tab_and_timestamp_keeps_its_spaces(tmp_path: Path) -> None:
+    patch = (
+        b"--- a/dir/Core and Builtins/x.rst\t2020-01-01 00:00:00 +0000\n"
+        b"+++ b/dir/Core and Builtins/x.rst\t2020-01-01 00:00:00 +0000\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    _r, files = compare(tmp_path, SPACED, patch)
+    assert files["dir/Core and Builtins/x.rst"] == b"b\n"
+
+
+def test_git_quoted_and_tab_terminated_names(tmp_path: Path) -> None:
+    patch = (
+        b'diff --git "a/sp ace/q\\"uote" "b/sp ace/q\\"uote"\n--- "a/sp ace/q\\"uote"\n+++ "b/sp ace/q\\"uote"\n'
+        b"@@ -1 +1 @@\n-a\n+b\n"
+        b"diff --git a/my file b/my file\n--- a/my file\t\n+++ b/my file\t\n@@ -1 +1 @@\n-a\n+c\n"
+    )
+    _r, files = compare(tmp_path, {'sp ace/q"uote': b"a\n", "my file": b"a\n"}, patch)
+    assert files == {'sp ace/q"uote': b"b\n", "my file": b"c\n"}
+
+
+# -- 3. backslashes and colons are ordinary bytes ----------------------------------------------
+
+
+def test_backslash_and_colon_names(tmp_path: Path) -> None:
+    files = {"units/system-systemd\\x2dcryptsetup.slice": b"a\n", "a:b.txt": b"a\n", "c:/x": b"a\n"}
+    patch = b"".join(
+        b"--- a/" + name + b"\n+++ b/" + name + b"\n@@ -1 +1 @@\n-a\n+b\n"
+        for name in (b"units/system-systemd\\x2dcryptsetup.slice", b"a:b.txt", b"c:/x")
+    )
+    _r, out = compare(tmp_path, files, patch)
+    assert set(out.values()) == {b"b\n"} and set(out) == set(files)
+
+
+# -- 4. which file a plain section patches ------------------------------------------------------
+
+HUNK = b"@@ -1 +1 @@\n-a\n+b\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "header", "strip", "dirs"),
+    [
+        ({"src/f.c": b"a\n"}, b"--- src/f.c\n+++ src/f.c.new\n", 0, ()),
+        ({"src/f.c.new": b"a\n"}, b"--- src/f.c\n+++ src/f.c.new\n", 0, ()),
+        ({"x": b"a\n", "y": b"a\n"}, b"--- a/x\n+++ b/y\n", 1, ()),
+        ({"y": b"a\n"}, b"--- a/x\n+++ b/y\n", 1, ()),
+        ({"f": b"a\n"}, b"--- a/f\n+++ f\n", 1, ()),
+        ({"f": b"a\n"}, b"--- f\n+++ b/f\n", 1, ()),
+        ({"deep/er/f": b"a\n", "f": b"a\n"}, b"--- a/deep/er/f\n+++ b/f\n", 1, ()),
+        ({"f": b"a\n"}, b"Index: f\n--- a/zz/f\n+++ b/zz/f\n", 1, ()),
+    ],
+)
+def test_file_selection_follows_gnu(tmp_path: Path, files, header, strip, dirs) -> None:
+    compare(tmp_path, files, header + HUNK, strip, dirs)
+
+
+@pytest.mark.parametrize(
+    ("header", "dirs"),
+    [
+        (b"--- a/new/x\n+++ b/new/y\n", ("new",)),
+        (b"--- a/new/longname\n+++ b/new/y\n", ()),
+        (b"--- a/new/longname\n+++ b/other/y\n", ("other",)),
+        (b"--- a/new/longname\n+++ b/other/y\n", ("new",)),
+    ],
+)
+def test_created_file_name_follows_gnu(tmp_path: Path, header, dirs) -> None:
+    compare(tmp_path, {}, header + b"@@ -0,0 +1 @@\n+b\n", 1, dirs)
+
+
+# -- 5. patches that change nothing ---------------------------------------------------------------
+
+
+def test_garbage_only_patch_is_an_error_as_in_gnu(tmp_path: Path) -> None:
+    code, _files, _report = gnu(tmp_path, {"f": b"a\n"}, b"Description: prose only\n\n", 1)
+    assert code == 2
+    result, _ = ours({"f": b"a\n"}, b"Description: prose only\n\n", 1)
+    assert isinstance(result.error, PatchFormatError)
+    assert "Only garbage was found in the patch input." in str(result.error)
+
+
+def test_empty_patch_is_an_empty_patch() -> None:
+    result, _ = ours({"f": b"a\n"}, b"", 1)
+    assert result.ok and not result.files
