@@ -9,36 +9,72 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
 
-from materialize.errors import SeriesError
+from materialize.errors import SeriesError, UpstreamError
 from materialize.upstream import parse_spec
 
 QUILT_DEFAULT_FUZZ = 2
 
 
-def parse_quilt_series(series_file: Path) -> list[tuple[str, int]]:
-    """(patch path, strip) per entry; unknown options are refused with file:line."""
-    entries: list[tuple[str, int]] = []
+def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool]]:
+    """(patch path, strip, reverse) per entry, read as quilt reads ``series``.
+
+    ``#`` starts a comment only at the start of a line or after whitespace (``fix#12.patch`` is one
+    name); options are ``-pN`` and ``-R``; anything else is refused with file:line.
+    """
+    entries: list[tuple[str, int, bool]] = []
     try:
-        text = series_file.read_text()
+        text = series_file.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise SeriesError(f"{series_file}: no quilt series file here") from None
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
         if not line:
             continue
         words = line.split()
-        strip = 1
+        strip, reverse = 1, False
         for option in words[1:]:
             match = re.fullmatch(r"-p(\d+)", option)
-            if not match:
-                raise SeriesError(f"{series_file}:{number}: unsupported quilt option {option!r} (only -pN)")
-            strip = int(match.group(1))
-        entries.append((words[0], strip))
+            if match:
+                strip = int(match.group(1))
+            elif option == "-R":
+                reverse = True
+            else:
+                raise SeriesError(f"{series_file}:{number}: unsupported quilt option {option!r} (only -pN and -R)")
+        entries.append((words[0], strip, reverse))
     return entries
+
+
+def resolve_git_rev(url: str, rev: str) -> str:
+    """The full SHA of ``rev`` (abbreviated SHA, branch, tag) so the written pin is fetchable.
+
+    A remote that refuses to serve an abbreviated SHA would make ``apply`` fail later; resolve it
+    now: locally with ``rev-parse``, remotely by matching ``ls-remote``'s refs (or a full SHA as is).
+    """
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        return rev
+    local = Path(url).expanduser()
+    if local.exists():
+        proc = subprocess.run(["git", "-C", str(local), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+        raise UpstreamError(f"git+{url}@{rev}: no such revision in {local}")
+    proc = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True, check=False, timeout=120)
+    if proc.returncode != 0:
+        raise UpstreamError(f"git+{url}@{rev}: git ls-remote failed: {proc.stderr.strip()}")
+    refs = dict(reversed(line.split("\t", 1)) for line in proc.stdout.splitlines() if "\t" in line)
+    for name in (rev, f"refs/heads/{rev}", f"refs/tags/{rev}^{{}}", f"refs/tags/{rev}"):
+        if name in refs:
+            return refs[name]
+    matches = {sha for sha in refs.values() if sha.startswith(rev)}
+    if len(matches) == 1:
+        return matches.pop()
+    raise UpstreamError(f"git+{url}@{rev}: cannot resolve {rev!r} to a full SHA from the remote's refs; give the full SHA")
 
 
 def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> dict:
@@ -48,11 +84,13 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
         quilt_dir = quilt_dir / "patches"
         series_file = quilt_dir / "series"
     entries = parse_quilt_series(series_file)
-    for name, _strip in entries:
+    for name, _strip, _reverse in entries:
         if not (quilt_dir / name).is_file():
             raise SeriesError(f"{series_file}: patch {name} is listed but {quilt_dir / name} does not exist")
     pin = parse_spec(upstream)
     pin_data = pin.model_dump(exclude_none=True)
+    if pin_data.get("kind") == "git":
+        pin_data["rev"] = pin_data["sha"] = resolve_git_rev(pin_data["url"], pin_data["rev"])
     for key in ("path",):
         if key in pin_data:
             pin_data[key] = os.path.relpath(pin_data[key], output.parent.resolve())
@@ -62,8 +100,9 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
         "defaults": {"strip": 1, "max_fuzz": QUILT_DEFAULT_FUZZ},
         "targets": {target: {"pin": pin_data}},
         "patches": [
-            {"patch": name, "target": target, **({"strip": strip} if strip != 1 else {})}
-            for name, strip in entries
+            {"patch": name, "target": target, **({"strip": strip} if strip != 1 else {}),
+             **({"reverse": True} if reverse else {})}
+            for name, strip, reverse in entries
         ],
     }
 

@@ -17,10 +17,12 @@ DEBIAN_PACKAGES = ["bzip2"]  # a real Debian source package whose debian/patches
 
 def test_parse_quilt_series_file(tmp_path):
     series = tmp_path / "series"
-    series.write_text("# comment\n\nfirst.patch\nsecond.diff -p0  # trailing comment\n")
-    assert parse_quilt_series(series) == [("first.patch", 1), ("second.diff", 0)]
-    series.write_text("ok.patch\nbad.patch -R\n")
-    with pytest.raises(SeriesError, match=r"series:2: unsupported quilt option '-R'"):
+    series.write_text("# comment\n\nfirst.patch\nsecond.diff -p0  # trailing comment\nfix#12.patch\nrev.patch -R -p2\n")
+    assert parse_quilt_series(series) == [
+        ("first.patch", 1, False), ("second.diff", 0, False), ("fix#12.patch", 1, False), ("rev.patch", 2, True),
+    ]
+    series.write_text("ok.patch\nbad.patch -E\n")
+    with pytest.raises(SeriesError, match=r"series:2: unsupported quilt option '-E'"):
         parse_quilt_series(series)
 
 
@@ -100,3 +102,22 @@ def test_real_debian_quilt_series_matches_quilt(package, tmp_path):
     theirs = quilt_push_all(orig, quilt_dir, tmp_path / "quilt")
     assert tree_bytes(ours) == tree_bytes(theirs)
     assert len(parse_quilt_series(quilt_dir / "series")) >= 5
+
+
+def test_git_pin_by_abbreviated_rev_is_written_as_the_full_sha(tmp_path):
+    from materialize.commands.import_quilt import build_series
+
+    repo = tmp_path / "up"
+    repo.mkdir()
+    (repo / "f").write_text("a\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    for argv in (["init", "-q"], ["add", "f"], ["commit", "-qm", "one"]):
+        subprocess.run(["git", "-C", str(repo), *argv], check=True, env=env)
+    full = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    quilt = tmp_path / "q"
+    quilt.mkdir()
+    (quilt / "series").write_text("# none\n")
+    doc = build_series(quilt, f"git+{repo}@{full[:7]}", "linux", tmp_path / "s.yaml")
+    assert doc["targets"]["linux"]["pin"]["rev"] == full and doc["targets"]["linux"]["pin"]["sha"] == full
