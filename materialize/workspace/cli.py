@@ -130,7 +130,7 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
 
 @click.command()
 @series_option
-@click.option("--target", "-t", type=click.Choice(["tt-metal", "plugin"]), help="target (default: the top's)")
+@click.option("--target", "-t", help="a target of the series (default: the top's)")
 @click.option("--after", help="insert after this patch (default: the top)")
 @click.option("--subject", "-m", help="description subject (default: NAME)")
 @click.argument("name")

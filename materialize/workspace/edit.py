@@ -189,7 +189,7 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
     if target is None:
         if state.position == 0:
-            raise MaterializeError("new: give --target (tt-metal or plugin): no patch is applied to take it from")
+            raise MaterializeError("new: give --target (one of the series' targets): no patch is applied to take it from")
         target = ws.series.patches[state.position - 1].target
     if target not in ws.series.targets:
         raise SeriesError(f"new: target {target!r} has no pin in {ws.series.path}")
