@@ -56,7 +56,7 @@ def test_defaults_and_lookup(tmp_path):
         (("strip: 0", "strp: 0"), r"s.yaml:13: patches.1.strp: unknown field"),
         (("max_fuzz: 2", "max_fuzz: 9"), r"s.yaml:14: patches.1.max_fuzz: Input should be less than or equal to 3"),
         (("flag: MY_FLAG", "flag: lower-case"), r"s.yaml:9: patches.0.flag: String should match pattern"),
-        (("target: plugin\n    strip", "target: tt-metal\n    strip"), r"s.yaml:11: .*target 'tt-metal' has no pin"),
+        (("target: plugin\n    strip", "target: tt-metal\n    strip"), r"s.yaml:12: patches.1.target: target 'tt-metal' has no pin"),
         (("kind: path", "kind: svn"), r"s.yaml:5: targets.plugin.pin: Input tag 'svn'"),
         (("version: 1", "version: 2"), r"s.yaml:1: version: Input should be 1"),
         (("patch: 0002-b.patch", "patch: 0001-a.patch"), r"s.yaml:11: patches.1: '0001-a' is already listed"),

@@ -208,3 +208,54 @@ def test_garbage_only_patch_is_an_error_as_in_gnu(tmp_path: Path) -> None:
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files
+
+
+# -- differential: file-name selection and garbage between files, against GNU -------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+NAMES = ["x", "y", "d/x", "d/y", "d/longname", "e/x"]
+GARBAGE = [
+    b"Some prose about the change.\n",
+    b"Binary files a/img and b/img differ\n",
+    b"diff -ruN a/x b/x\n",
+    b"Index: y\n",
+    b"===================================================================\n",
+    b"-- \n",
+    b"\n",
+]
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[dict[str, bytes], bytes, tuple[str, ...]]:
+    present = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=4))
+    files = {p: b"a\n" for p in present if not any(q.startswith(p + "/") for q in present)}
+    dirs = tuple(draw(st.lists(st.sampled_from(["d", "e"]), unique=True, max_size=2)))
+    sections = []
+    for _ in range(draw(st.integers(1, 3))):
+        old, new = draw(st.sampled_from(NAMES)), draw(st.sampled_from(NAMES))
+        old_prefix = draw(st.sampled_from(["a/", "", "a/b/"]))
+        garbage = b"".join(draw(st.lists(st.sampled_from(GARBAGE), max_size=3)))
+        create = draw(st.booleans())
+        hunk = b"@@ -0,0 +1 @@\n+new\n" if create else b"@@ -1 +1 @@\n-a\n+b\n"
+        sections.append(garbage + f"--- {old_prefix}{old}\n+++ b/{new}\n".encode() + hunk)
+    return files, b"".join(sections), dirs
+
+
+@pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=_case())
+def test_name_selection_and_garbage_match_gnu(tmp_path_factory: pytest.TempPathFactory, case) -> None:
+    files, patch, dirs = case
+    tmp = tmp_path_factory.mktemp("case")
+    code, gnu_files, report = gnu(tmp, files, patch, 1, dirs)
+    result, ours_files = ours(files, patch, 1, dirs)
+    if result.error is not None:
+        # We refuse loudly where GNU would write through a file used as a directory, or similar.
+        assert code != 0, (result.error, report)
+        return
+    assert result.ok == (code == 0), (report, patch)
+    if code == 0:
+        assert ours_files == gnu_files, (report, patch)
