@@ -7,7 +7,7 @@ SERIES ?= series/default.yaml
 PROFILE ?= prod
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: materialize test test-unit test-offline test-offline-tip lint serve serve-check bench bisect report clean venv
+.PHONY: materialize test test-unit test-differential test-offline test-offline-tip lint serve serve-check bench bisect report clean venv
 
 ## Everything the tests need (every extra, Ray's `fleet` and the dev tools); `make materialize` needs less.
 venv: $(VENV)/.stamp
@@ -32,6 +32,10 @@ lint: venv
 
 test-unit: venv
 	$(PY) -m pytest -q tests
+
+## Real Debian quilt series (small packages, sources cached after the first run) vs `quilt push -a`.
+test-differential: venv
+	MATERIALIZE_DIFFERENTIAL=1 $(PY) -m pytest -q tests/differential
 
 ## Each patch's offline tests at its position: patched must pass, control (without the patch) must fail.
 test-offline: venv

@@ -1,0 +1,161 @@
+"""Real Debian ``3.0 (quilt)`` source packages: our import-quilt + apply against ``quilt push -a``.
+
+Shared by ``tests/differential/test_debian_quilt.py`` (``make test-differential``) and
+``bench/debian_quilt.py`` (the identical/total table). Sources are fetched once with
+``apt-get source --download-only`` into the user cache (``$MATERIALIZE_TEST_DATA``, else
+``~/.cache/materialize-testdata``); the packages are small on purpose (the whole list is ~20 MB and
+a few minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Small 3.0 (quilt) packages of bookworm with a debian/patches series.
+PACKAGES = [
+    "bc", "bzip2", "cabextract", "cowsay", "cpio", "dos2unix", "ed", "figlet", "gzip", "indent",
+    "jq", "less", "libyaml", "lrzip", "lz4", "lzip", "mawk", "ncompress", "netcat-openbsd", "patch",
+    "pax", "pigz", "psmisc", "pv", "screen", "sharutils", "sl", "time", "tree", "unzip", "zip",
+]
+SKIP = {".pc", "patches"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("MATERIALIZE_TEST_DATA", Path.home() / ".cache" / "materialize-testdata")) / "debian"
+
+
+def fetch(package: str) -> tuple[Path, Path] | None:
+    """(orig tarball, debian tarball), downloaded once; None when the package has no such pair."""
+    where = cache_dir() / package
+    if not any(where.glob("*.orig.tar.*")):
+        where.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["apt-get", "source", "--download-only", "-qq", package], cwd=where,
+                              capture_output=True)
+        if proc.returncode != 0:
+            shutil.rmtree(where, ignore_errors=True)
+            return None
+    origs = sorted(where.glob("*.orig.tar.*"))
+    debians = sorted(where.glob("*.debian.tar.*"))
+    if len(origs) != 1 or len(debians) != 1:
+        return None
+    return origs[0], debians[0]
+
+
+@dataclass
+class Snapshot:
+    """What a tree holds: files (kind, executable, bytes or link target) and its empty directories."""
+
+    files: dict[str, tuple[str, bool, bytes]] = field(default_factory=dict)
+    empty_dirs: set[str] = field(default_factory=set)
+
+
+def snapshot(root: Path) -> Snapshot:
+    snap = Snapshot()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in SKIP]
+        links = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
+        dirnames[:] = [d for d in dirnames if d not in links]
+        if not dirnames and not filenames and not links and rel_dir != Path("."):
+            snap.empty_dirs.add(rel_dir.as_posix())
+        for name in filenames + links:
+            full = Path(dirpath) / name
+            rel = (rel_dir / name).as_posix()
+            if full.is_symlink():
+                snap.files[rel] = ("link", False, os.readlink(full).encode())
+            else:
+                mode = full.stat().st_mode
+                snap.files[rel] = ("file", bool(mode & stat.S_IXUSR), full.read_bytes())
+    return snap
+
+
+@dataclass
+class Outcome:
+    package: str
+    patches: int
+    differences: list[str]  # contents, links, x bits, empty files
+    dir_differences: list[str]  # empty directories
+    skipped: str | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.skipped is None and not self.differences and not self.dir_differences
+
+
+def _quilt(orig: Path, patches: Path, work: Path) -> Path | str:
+    work.mkdir()
+    with tarfile.open(orig) as tar:
+        tar.extractall(work, filter="tar")
+    tops = list(work.iterdir())
+    top = tops[0] if len(tops) == 1 and tops[0].is_dir() else work
+    shutil.copytree(patches, top / "patches")
+    env = {**os.environ, "QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
+    proc = subprocess.run(["quilt", "push", "-a", "-q"], cwd=top, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"quilt push -a failed: {proc.stdout[-300:]}{proc.stderr[-300:]}"
+    return top
+
+
+def _ours(quilt_dir: Path, orig: Path, work: Path) -> Path | str:
+    from materialize.cli import main
+
+    work.mkdir()
+    series = work / "imported.yaml"
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        code = main(["import-quilt", str(quilt_dir), "--upstream", str(orig), "--target", "debian-upstream",
+                     "-o", str(series)])
+        if code == 0:
+            code = main(["apply", "--series", str(series), "--out", str(work / "out")])
+    if code != 0:
+        return f"materialize exit {code}: {sink.getvalue()[-600:]}"
+    return work / "out" / "debian-upstream"
+
+
+def compare(package: str, work: Path) -> Outcome:
+    """Our tree and quilt's tree of ``package`` compared: the differences, or why it was skipped."""
+    fetched = fetch(package)
+    if fetched is None:
+        return Outcome(package, 0, [], [], skipped="apt-get source failed, or no orig + debian tarball pair")
+    orig, debian = fetched
+    unpacked = work / "debian-src"
+    unpacked.mkdir(parents=True)
+    with tarfile.open(debian) as tar:
+        tar.extractall(unpacked, filter="tar")
+    quilt_dir = unpacked / "debian" / "patches"
+    series = quilt_dir / "series"
+    if not series.is_file():
+        return Outcome(package, 0, [], [], skipped="no debian/patches/series")
+    count = sum(1 for line in series.read_text(errors="replace").splitlines() if line.strip() and not line.startswith("#"))
+    theirs = _quilt(orig, quilt_dir, work / "quilt")
+    if isinstance(theirs, str):
+        return Outcome(package, count, [], [], skipped=theirs)
+    ours = _ours(quilt_dir, orig, work / "ours")
+    if isinstance(ours, str):
+        return Outcome(package, count, [f"materialize failed where quilt applied: {ours}"], [])
+    a, b = snapshot(ours), snapshot(theirs)
+    differences = []
+    for path in sorted(set(a.files) | set(b.files)):
+        mine, quilts = a.files.get(path), b.files.get(path)
+        if mine == quilts:
+            continue
+        if mine is None or quilts is None:
+            differences.append(f"{path}: only in {'quilt' if mine is None else 'ours'}")
+        elif mine[0] != quilts[0]:
+            differences.append(f"{path}: {mine[0]} here, {quilts[0]} in quilt")
+        elif mine[1] != quilts[1]:
+            differences.append(f"{path}: executable bit {mine[1]} here, {quilts[1]} in quilt")
+        else:
+            differences.append(f"{path}: contents differ")
+    dirs = [f"{d}/: empty directory only in {'quilt' if d in b.empty_dirs else 'ours'}"
+            for d in sorted(a.empty_dirs ^ b.empty_dirs)]
+    return Outcome(package, count, differences, dirs)
