@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
-from materialize.paths import link_stays_inside, safe_relpath
+from materialize.paths import check_links, link_stays_inside, safe_relpath
 from materialize.store import EXECUTABLE, REGULAR, SYMLINK, die_with_parent
 
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
@@ -233,14 +233,19 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
     else:
         members = _tar_members(archive, budget)
     seen: set[str] = set()
+    links: dict[str, str] = {}
     try:
         for member in members:
             if member.path in seen:
                 raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
             seen.add(member.path)
+            if member.mode == SYMLINK and isinstance(member.reader, _BytesReader):
+                links[member.path] = member.reader.data.decode("utf-8", "surrogateescape")
             yield member
     except _CORRUPT as exc:
         raise _corrupt(archive, exc) from None
+    # Each link was judged alone above; chains (x -> ../.., y -> x/../../..) only once all are known.
+    check_links(links, seen - links.keys(), origin=str(archive))
 
 
 def read_archive(archive: Path) -> list[Member]:

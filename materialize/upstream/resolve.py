@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
-from materialize.paths import link_stays_inside, safe_relpath
+from materialize.paths import check_links, link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
 from materialize.store import EMPTY_TREE, EXECUTABLE, REGULAR, SYMLINK, PackWriter, Store, die_with_parent
 from materialize.upstream.archive import single_top_folder, stream_archive
@@ -130,6 +130,8 @@ def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:
                 changes[rel] = (mode, full.read_bytes())
             else:
                 raise UnsafePathError(f"{full}: device, fifo or special file refused")
+    links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
+    check_links(links, {p for p in changes if p not in links}, origin=str(root))  # chains of links
     return changes
 
 

@@ -148,3 +148,35 @@ def test_engine_refuses_a_link_out_and_writes_no_prefix(builder) -> None:
     from materialize.store import Store
 
     assert Store.open().read_refs(PREFIX_REF) == {}
+
+
+def _tar_with_links(path, links: dict[str, str]) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        data = b"f\n"
+        info = tarfile.TarInfo("pkg/a/b/c/f")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for name, target in links.items():
+            link = tarfile.TarInfo(f"pkg/{name}")
+            link.type = tarfile.SYMTYPE
+            link.linkname = target
+            tar.addfile(link)
+
+
+def test_pin_with_a_chain_of_links_out_is_refused(builder, tmp_path) -> None:
+    b = builder({"x": "x\n"})
+    series_path = b.write()
+    evil = tmp_path / "evil.tar.gz"
+    _tar_with_links(evil, {"a/b/c/x": "../../..", "a/b/c/y": "x/../../../../outside"})
+    series_path.write_text(series_path.read_text().replace(
+        "kind: path\n      path: upstream", f"kind: tarball\n      path: {evil}"))
+    with pytest.raises(UnsafePathError, match="a/b/c/y"):
+        materialize(load_series(series_path))
+    fine = tmp_path / "fine.tar.gz"
+    _tar_with_links(fine, {"a/b/c/x": "../../..", "a/b/c/y": "x/a/b/c/f"})
+    series_path.write_text(series_path.read_text().replace(str(evil), str(fine)))
+    m = materialize(load_series(series_path))
+    assert m.store.read_blob(m.trees["plugin"], "a/b/c/y") == b"x/a/b/c/f"
