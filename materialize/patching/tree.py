@@ -95,10 +95,10 @@ class _Overlay:
         return self.view.get(path)
 
     def is_dir(self, path: str) -> bool:
-        prefix = path + "/"
-        if any(p.startswith(prefix) and c is not None for p, c in self.changes.items()):
+        if path not in self.changes and self.view.is_dir(path):
             return True
-        return path not in self.changes and self.view.is_dir(path)
+        prefix = path + "/"  # a directory this patch created (rare: scanning its changes is fine)
+        return any(p.startswith(prefix) and c is not None for p, c in self.changes.items())
 
     def link_lookup(self, path: str) -> str | None | bool:
         found = self.get(path)

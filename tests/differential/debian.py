@@ -35,14 +35,14 @@ def cache_dir() -> Path:
 def fetch(package: str) -> tuple[Path, Path] | None:
     """(orig tarball, debian tarball), downloaded once; None when the package has no such pair."""
     where = cache_dir() / package
-    if not any(where.glob("*.orig.tar.*")):
+    if not any(where.glob("*.orig.tar.*")):  # (a signature is never fetched alone)
         where.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(["apt-get", "source", "--download-only", "-qq", package], cwd=where,
                               capture_output=True)
         if proc.returncode != 0:
             shutil.rmtree(where, ignore_errors=True)
             return None
-    origs = sorted(where.glob("*.orig.tar.*"))
+    origs = [p for p in sorted(where.glob("*.orig.tar.*")) if not p.name.endswith(".asc")]  # not signatures
     debians = sorted(where.glob("*.debian.tar.*"))
     if len(origs) != 1 or len(debians) != 1:
         return None
