@@ -34,18 +34,22 @@ patches: []
 """
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
 def make_upstream(root: Path) -> None:
-    """Real source files (this repository's own modules) laid out like the two upstream trees."""
+    """Real source files (frozen copies of this repository's own modules, in ``fixtures/``) laid out
+    like the two upstream trees; frozen so that the tests' edits keep matching when the modules change."""
     tt = root / "upstream" / "tt-metal"
     (tt / "models" / "tt").mkdir(parents=True)
-    shutil.copy(REPO / "materialize" / "engine.py", tt / "models" / "tt" / "attention.py")
-    shutil.copy(REPO / "materialize" / "series.py", tt / "models" / "tt" / "generator.py")
+    shutil.copy(FIXTURES / "attention.py", tt / "models" / "tt" / "attention.py")
+    shutil.copy(FIXTURES / "generator.py", tt / "models" / "tt" / "generator.py")
     (tt / "scripts").mkdir()
     (tt / "scripts" / "run.sh").write_text("#!/bin/sh\necho run\n")
     (tt / "scripts" / "run.sh").chmod(0o755)
     plugin = root / "upstream" / "plugin" / "vllm"
     plugin.mkdir(parents=True)
-    shutil.copy(REPO / "materialize" / "store.py", plugin / "config.py")
+    shutil.copy(FIXTURES / "config.py", plugin / "config.py")
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def fixture_repo(project: Path, where: Path) -> git.Repo:
         repo.git.commit("-q", "-m", "attention: mark StoreTree\n\nWhy: the cache.\nSecond line.")
         repo.git.mv("models/tt/generator.py", "models/tt/gen2.py")
         g = where / "models" / "tt" / "gen2.py"
-        g.write_text(g.read_text().replace("_COMPRESSED =", "_COMPRESSED  ="))
+        g.write_text(g.read_text().replace("TARGETS =", "TARGETS  ="))
         repo.git.add("-A")
         repo.git.commit("-q", "-m", "generator: rename with an edit")
         repo.git.mv("models/tt/kernel.py", "models/tt/kernel2.py")

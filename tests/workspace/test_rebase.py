@@ -37,7 +37,7 @@ def build_series(project: Path) -> Path:
     edit_patch(project, "0003-mat", ATTN, "    store = store or Store.open()\n",
                "    store = store or Store.open()  # one store per run\n")
     edit_patch(project, "0004-run", "scripts/run.sh", "echo run\n", "echo run fast\n")
-    edit_patch(project, "0005-targets", GEN, '_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")', '_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma", "extra")')
+    edit_patch(project, "0005-targets", GEN, 'TARGETS = ("tt-metal", "plugin")', 'TARGETS = ("tt-metal", "plugin", "extra")')
     v2 = project.parent / "v2"
     shutil.copytree(project / "upstream" / "tt-metal", v2)
     attn = v2 / ATTN
@@ -46,7 +46,7 @@ def build_series(project: Path) -> Path:
     attn.write_text("# v2 header\n# two more lines\n# three\n" + text)
     (v2 / "scripts" / "run.sh").write_text("#!/bin/sh\necho run fast\n")
     gen = v2 / GEN
-    gen.write_text(gen.read_text().replace('_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")', '_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma", "other")'))
+    gen.write_text(gen.read_text().replace('TARGETS = ("tt-metal", "plugin")', 'TARGETS = ("tt-metal", "plugin", "other")'))
     os.chmod(v2 / "scripts" / "run.sh", 0o755)
     run(project, "goto", "0003-mat")
     return v2
@@ -81,7 +81,7 @@ def test_rebase_continue_leaves_an_exact_series_on_the_new_pin(project: Path, st
     assert statuses(__import__("json").loads(state)["done"]) == {
         "0001-id": "fuzz", "0003-mat": "offset", "0004-run": "already-upstream"}
     f = wfile(project, GEN)
-    resolved = f.read_text().split("<<<<<<< ")[0] + '_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma", "other", "extra")\n' + \
+    resolved = f.read_text().split("<<<<<<< ")[0] + 'TARGETS = ("tt-metal", "plugin", "other", "extra")\n' + \
         f.read_text().split(">>>>>>> patch 0005-targets\n")[1]
     with pytest.raises(Exception, match="conflict markers"):
         run(project, "rebase", "--continue")
