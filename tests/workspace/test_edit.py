@@ -289,3 +289,15 @@ def test_refresh_keeps_a_deeper_strip_level_and_its_prefixes(project: Path) -> N
     run(project, "pop")
     run(project, "push")
     assert wfile(project, "models/tt/generator.py").read_text().endswith("# deep too\n")
+
+
+def test_fold_refuses_a_path_out_of_the_workspace(project: Path, tmp_path: Path) -> None:
+    from materialize.errors import UnsafePathError
+
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    evil = b"--- /dev/null\n+++ b/../../../escaped.txt\n@@ -0,0 +1 @@\n+evil\n"
+    (tmp_path / "evil.diff").write_bytes(evil)
+    with pytest.raises(UnsafePathError):
+        run(project, "fold", str(tmp_path / "evil.diff"))
+    assert not any(p.name == "escaped.txt" for p in tmp_path.rglob("escaped.txt"))
+    assert not (project.parent / "escaped.txt").exists() and not (project / "escaped.txt").exists()
