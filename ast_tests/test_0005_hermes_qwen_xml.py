@@ -55,7 +55,10 @@ def _parser(tree):
             "ToolCall": ToolCall,
             "FunctionCall": FunctionCall,
             "ExtractedToolCallInformation": ExtractedToolCallInformation,
+            "ChatCompletionRequest": object,  # only the signature's annotation: evaluated at def time
             "init_logger": logging.getLogger,
+            # replaces the file's own `from vllm.tool_parsers.qwen_xml_call import ...`: without that
+            # import line the stub is refused, so a lost import cannot hide behind it
             "parse_qwen_xml_function": helper.parse_qwen_xml_function,
         },
     )

@@ -14,13 +14,22 @@ How the code is executed, and why:
   ``allow``, naming the import, its line and the definition that needed it. A stub given by the test
   for that name is bound instead. Imports that run later (inside functions, or inside a kept
   ``try``/``if`` block) go through a guarded ``__import__`` with the same policy.
-- Compiled in memory with ``from __future__ import annotations``: annotations are never evaluated,
-  so names used only in annotations (often ``if TYPE_CHECKING:`` imports) are not needed.
+- Compiled in memory with the file's *own* ``__future__`` imports, nothing more: without
+  ``from __future__ import annotations`` the annotations of module-level code, class bodies and
+  function signatures are evaluated as Python does, so the names they use are needed; with it,
+  only the class-body annotations dataclasses inspect (``ClassVar``, ``InitVar`` from
+  typing/dataclasses) are bound.
 - Nothing is written: no module is imported from the tree and no bytecode is produced.
 
 Dependency rule: a name used by code that runs at definition time (module level, class bodies,
-decorators, default values) resolves to the last binding *before* that statement; a name used
-inside a function body resolves to the module's final binding, as Python does at call time.
+decorators, default values) resolves to the bindings *before* that statement; a name used inside a
+function body resolves to the module's final bindings, as Python does at call time. Every binding
+back to the last unconditional one is kept (``X = a`` then ``if c: X = b`` keeps both, with the
+``if`` that controls the second).
+
+The extractor is total: it returns code that behaves as the file does, or raises an
+``ExtractError`` naming file, line and reason (a name nothing binds, a heavy import, a stub for a
+name the file does not bind, a ``self.attr`` the class does not have).
 """
 
 from __future__ import annotations
@@ -57,7 +66,14 @@ DEFAULT_HEAVY: tuple[str, ...] = ("ttnn", "torch", "vllm")
 DEFAULT_ALLOW: tuple[str, ...] = ()
 """Third-party packages allowed to be imported for real, beyond the standard library."""
 
-_MODULE_DUNDERS = {"__name__", "__file__", "__package__", "__doc__", "__builtins__", "__spec__", "__loader__"}
+_IMPLICIT_NAMES = {
+    "__name__", "__file__", "__package__", "__doc__", "__builtins__", "__spec__", "__loader__", "__path__",
+    "__cached__", "__annotations__", "__dict__", "__module__", "__qualname__", "__class__",
+}  # fmt: skip
+"""Names every module (or class body, or method with ``super()``) has without binding them."""
+
+_DATACLASS_TYPING = ("typing", "typing_extensions", "dataclasses")
+"""Where ``ClassVar`` / ``InitVar`` come from: bound even when annotations are strings."""
 
 
 @dataclass
@@ -81,8 +97,12 @@ class _Unit:
     first: int
     last: int
     kind: str  # def | class | import | typing | star | other
-    defines: set[str] = field(default_factory=set)
+    defines: set[str] = field(default_factory=set)  # names bound when the unit runs
     imports: dict[str, _Import] = field(default_factory=dict)
+    unconditional: set[str] = field(default_factory=set)  # names always bound when the unit runs
+    typing_defines: set[str] = field(default_factory=set)  # bound only under `if TYPE_CHECKING:`
+    dead_lines: set[int] = field(default_factory=set)  # the TYPE_CHECKING branch: never runs
+    mutates: set[str] = field(default_factory=set)  # `X.a = …`, `X[k] = …`, `X.register(…)`: changes X
 
 
 @dataclass
@@ -91,6 +111,7 @@ class _Access:
     line: int
     immediate: bool  # runs when the statement runs (not later, inside a function body)
     resolved: str  # global | builtin | unresolved
+    soft: bool = False  # a class-body annotation under future annotations: bound only for dataclasses
 
 
 @dataclass
@@ -119,13 +140,21 @@ class _Analysis:
         self.units = [self._unit(i, stmt) for i, stmt in enumerate(self.module.body)]
         self._starts = [u.first for u in self.units]
         self.accesses: dict[int, list[_Access]] = {u.index: [] for u in self.units}
+        self.future_flags = 0
+        for unit in self.units:
+            for imp in unit.imports.values():
+                if imp.module == "__future__" and imp.attr:
+                    feature = getattr(__future__, imp.attr, None)
+                    if feature is None:
+                        raise ExtractError(f"{display}:{unit.first}: unknown future feature {imp.attr!r}")
+                    self.future_flags |= feature.compiler_flag
+        self.has_future_annotations = bool(self.future_flags & __future__.annotations.compiler_flag)
         self.global_scope = self._global_scope()
+        self.var_annotations = _var_annotation_nodes(self.module)
+        self.runtime_globals: set[str] = set()  # bound only by `global x` inside a function
+        self.import_names = _all_import_names(self.module)
         self._collect_defines()
         self._collect_accesses()
-        self.has_future_annotations = any(
-            u.kind == "import" and any(i.module == "__future__" for i in u.imports.values())
-            for u in self.units
-        )
 
     # -- structure ---------------------------------------------------------------------------
     def _global_scope(self) -> GlobalScope:
@@ -171,19 +200,49 @@ class _Analysis:
         return None
 
     def _collect_defines(self) -> None:
+        for unit in self.units:
+            if unit.kind == "typing":
+                body = unit.node.body  # type: ignore[attr-defined]
+                stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+                if stmts:
+                    first, last = self.positions[stmts[0]].start.line, self.positions[stmts[-1]].end.line
+                    unit.dead_lines = set(range(first, last + 1))
         for assignment in self.global_scope.assignments:
             node = getattr(assignment, "node", None)
             if node is None or node not in self.positions:
                 continue
-            unit = self.unit_at(self.positions[node].start.line)
-            if unit is not None and unit.kind not in ("def", "class"):
+            line = self.positions[node].start.line
+            unit = self.unit_at(line)
+            if unit is None:
+                continue
+            if unit.kind in ("def", "class"):
+                # a `global x` assignment inside a body binds x only when that code runs
+                self.runtime_globals.add(assignment.name)
+            elif line in unit.dead_lines:
+                unit.typing_defines.add(assignment.name)
+            else:
                 unit.defines.add(assignment.name)
         for unit in self.units:
             if unit.kind in ("def", "class"):
-                # only its own name: a `global x` assignment inside the body does not define x here
-                unit.defines.add(unit.node.name.value)  # type: ignore[attr-defined]
-        for unit in self.units:
+                name = unit.node.name.value  # type: ignore[attr-defined]
+                unit.defines.add(name)
+                unit.unconditional.add(name)
             unit.defines.update(unit.imports)
+            unit.unconditional.update(unit.imports)
+            if isinstance(unit.node, cst.SimpleStatementLine):
+                for small in unit.node.body:
+                    targets: list[cst.BaseExpression] = []
+                    if isinstance(small, cst.Assign):
+                        targets = [t.target for t in small.targets]
+                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                        targets = [small.target]
+                    for target in targets:
+                        unit.unconditional.update(_target_names(target))
+                    unit.mutates |= _mutated_roots(small)
+
+    def mutators(self, name: str, after: int) -> list[_Unit]:
+        """Top-level statements after unit ``after`` that change the object ``name`` is bound to."""
+        return [u for u in self.units[after + 1 :] if name in u.mutates and u.kind == "other"]
 
     def _collect_accesses(self) -> None:
         seen: set[int] = set()
@@ -192,8 +251,14 @@ class _Analysis:
                 continue
             seen.add(id(scope))
             for access in scope.accesses:
+                soft = False
                 if access.is_annotation:
-                    continue  # never evaluated: compiled with `from __future__ import annotations`
+                    if isinstance(scope, FunctionScope) and id(access.node) in self.var_annotations:
+                        continue  # a local variable's annotation is never evaluated
+                    if self.has_future_annotations:
+                        if not (isinstance(scope, ClassScope) and id(access.node) in self.var_annotations):
+                            continue  # a string, never evaluated
+                        soft = True  # dataclasses look for ClassVar / InitVar in the module
                 name = _access_name(access.node)
                 if name is None or access.node not in self.positions:
                     continue
@@ -215,21 +280,45 @@ class _Analysis:
                 line = self.positions[access.node].start.line
                 unit = self.unit_at(line)
                 if unit is not None:
-                    self.accesses[unit.index].append(_Access(name, line, _runs_immediately(scope), resolved))
+                    self.accesses[unit.index].append(
+                        _Access(name, line, _runs_immediately(scope), resolved, soft)
+                    )
 
     def _shadowed_global(self, name: str) -> bool:
         return any(name in u.defines for u in self.units)
 
     # -- lookup --------------------------------------------------------------------------------
+    def bindings(self, name: str, before: int | None) -> list[_Unit]:
+        """The units whose bindings of ``name`` may be the live one (before unit ``before`` if given).
+
+        Walks back from the last binding and stops at the first unconditional one: a conditional
+        rebinding (``if c: X = b``) keeps the earlier ``X = a`` it may leave in place.
+        """
+        out: list[_Unit] = []
+        for unit in reversed(self.units):
+            if before is not None and unit.index >= before:
+                continue
+            if name in unit.defines:
+                out.append(unit)
+                if name in unit.unconditional:
+                    break
+        return out
+
     def binding(self, name: str, before: int | None) -> _Unit | None:
         """The unit that binds ``name`` last (before unit index ``before`` when given)."""
-        candidates = [u for u in self.units if name in u.defines and u.kind != "typing"]
-        if before is not None:
-            candidates = [u for u in candidates if u.index < before]
-        return candidates[-1] if candidates else None
+        found = self.bindings(name, before)
+        return found[0] if found else None
+
+    def binds(self, name: str) -> bool:
+        """Whether the file binds ``name`` anywhere (module level, TYPE_CHECKING, or any import)."""
+        return (
+            any(name in u.defines or name in u.typing_defines for u in self.units)
+            or name in self.runtime_globals
+            or name in self.import_names
+        )
 
     def typing_only(self, name: str) -> _Unit | None:
-        return next((u for u in self.units if u.kind == "typing" and name in u.defines), None)
+        return next((u for u in self.units if name in u.typing_defines), None)
 
     def star_units(self) -> list[_Unit]:
         return [u for u in self.units if u.kind == "star"]
@@ -456,96 +545,188 @@ class _Plan:
         self.stubbed: set[str] = set()
         self.unresolved: dict[str, list[int]] = {}
         self.requires: dict[str, set[str]] = {}
-        self._done: set[tuple[int, frozenset[str] | None]] = set()
+
+    def _stub(self, name: str, line: int, need: _Need) -> None:
+        """Use the test's stub for ``name``: only a name the file binds may be replaced."""
+        if not self.a.binds(name):
+            where = f"{self.display}:{line}" if line else self.display
+            raise ExtractError(
+                f"{where}: {need.root} uses {name!r}, which the file never binds (no import or definition of it), "
+                f"but a stub was given for it: the stub would hide a missing import; a stub may only replace a "
+                "name the file binds"
+            )
+        self.stubbed.add(name)
 
     def request(self, requested: str) -> None:
         top, _, member = requested.partition(".")
         if top in self.policy.stubs:
-            self.stubbed.add(top)
+            self._stub(top, 0, _Need(requested, 0, requested))
             return
-        unit = self.a.binding(top, None)
-        if unit is None and self.a.star_units():
+        units = self.a.bindings(top, None)
+        if not units and self.a.star_units():
             star = self.a.star_units()[0]
             raise StarImportRefused(
                 f"{self.display}:{star.first}: {top!r} is not defined in the file and may come from "
                 f"`{self.a.module.code_for_node(star.node).strip()}`; extract refuses star imports: "
                 "extract it from the module that defines it"
             )
-        if unit is None:
+        if not units:
+            typing_unit = self.a.typing_only(top)
+            if typing_unit is not None:
+                raise ExtractError(
+                    f"{self.display}:{typing_unit.first}: {top!r} is only imported under `if TYPE_CHECKING:`; "
+                    "it does not exist at run time"
+                )
             raise MissingDefinition(
                 f"{self.display}: {top!r} is not defined at module level in this tree",
                 name=requested,
                 path=self.display,
             )
-        members: set[str] | None = None
-        if member:
-            if unit.kind != "class" or not isinstance(unit.node.body, cst.IndentedBlock):  # type: ignore[attr-defined]
-                raise ExtractError(
-                    f"{self.display}:{unit.first}: {top!r} is not a class; cannot take {member!r}"
-                )
-            defined = {s.name.value for s in unit.node.body.body if isinstance(s, cst.FunctionDef)}  # type: ignore[attr-defined]
-            if member not in defined and not _class_assigns(unit.node, member):
-                raise MissingDefinition(
-                    f"{self.display}:{unit.first}: class {top} has no member {member!r} in this tree",
-                    name=requested,
-                    path=self.display,
-                )
-            members = {member}
-        self._keep(unit, members, _Need(requested, unit.first, requested))
+        need = _Need(requested, units[0].first, requested)
+        if not member:
+            for unit in units:
+                self._use_binder(top, unit, unit.first, need)
+            return
+        unit = units[0]
+        if unit.kind != "class" or not isinstance(unit.node.body, cst.IndentedBlock):  # type: ignore[attr-defined]
+            raise ExtractError(f"{self.display}:{unit.first}: {top!r} is not a class; cannot take {member!r}")
+        defined = {s.name.value for s in unit.node.body.body if isinstance(s, cst.FunctionDef)}  # type: ignore[attr-defined]
+        if member not in defined and not _class_assigns(unit.node, member):
+            raise MissingDefinition(
+                f"{self.display}:{unit.first}: class {top} has no member {member!r} in this tree",
+                name=requested,
+                path=self.display,
+            )
+        self._keep(unit, {member}, need)
+        for mutator in self.a.mutators(top, unit.index):
+            self._keep(mutator, None, _Need(top, mutator.first, requested))
+        for other in units[1:]:  # a conditional redefinition keeps the earlier class whole
+            self._use_binder(top, other, other.first, need)
+
+    def _use_binder(self, name: str, binder: _Unit, line: int, need: _Need) -> None:
+        """Make ``binder``'s binding of ``name`` happen (bind its import, or keep the statement),
+        and keep the later top-level statements that change that object (``X.ALL = X()``)."""
+        if binder.kind in ("import", "star"):
+            imp = binder.imports.get(name)
+            if imp is not None:
+                self.bind.setdefault(name, (imp, _Need(need.name, line, need.root)))
+            return  # an imported module's state (os.environ[...] = ...) is not the file's to replay
+        self._keep(binder, None, _Need(name, line, need.root))
+        for mutator in self.a.mutators(name, binder.index):
+            self._keep(mutator, None, _Need(name, mutator.first, need.root))
 
     def _keep(self, unit: _Unit, members: set[str] | None, need: _Need) -> None:
         previous = self.keep_units.get(unit.index, set())
         if unit.index in self.keep_units and previous is None:
             return
+        if members is not None:
+            members = self._follow_self(unit, members | (previous or set()))
         merged = None if members is None or previous is None else previous | members
         if unit.index in self.keep_units and merged == previous:
             return
         self.keep_units[unit.index] = merged
-        if unit.kind == "import":
-            raise AssertionError("imports are bound, not kept")
         lines = self.kept_lines(unit, merged)
         for access in self.a.accesses[unit.index]:
-            if access.line not in lines:
+            if access.line not in lines or access.line in unit.dead_lines:
                 continue
             self._need_name(access, unit, need)
 
     def _need_name(self, access: _Access, unit: _Unit, need: _Need) -> None:
         name = access.name
-        if name in _MODULE_DUNDERS:
+        if name in _IMPLICIT_NAMES:
+            return
+        if access.soft:
+            # `from __future__ import annotations`: dataclasses still look ClassVar/InitVar up by name
+            for binder in self.a.bindings(name, unit.index):
+                imp = binder.imports.get(name) if binder.kind == "import" else None
+                if imp is not None and imp.module.split(".")[0] in _DATACLASS_TYPING and name not in self.policy.stubs:
+                    self.bind.setdefault(name, (imp, _Need(need.name, access.line, need.root)))
             return
         self.requires.setdefault(need.root, set()).add(name)
         if name in self.policy.stubs:
-            self.stubbed.add(name)
+            self._stub(name, access.line, need)
             return
-        binder = self.a.binding(name, unit.index if access.immediate else None)
-        if binder is None:
-            typing_unit = self.a.typing_only(name)
-            if typing_unit is not None:
-                raise ExtractError(
-                    f"{self.display}:{access.line}: {name!r} is only imported under `if TYPE_CHECKING:` "
-                    f"(line {typing_unit.first}) but {need.root} uses it at run time; stub it"
-                )
-            stars = self.a.star_units()
-            if stars and not hasattr(builtins, name):
-                star = stars[0]
-                raise StarImportRefused(
-                    f"{self.display}:{access.line}: {name!r} (needed by {need.root}) is not defined in the file; "
-                    f"it may come from the star import at line {star.first} "
-                    f"(`{self.a.module.code_for_node(star.node).strip()}`), which extract refuses; stub it"
-                )
-            if not hasattr(builtins, name):
-                self.unresolved.setdefault(name, []).append(access.line)
+        binders = self.a.bindings(name, unit.index if access.immediate else None)
+        if not binders:
+            self._unbound(access, need)
             return
-        if binder is unit:
+        for binder in binders:
+            if binder is not unit:
+                self._use_binder(name, binder, access.line, need)
+
+    def _unbound(self, access: _Access, need: _Need) -> None:
+        """``access.name`` has no module-level binding before it: refuse, naming file, line and name."""
+        name = access.name
+        if name in self.a.runtime_globals and not access.immediate:
+            return  # bound by a function's `global` statement when that function runs, as in the file
+        if hasattr(builtins, name):
             return
-        inner = _Need(name, access.line, need.root)
-        if binder.kind in ("import", "star"):
-            imp = binder.imports.get(name)
-            if imp is None:
-                return
-            self.bind.setdefault(name, (imp, _Need(need.name, access.line, need.root)))
-            return
-        self._keep(binder, None, inner)
+        typing_unit = self.a.typing_only(name)
+        if typing_unit is not None:
+            raise ExtractError(
+                f"{self.display}:{access.line}: {name!r} is only imported under `if TYPE_CHECKING:` "
+                f"(line {typing_unit.first}) but {need.root} uses it at run time; stub it"
+            )
+        stars = self.a.star_units()
+        if stars:
+            star = stars[0]
+            raise StarImportRefused(
+                f"{self.display}:{access.line}: {name!r} (needed by {need.root}) is not defined in the file; "
+                f"it may come from the star import at line {star.first} "
+                f"(`{self.a.module.code_for_node(star.node).strip()}`), which extract refuses; stub it"
+            )
+        self.unresolved.setdefault(name, []).append(access.line)
+        later = self.a.binding(name, None) if access.immediate else None
+        when = f" before line {access.line} (it is bound later, at line {later.first})" if later else ""
+        raise ExtractError(
+            f"{self.display}:{access.line}: {name!r} is used by {need.root} but nothing in the file binds it"
+            f"{when} and it is not a builtin: the code would raise NameError"
+        )
+
+    def _follow_self(self, unit: _Unit, members: set[str]) -> set[str]:
+        """``members`` plus every method their ``self.x`` / ``cls.x`` reads reach, transitively.
+
+        Refuses (naming the attribute and line) a ``self.x`` the class cannot provide: no method,
+        class attribute or ``self.x = ...`` of that name, and no base, decorator or ``__getattr__``
+        that could supply it.
+        """
+        info = _class_info(unit.node)  # type: ignore[arg-type]
+        result = set(members)
+        todo = list(members)
+        while todo:
+            member = todo.pop()
+            for fn in info.methods.get(member, []):
+                for attr, node in _self_reads(fn):
+                    if attr in info.methods:
+                        if attr not in result:
+                            result.add(attr)
+                            todo.append(attr)
+                    elif attr in info.attributes or self._provided_elsewhere(unit, info, attr):
+                        continue
+                    else:
+                        line = self.a.positions[node].start.line
+                        raise ExtractError(
+                            f"{self.display}:{line}: {info.name}.{member} reads {attr!r} from its instance/class, "
+                            f"but class {info.name} (line {unit.first}) has no method, class attribute or "
+                            f"self.{attr} assignment named {attr!r}, and no base that could provide it"
+                        )
+        return result
+
+    def _provided_elsewhere(self, unit: _Unit, info: _ClassInfo, attr: str, depth: int = 0) -> bool:
+        if hasattr(object, attr) or hasattr(type, attr) or info.open or depth > 20:
+            return True
+        for base in info.bases:
+            if base == "object":
+                continue
+            binder = self.a.binding(base, unit.index) if base else None
+            if binder is None or binder.kind != "class":
+                return True  # an imported, stubbed or computed base: it may define anything
+            base_info = _class_info(binder.node)  # type: ignore[arg-type]
+            if attr in base_info.methods or attr in base_info.attributes:
+                return True
+            if self._provided_elsewhere(binder, base_info, attr, depth + 1):
+                return True
+        return False
 
     def kept_lines(self, unit: _Unit, members: set[str] | None) -> set[int]:
         if members is None:
@@ -563,6 +744,19 @@ class _Plan:
                 first = min(first, self.a.positions[deco].start.line)
             lines.update(range(first, self.a.positions[stmt].end.line + 1))
         return lines
+
+    def _check_binding_order(self) -> None:
+        """An import bound before exec must not be overwritten by kept text that precedes it in the file."""
+        for name, (imp, _need) in self.bind.items():
+            import_unit = self.a.unit_at(imp.line)
+            for index in self.keep_units:
+                text_unit = self.a.units[index]
+                if import_unit is not None and index < import_unit.index and name in text_unit.defines:
+                    raise ExtractError(
+                        f"{self.display}:{imp.line}: {name!r} is bound at line {text_unit.first} and rebound by "
+                        f"`{imp.text}`; extract binds imports before running kept code, so it cannot keep both: "
+                        "request the definitions separately"
+                    )
 
     def execute(self, modname: str, package: str, names: tuple[str, ...]) -> types.ModuleType:
         source_lines = self.a.source.splitlines(keepends=True)
@@ -589,7 +783,8 @@ class _Plan:
             self.a.source.splitlines(True),
             self.display,
         )
-        flags = __future__.annotations.compiler_flag
+        self._check_binding_order()
+        flags = self.a.future_flags  # the file's own future imports, nothing forced
         try:
             code = compile(text, self.display, "exec", flags=flags, dont_inherit=True)
         except SyntaxError as exc:  # pragma: no cover - a bug in line selection, not a user error
@@ -658,3 +853,248 @@ def _class_assigns(node: cst.ClassDef, member: str) -> bool:
                 if any(isinstance(t, cst.Name) and t.value == member for t in targets):
                     return True
     return False
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    """Names an assignment target binds (``a``, ``a, (b, *c)``); attributes and subscripts bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple | cst.List):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= _target_names(element.value)
+        return names
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
+
+
+class _Collector(cst.CSTVisitor):
+    """One pass over the module: annotation nodes of variable annotations, and every import's names."""
+
+    def __init__(self) -> None:
+        self.annotation_nodes: set[int] = set()
+        self.import_names: set[str] = set()
+        self._in_annotation = 0
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        node.annotation.visit(_IdCollector(self.annotation_nodes))
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = _dotted(alias.name)
+            parts = full.split(".")
+            self.import_names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+            if alias.asname is not None:
+                self.import_names.add(_dotted(alias.asname.name))  # type: ignore[arg-type]
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is not None:
+            parts = _dotted(node.module).split(".")
+            self.import_names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            self.import_names.add(_dotted(alias.name))
+            if alias.asname is not None:
+                self.import_names.add(_dotted(alias.asname.name))  # type: ignore[arg-type]
+
+
+class _IdCollector(cst.CSTVisitor):
+    def __init__(self, into: set[int]) -> None:
+        self.into = into
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.into.add(id(node))
+        return True
+
+
+def _var_annotation_nodes(module: cst.Module) -> set[int]:
+    collector = _Collector()
+    module.visit(collector)
+    return collector.annotation_nodes
+
+
+def _all_import_names(module: cst.Module) -> set[str]:
+    """Every name any import in the file binds, and every module it names (stub keys)."""
+    collector = _Collector()
+    module.visit(collector)
+    return collector.import_names
+
+
+@dataclass
+class _ClassInfo:
+    name: str
+    methods: dict[str, list[cst.FunctionDef]]
+    attributes: set[str]  # class-level assignments, nested classes, self.x = ... in any method
+    bases: list[str]  # dotted names of the bases ("" for a computed base)
+    open: bool  # decorated (other than @dataclass), a metaclass, __getattr__, __slots__ tricks: anything goes
+
+
+def _class_info(node: cst.ClassDef) -> _ClassInfo:
+    methods: dict[str, list[cst.FunctionDef]] = {}
+    attributes: set[str] = set()
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+    for stmt in body:
+        if isinstance(stmt, cst.FunctionDef):
+            methods.setdefault(stmt.name.value, []).append(stmt)
+        elif isinstance(stmt, cst.ClassDef):
+            attributes.add(stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign):
+                    for t in small.targets:
+                        attributes |= _target_names(t.target)
+                elif isinstance(small, cst.AnnAssign | cst.AugAssign):
+                    attributes |= _target_names(small.target)
+        else:  # if/try/for at class level: whatever it binds
+            collector = _StoreCollector()
+            stmt.visit(collector)
+            attributes |= collector.names
+    for fns in methods.values():
+        for fn in fns:
+            first = _first_param(fn)
+            if first is not None:
+                collector = _StoreCollector(first)
+                fn.body.visit(collector)
+                attributes |= collector.attributes
+    bases = []
+    for arg in node.bases:
+        try:
+            bases.append(_dotted(arg.value))
+        except ExtractError:
+            bases.append("")
+    decorators = []
+    for deco in node.decorators:
+        target = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+        try:
+            decorators.append(_dotted(target).rsplit(".", 1)[-1])
+        except ExtractError:
+            decorators.append("")
+    open_ = bool(node.keywords) or any(d != "dataclass" for d in decorators) or bool(
+        {"__getattr__", "__getattribute__"} & set(methods)
+    )
+    return _ClassInfo(node.name.value, methods, attributes, bases, open_)
+
+
+class _StoreCollector(cst.CSTVisitor):
+    """Names stored by assignments (class-level compound statements) and ``self.x`` stores."""
+
+    def __init__(self, owner: str | None = None) -> None:
+        self.owner = owner
+        self.names: set[str] = set()
+        self.attributes: set[str] = set()
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        self.names |= _target_names(target)
+        for element in _flatten_targets(target):
+            if (
+                self.owner is not None
+                and isinstance(element, cst.Attribute)
+                and isinstance(element.value, cst.Name)
+                and element.value.value == self.owner
+            ):
+                self.attributes.add(element.attr.value)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._target(node.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # setattr(self, "x", ...) / object.__setattr__(self, "x", ...) (frozen dataclasses)
+        func = node.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        if name in ("setattr", "__setattr__") and self.owner is not None and len(node.args) >= 2:
+            obj, attr = node.args[0].value, node.args[1].value
+            if isinstance(obj, cst.Name) and obj.value == self.owner and isinstance(attr, cst.SimpleString):
+                value = attr.evaluated_value
+                if isinstance(value, str):
+                    self.attributes.add(value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        if self.owner is None:
+            self.names.add(node.name.value)
+        return self.owner is not None  # nested functions may still set self.x
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        if self.owner is None:
+            self.names.add(node.name.value)
+        return False
+
+
+def _flatten_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, cst.Tuple | cst.List):
+        out: list[cst.BaseExpression] = []
+        for element in target.elements:
+            out += _flatten_targets(element.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _flatten_targets(target.value)
+    return [target]
+
+
+def _first_param(fn: cst.FunctionDef) -> str | None:
+    """The instance/class parameter (``self``, ``cls``), or None for a staticmethod."""
+    for deco in fn.decorators:
+        if isinstance(deco.decorator, cst.Name) and deco.decorator.value == "staticmethod":
+            return None
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    return params[0].name.value if params else None
+
+
+class _SelfReads(cst.CSTVisitor):
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.reads: list[tuple[str, cst.CSTNode]] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == self.owner:
+            self.reads.append((node.attr.value, node))
+
+
+def _self_reads(fn: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
+    """``(attr, node)`` for every ``self.attr`` / ``cls.attr`` in ``fn`` (reads and writes)."""
+    owner = _first_param(fn)
+    if owner is None:
+        return []
+    visitor = _SelfReads(owner)
+    fn.body.visit(visitor)
+    return visitor.reads
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """``X`` for ``X``, ``X.a.b``, ``X[k]``, ``X.a[k].b``."""
+    while isinstance(node, cst.Attribute | cst.Subscript):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _mutated_roots(small: cst.BaseSmallStatement) -> set[str]:
+    """Module-level names whose object a simple statement changes without rebinding the name."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(small, cst.Assign):
+        targets = [t.target for t in small.targets]
+    elif isinstance(small, cst.AugAssign | cst.AnnAssign | cst.Del):
+        targets = [small.target]
+    elif (
+        isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute)
+    ):
+        targets = [small.value.func.value]
+    roots: set[str] = set()
+    for target in targets:
+        for element in _flatten_targets(target):
+            if isinstance(element, cst.Attribute | cst.Subscript) or (
+                isinstance(small, cst.Expr) and isinstance(element, cst.Name)
+            ):
+                root = _root_name(element)
+                if root is not None:
+                    roots.add(root)
+    return roots

@@ -131,7 +131,8 @@ def test_dataclass_properties_setter_and_type_checking_block(upstream):
         "StructuredOutputRequest.grammar",
         "StructuredOutputRequest.is_grammar_ready",
         "StructuredOutputRequest._check_grammar_completion",
-        stubs={"StructuredOutputGrammar": object},
+        # no `from __future__ import annotations` in that file: the field annotations run at class creation
+        stubs={"StructuredOutputGrammar": object, "StructuredOutputsParams": object},
     )
     cls = ns.StructuredOutputRequest
     assert not hasattr(cls, "from_sampling_params")  # not requested, not kept
