@@ -12,6 +12,14 @@ GOLDEN = "ttnn/operations/transformer_golden.py"
 MAX_TOKENS = 1 << 20  # 1M-token contexts bound the space the model can see
 
 
+K_CHUNK_MIN = 128  # the resume branch's k chunk is never below the smallest mask bucket
+
+
+def _largest_dividing(offset: int, max_chunk: int) -> int:
+    """The reference: the largest power of two in [64, max_chunk] dividing ``offset``."""
+    return max(c for c in (64, 128, 256, 512, 1024, 2048, 4096) if c <= max_chunk and offset % c == 0)
+
+
 def _check_resume(rule, offset: int, length: int, max_chunk: int) -> None:
     q_chunk, k_chunk = rule(offset, length, max_chunk=max_chunk)
     where = f"offset={offset} length={length} max_chunk={max_chunk} -> ({q_chunk}, {k_chunk})"
@@ -19,6 +27,8 @@ def _check_resume(rule, offset: int, length: int, max_chunk: int) -> None:
     assert offset % q_chunk == 0, f"q chunk does not divide the resume offset: {where}"
     for chunk in (q_chunk, k_chunk):
         assert chunk & (chunk - 1) == 0 and 64 <= chunk <= max_chunk, f"chunk out of range: {where}"
+    assert q_chunk == _largest_dividing(offset, max_chunk), f"not the largest dividing q chunk: {where}"
+    assert k_chunk >= K_CHUNK_MIN and k_chunk == max(q_chunk, K_CHUNK_MIN), f"k chunk below {K_CHUNK_MIN}: {where}"
 
 
 def test_never_32_at_resume_exhaustive(tree):
@@ -66,3 +76,12 @@ def test_plan_segments_follow_the_rule(tree):
             if seg_start > 0:
                 assert 32 not in (q_chunk, k_chunk), f"segment [{seg_start}, {seg_end}) got ({q_chunk}, {k_chunk})"
                 assert seg_start % q_chunk == 0
+
+
+@pytest.mark.parametrize("max_chunk", [0, 32, 64, 96, 100, 192, 384, 1000])
+def test_max_chunk_must_be_a_power_of_two_of_at_least_128(tree, max_chunk):
+    """A chunk budget the kernels cannot honour is refused for every offset, cold or resumed."""
+    rule = extract(tree, GOLDEN, "sdpa_qk_chunk").sdpa_qk_chunk
+    for offset in (0, 64, 4096):
+        with pytest.raises(ValueError, match="power of two"):
+            rule(offset, 256, max_chunk=max_chunk)

@@ -34,6 +34,26 @@ def test_schema_types_values(tree):
 
 
 @pytest.mark.weak_control(NEW_FILE)
+@pytest.mark.parametrize(
+    ("json_type", "raw", "value"),
+    [
+        ("boolean", "true", True),
+        ("boolean", "false", False),
+        ("number", "2.5", 2.5),
+        ("integer", "-7", -7),
+        ("array", '["a", 1]', ["a", 1]),
+        ("object", '{"k": null}', {"k": None}),
+        ("null", "null", None),
+        ("string", "true", "true"),  # a string-typed "true" stays a string
+        ("boolean", "not json", "not json"),  # undecodable: the raw text, never an exception
+    ],
+)
+def test_every_json_schema_type_is_decoded(tree, json_type, raw, value):
+    body = f"<function=f>\n<parameter=p>\n{raw}\n</parameter>\n</function>"
+    assert _parse(tree)(body, {"f": {"p": json_type}}) == ("f", {"p": value})
+
+
+@pytest.mark.weak_control(NEW_FILE)
 def test_only_one_newline_is_framing(tree):
     body = "<function=write>\n<parameter=text>\n\n  indented\n\n</parameter>\n</function>"
     assert _parse(tree)(body) == ("write", {"text": "\n  indented\n"})

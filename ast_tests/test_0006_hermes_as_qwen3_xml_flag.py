@@ -55,5 +55,9 @@ def test_flag_routes_hermes_and_prints_banner(tree, patch_entry, monkeypatch):
     assert on_log.count(patch_entry.banner) == 1, f"banner not logged exactly once: {on_log}"
     assert {k: v for k, v in on.items() if k != "hermes"} == {k: v for k, v in off.items() if k != "hermes"}
 
-    monkeypatch.setenv(patch_entry.flag, "0")
-    assert _register(tree)[0]["hermes"] == HERMES
+    # only "1" engages: any other value (a typo, "true", an empty override) leaves the registry alone
+    for value in ("0", "", "true", "yes", "on", "2", " 1", "1 "):
+        monkeypatch.setenv(patch_entry.flag, value)
+        registry, log = _register(tree)
+        assert registry["hermes"] == HERMES, f"{patch_entry.flag}={value!r} must not engage"
+        assert patch_entry.banner not in log, f"banner logged for {patch_entry.flag}={value!r}"
