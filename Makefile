@@ -7,7 +7,7 @@ SERIES ?= series/default.yaml
 PROFILE ?= prod
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: materialize test test-unit test-differential test-offline test-offline-tip lint serve serve-check bench bisect report clean venv
+.PHONY: materialize test test-unit test-differential test-offline test-offline-tip test-mutation lint serve serve-check bench bisect report clean venv
 
 ## Everything the tests need (every extra, Ray's `fleet` and the dev tools); `make materialize` needs less.
 venv: $(VENV)/.stamp
@@ -44,6 +44,10 @@ test-offline: venv
 ## The same tests re-run on the full series: a later patch that breaks an earlier one is named.
 test-offline-tip: venv
 	$(PY) -m pytest -q ast_tests --series $(SERIES) --at tip
+
+## Revert each changed block of each patch; which offline tests kill it, by assertion or by error (slow: ~30 min).
+test-mutation: venv
+	$(PY) -m materialize.offline.mutation --series $(SERIES)
 
 serve-check: venv
 	$(MAT) serve check

@@ -272,6 +272,8 @@ class _Analysis:
                 elif access.referents:
                     continue  # a local, enclosing or class binding: not module level
                 else:
+                    if _comprehension_target(scope, name):
+                        continue  # libcst leaves `x` unresolved in `{x for r in rows for x in r}`
                     resolved = "builtin" if hasattr(builtins, name) else "unresolved"
                 if resolved == "builtin" and not self._shadowed_global(name):
                     continue
@@ -647,6 +649,8 @@ class _Plan:
             self._stub(name, access.line, need)
             return
         binders = self.a.bindings(name, unit.index if access.immediate else None)
+        if not binders and name in unit.defines:
+            return  # bound inside the same statement (`try: import x as y` … `y.attr`), which is kept
         if not binders:
             self._unbound(access, need)
             return
@@ -1098,3 +1102,16 @@ def _mutated_roots(small: cst.BaseSmallStatement) -> set[str]:
                 if root is not None:
                     roots.add(root)
     return roots
+
+
+def _comprehension_target(scope: Any, name: str) -> bool:
+    """Whether ``name`` is a ``for`` target of the comprehension ``scope`` is in (or of an enclosing one)."""
+    while isinstance(scope, ComprehensionScope):
+        node = getattr(scope, "node", None)
+        comp_for = getattr(node, "for_in", None)
+        while comp_for is not None:
+            if name in _target_names(comp_for.target):
+                return True
+            comp_for = comp_for.inner_for_in
+        scope = scope.parent
+    return False

@@ -152,3 +152,16 @@ def test_stub_for_a_name_the_file_never_binds_is_refused(tmp_path):
 def test_missing_is_still_missing(tmp_path):
     with pytest.raises(MissingDefinition):
         extract(_tree(tmp_path, "X = 1\n"), "m.py", "Y")
+
+
+def test_names_bound_inside_the_same_statement_and_nested_comprehensions(tmp_path):
+    """Found by the torture suite: vLLM's `try: import flashinfer.comm as c; ok = hasattr(c, …)` and
+    tracy's `{key for row in rows for key in row}` were refused as unbound names."""
+    tree = _tree(
+        tmp_path,
+        "try:\n    import not_installed_pkg.comm as comm\n\n    OK = hasattr(comm, 'x')\nexcept ImportError:\n"
+        "    comm = None\n    OK = False\n\n\ndef keys(rows):\n    return sorted({k for r in rows for k in r if k})\n",
+    )
+    ns = extract(tree, "m.py", "OK", "keys")
+    assert ns.OK is False and ns.comm is None  # the guarded import is refused like a missing package
+    assert ns.keys([{"a": 1}, {"b": 2, "": 3}]) == ["a", "b"]
