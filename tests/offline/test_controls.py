@@ -102,7 +102,7 @@ def _run(ws: Path, *args: str) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=1200,  # a guard against hangs; a loaded 2-core CI box needs minutes
         check=False,
     )
 
