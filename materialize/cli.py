@@ -59,7 +59,7 @@ LAZY: dict[str, tuple[str, str]] = {
 
 # Libraries that `make materialize` does not install, and the pyproject extra that has each.
 EXTRAS = {"libcst": "offline", "numpy": "bisect", "scipy": "bisect", "matplotlib": "bisect", "psutil": "serve",
-          "httpx_sse": "serve", "jinja2": "report", "pygments": "report", "ray": "fleet"}
+          "httpx_sse": "serve", "openai": "serve", "jinja2": "report", "pygments": "report", "ray": "fleet"}
 
 
 class LazyGroup(click.Group):
