@@ -116,7 +116,7 @@ def blocks(entry: PatchEntry) -> list[Block]:
             if start is not None:
                 runs.append((start, _hunk_body(lines, header).stop, start_new))
             for run_start, run_end, run_new in runs:
-                for sub_start, sub_end, sub_new in _paragraphs(lines, run_start, run_end, run_new):
+                for sub_start, sub_end, sub_new in dict.fromkeys(_paragraphs(lines, run_start, run_end, run_new)):
                     first = next(
                         (lines[k][1:].strip() for k in range(sub_start, sub_end) if lines[k][1:].strip()), ""
                     )
@@ -309,8 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(todo)} blocks in {len(selected)} patches", flush=True)
     work = Path(tempfile.mkdtemp(prefix="materialize-mutation-"))
     try:
+        def one(block: Block) -> Outcome:
+            outcome = run_block(repo, series, block, work)
+            print(f"  {block.patch[:4]} {block.file.rsplit('/', 1)[-1]}:{block.new_line} {outcome.verdict}", flush=True)
+            return outcome
+
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = list(pool.map(lambda b: run_block(repo, series, b, work), todo))
+            outcomes = list(pool.map(one, todo))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for line in table(outcomes):
