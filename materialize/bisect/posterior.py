@@ -21,7 +21,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import logsumexp
+
+
+def logsumexp(a: np.ndarray) -> float:
+    """log(sum(exp(a))) over all entries (scipy's version costs more than the whole posterior here)."""
+    m = float(np.max(a))
+    if not math.isfinite(m):
+        return m
+    return m + math.log(float(np.exp(a - m).sum()))
 
 REPEAT_CHOICES = (1, 2, 3, 4, 6, 8)
 

@@ -67,3 +67,16 @@ def test_decisions_are_a_pure_function_of_the_samples() -> None:
     a, b = decide(model, samples, jobs=3), decide(model, dict(samples), jobs=3)
     assert a.runs == b.runs and a.status == "run"
     assert len({p for p, _ in a.runs}) == len(a.runs) >= 3  # k-ary: more positions for more hosts
+
+
+def test_no_verdict_rests_on_four_samples() -> None:
+    model = MetricModel(good=0, bad=8, threshold=0.01)
+    samples = {0: [100.0, 100.2, 99.8, 100.1], 3: [100.1, 99.9, 100.0, 100.2],
+               4: [110.0, 110.2, 109.8, 110.1], 8: [110.1, 109.9, 110.0, 110.2]}
+    step = decide(model, samples)
+    assert step.status == "run" and step.culprit is None  # P(4) is high, but 4 samples are not a verdict
+    more = {k: v + [v[0], v[1]] for k, v in samples.items()}
+    step = decide(model, more)
+    assert (step.status, step.culprit) == ("found", 4)
+    assert step.probability is not None and step.probability >= 0.95
+    assert "P=1.000" in step.message and ("shift +9." in step.message or "shift +10." in step.message)
