@@ -206,6 +206,35 @@ def best_rule(evaluate, options, target: float, trials: int, seed: int) -> tuple
     return pick[0] + note, float(np.mean(right)), float(np.mean(runs)), float(np.percentile(runs, 90))
 
 
+HEAD = ("| scenario                           | trials | right | mean runs | p90 runs | confident wrong "
+        "| best fixed rule at the same accuracy | its right | its mean | its p90 | secs |")
+
+
+def print_row(label: str, res: list, acc: float, rule: tuple[str, float, float, float], secs: float) -> None:
+    """One table row, printed (and flushed) as soon as its scenario is done."""
+    name, racc, rmean, rp90 = rule
+    runs = np.array([r[2] for r in res])
+    wrong = float(np.mean([r[1] for r in res]))
+    print(f"| {label:<34} | {len(res):>6} | {acc * 100:>4.1f}% | {runs.mean():>9.1f} | {np.percentile(runs, 90):>8.0f} "
+          f"| {wrong * 100:>14.1f}% | {name:<36} | {racc * 100:>8.1f}% | {rmean:>8.1f} | {rp90:>7.0f} | {secs:>4.0f} |",
+          flush=True)
+
+
+def run_metrics(a: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
+    for j, shift in enumerate(METRICS):
+        label = f"metric: {shift * 100:g}% shift"
+        if a.only not in label:
+            continue
+        t0 = time.time()
+        res = list(pool.map(metric_trial, [(shift, a.seed * 7919 + j * 100_003 + k) for k in range(a.trials)],
+                            chunksize=2))
+        secs = time.time() - t0
+        acc = float(np.mean([r[0] for r in res]))
+        options = [(f"{n} samples", (shift, n)) for n in range(2, 65)]
+        rule = best_rule(retry_metric, options, min(acc, TARGET_CAP), 4000, a.seed)
+        print_row(label, res, acc, rule, secs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=200, help="trials per scenario (ours)")
@@ -216,44 +245,30 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only scenarios whose label contains this")
     a = ap.parse_args()
 
-    rows = []
+    print(HEAD)
+    print("|" + "|".join("-" * len(c) for c in HEAD.split("|")[1:-1]) + "|", flush=True)
     t_all = time.time()
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
-        for i, sc in enumerate(GATES):
-            if a.only not in sc.label:
+        slow = [i for i, sc in enumerate(GATES) if (sc.culprit is None and not sc.broken) or sc.p1 != P1]
+        fast = [i for i in range(len(GATES)) if i not in slow]
+        for part in ("fast", "metric", "slow"):
+            if part == "metric":
+                run_metrics(a, pool)
                 continue
-            t0 = time.time()
-            trials = a.slow_trials if a.slow_trials and (sc.culprit is None and not sc.broken or sc.p1 != P1) \
-                else a.trials
-            res = list(pool.map(gate_trial, [(sc, a.seed * 1_000_003 + i * 10_007 + k) for k in range(trials)],
-                                chunksize=2))
-            secs = time.time() - t0
-            acc = float(np.mean([r[0] for r in res]))
-            options = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
-            rule = best_rule(retry_gate, options, min(acc, TARGET_CAP), 4000, a.seed)
-            rows.append((sc.label, res, acc, rule, secs))
-        for j, shift in enumerate(METRICS):
-            label = f"metric: {shift * 100:g}% shift"
-            if a.only not in label:
-                continue
-            t0 = time.time()
-            res = list(pool.map(metric_trial, [(shift, a.seed * 7919 + j * 100_003 + k) for k in range(a.trials)],
-                                chunksize=2))
-            secs = time.time() - t0
-            acc = float(np.mean([r[0] for r in res]))
-            options = [(f"{n} samples", (shift, n)) for n in range(2, 65)]
-            rule = best_rule(retry_metric, options, min(acc, TARGET_CAP), 4000, a.seed)
-            rows.append((label, res, acc, rule, secs))
+            for i in fast if part == "fast" else slow:
+                sc = GATES[i]
+                if a.only not in sc.label:
+                    continue
+                t0 = time.time()
+                trials = a.slow_trials if a.slow_trials and part == "slow" else a.trials
+                res = list(pool.map(gate_trial, [(sc, a.seed * 1_000_003 + i * 10_007 + k) for k in range(trials)],
+                                    chunksize=2))
+                secs = time.time() - t0
+                acc = float(np.mean([r[0] for r in res]))
+                options = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
+                rule = best_rule(retry_gate, options, min(acc, TARGET_CAP), 4000, a.seed)
+                print_row(sc.label, res, acc, rule, secs)
 
-    head = (f"| {'scenario':<34} | trials | right | mean runs | p90 runs | confident wrong | "
-            f"best fixed rule at the same accuracy | its right | its mean | its p90 | secs |")
-    print(head)
-    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
-    for label, res, acc, (rule, racc, rmean, rp90), secs in rows:
-        runs = np.array([r[2] for r in res])
-        wrong = float(np.mean([r[1] for r in res]))
-        print(f"| {label:<34} | {len(res):>6} | {acc * 100:>4.1f}% | {runs.mean():>9.1f} | {np.percentile(runs, 90):>8.0f} "
-              f"| {wrong * 100:>14.1f}% | {rule:<36} | {racc * 100:>8.1f}% | {rmean:>8.1f} | {rp90:>7.0f} | {secs:>4.0f} |")
     cpu = time.process_time() + sum(os.times()[2:4])
     print(f"\ntotal {time.time() - t_all:.0f}s wall, {cpu:.0f}s CPU with {a.workers} worker(s)")
 
