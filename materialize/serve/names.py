@@ -23,16 +23,34 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from materialize.errors import MaterializeError
 from materialize.store import Store
 
 # Read by the Python interpreter itself, never by the served code.
 INTERPRETER_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED"})
 ENV_READ = re.compile(r"os\.environ|os\.getenv|getenv\(|environ\.get")
-VLLM_TARGET = "plugin"
 VLLM_ROOT = "vllm/"
+
+
+# The series names its targets; which one is vLLM is read from the trees (the one holding the
+# ``vllm`` package), never from a target's name.
+def find_vllm_target(targets: Iterable[str], has_vllm: Callable[[str], bool]) -> str | None:
+    """The first target (by name) for which ``has_vllm`` says its tree holds the ``vllm/`` package."""
+    return next((target for target in sorted(targets) if has_vllm(target)), None)
+
+
+def store_has_vllm(store: Store, tree: str) -> bool:
+    """Whether ``tree`` (in the store) has a ``vllm`` directory at its root."""
+    try:
+        store.subtree(tree, "vllm")
+    except MaterializeError:
+        return False
+    return True
 
 
 @dataclass
@@ -56,14 +74,20 @@ class SourceIndex:
     def read(self, target: str, path: str) -> str:
         return self.store.read_blob(self.trees[target], path).decode("utf-8", "replace")
 
+    @cached_property
+    def vllm_target(self) -> str | None:
+        """The target whose tree holds the pinned vLLM."""
+        return find_vllm_target(self.trees, lambda t: store_has_vllm(self.store, self.trees[t]))
+
     def cli_options(self) -> set[str]:
         """Every ``--option`` the pinned vLLM's argparse defines."""
         if self._options is None:
             options: set[str] = set()
-            if VLLM_TARGET in self.trees:
-                for path in self.grep_files(VLLM_TARGET, "add_argument", f"{VLLM_ROOT}*.py"):
+            target = self.vllm_target
+            if target is not None:
+                for path in self.grep_files(target, "add_argument", f"{VLLM_ROOT}*.py"):
                     try:
-                        module = ast.parse(self.read(VLLM_TARGET, path))
+                        module = ast.parse(self.read(target, path))
                     except SyntaxError:
                         continue
                     options |= _argparse_options(module)
@@ -138,7 +162,7 @@ def look_up(names: list[tuple[str, str]], index: SourceIndex, declared: dict[str
         if kind == "option":
             base = "--" + name[5:] if name.startswith("--no-") else name
             if name in options or base in options:
-                found = f"argparse of the pinned vLLM ({VLLM_TARGET})"
+                found = f"argparse of the pinned vLLM ({index.vllm_target})"
         elif kind == "env":
             found = index.env_reader(name)
         out.append(Name(name, kind, found, declared.get(name)))

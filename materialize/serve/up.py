@@ -63,7 +63,10 @@ def materialize_for(profile: Profile, series: Series) -> tuple[Any, dict[str, An
     overlay = profile.spec.launcher.sources == "mounts"
     m = materialize(series)
     manifest = json.loads(json.dumps(make_manifest(m, overlay=overlay)))
-    plugin_tree = m.tree("plugin") if "plugin" in m.trees else None
+    from materialize.serve.names import find_vllm_target, store_has_vllm
+
+    target = find_vllm_target(m.trees, lambda t: store_has_vllm(m.store, m.trees[t]))
+    plugin_tree = m.tree(target) if target is not None else None
     return m, manifest, plugin_tree
 
 
@@ -77,10 +80,11 @@ def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path |
     if manifest_dir is not None:
         out_dir = manifest_dir.resolve()
         manifest = json.loads((out_dir / "manifest.json").read_text())
+        from materialize.serve.names import find_vllm_target
         from materialize.tree import DirTree
 
-        if (out_dir / "plugin").is_dir():
-            plugin_tree = DirTree(out_dir / "plugin", "plugin")
+        target = find_vllm_target(manifest.get("targets", {}), lambda t: (out_dir / t / "vllm").is_dir())
+        plugin_tree = DirTree(out_dir / target, target) if target is not None else None
     elif materialize:
         m, manifest, plugin_tree = materialize_for(profile, series)
         base = (sources_dir or DEFAULT_SOURCES_DIR).absolute()

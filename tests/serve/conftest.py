@@ -103,7 +103,9 @@ def udiff(path: str, old: str | None, new: str) -> str:
     return "".join(a)
 
 
-def write_series(root: Path) -> Path:
+def write_series(root: Path, targets: tuple[str, str] = ("tt-metal", "plugin")) -> Path:
+    """The fixture series; ``targets`` names its two targets (the code may assume no names)."""
+    kernels, vllm = targets
     (root / "upstream/tt-metal/models/qwen").mkdir(parents=True)
     (root / "upstream/tt-metal/models/qwen/attention.py").write_text(ATTENTION)
     (root / "upstream/plugin/vllm/tool_parsers").mkdir(parents=True)
@@ -133,17 +135,17 @@ def write_series(root: Path) -> Path:
         "version": 1,
         "patches_dir": "../patches",
         "targets": {
-            "tt-metal": {"pin": {"kind": "path", "path": "../upstream/tt-metal"}, "install_path": "/opt/venv/site-packages"},
-            "plugin": {"pin": {"kind": "git", "url": "../upstream/plugin", "rev": plugin_sha, "sha": plugin_sha},
+            kernels: {"pin": {"kind": "path", "path": "../upstream/tt-metal"}, "install_path": "/opt/venv/site-packages"},
+            vllm: {"pin": {"kind": "git", "url": "../upstream/plugin", "rev": plugin_sha, "sha": plugin_sha},
                        "install_path": "/opt/vllm"},
         },
         "patches": [
-            {"patch": "tt-metal/0001-sdpa-streaming.patch", "target": "tt-metal", "flag": "QWEN36_SDPA_STREAMING",
+            {"patch": "tt-metal/0001-sdpa-streaming.patch", "target": kernels, "flag": "QWEN36_SDPA_STREAMING",
              "banner": "QWEN36_SDPA_STREAMING engaged"},
-            {"patch": "tt-metal/0002-prefix-prefill-trace.patch", "target": "tt-metal",
+            {"patch": "tt-metal/0002-prefix-prefill-trace.patch", "target": kernels,
              "flag": "QWEN36_PREFIX_PREFILL_TRACE", "banner": "QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"},
-            {"patch": "tt-metal/0003-chunk-plan.patch", "target": "tt-metal"},
-            {"patch": "plugin/0001-device-resident.patch", "target": "plugin", "flag": "QWEN36_DEVICE_RESIDENT",
+            {"patch": "tt-metal/0003-chunk-plan.patch", "target": kernels},
+            {"patch": "plugin/0001-device-resident.patch", "target": vllm, "flag": "QWEN36_DEVICE_RESIDENT",
              "banner": "QWEN36_DEVICE_RESIDENT engaged"},
         ],
     }

@@ -4,6 +4,7 @@ unverified in the profile with where they come from, and `serve check` lists the
 from __future__ import annotations
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from materialize.errors import MaterializeError
@@ -11,7 +12,7 @@ from materialize.serve.cli import serve_group
 from materialize.serve.names import check_names
 from materialize.serve.up import prepare
 
-from .conftest import UNPINNED, base_profile
+from .conftest import UNPINNED, base_profile, write_series
 
 
 def plan_error(write_profile, tmp_path, data) -> str:
@@ -68,3 +69,17 @@ def test_serve_check_lists_unverified_names(series_root, write_profile, tmp_path
     assert "unverified option --override-tt-config: the TT build of vLLM" in result.output
     assert "unverified env TT_METAL_CACHE: tt-metal's C++ runtime" in result.output
     assert "gate tool_call_stream: 6 requests at concurrency 1 (rules out a failure rate of 1/2" in result.output
+
+
+def test_the_vllm_tree_is_found_by_its_content_not_its_target_name(tmp_path):
+    """Targets are named by the series: serve finds vLLM's argparse in whichever target holds ``vllm/``."""
+    root = tmp_path / "renamed"
+    write_series(root, targets=("kernels", "serving"))
+    (root / "serve/profiles").mkdir(parents=True)
+    profile = root / "serve/profiles/n.yaml"
+    profile.write_text(yaml.safe_dump(base_profile(vllm={"extra_args": ["--max-num-batched-tokens", "8"]})))
+    prepared = prepare(profile, sources_dir=tmp_path / "s")
+    assert "--max-num-batched-tokens" in prepared.plan.server_argv
+    profile.write_text(yaml.safe_dump(base_profile(vllm={"extra_args": ["--max-num-batched-token", "8"]})))
+    with pytest.raises(MaterializeError, match="option --max-num-batched-token exists nowhere"):
+        prepare(profile, sources_dir=tmp_path / "s")
