@@ -159,11 +159,14 @@ def apply_to_tree(
     strip: int = 1,
     max_fuzz: int = 0,
     reverse: bool = False,
+    partial: bool = False,
 ) -> TreeApply:
     """Apply one patch (bytes, or an already parsed PatchSet) to ``view``; never raises, never writes.
 
     Sections that fail are reported and skipped, as GNU continues with the next file; the caller
     decides whether a partial result is of any use (the engine refuses it, rebase merges it).
+    With ``partial`` (quilt's ``push -f``), a failed section's hunks that did apply are kept in
+    ``changes``, through the same path and link checks as a clean section; the report still fails.
     """
     if isinstance(data, PatchSet):
         patchset: PatchSet | None = data
@@ -177,7 +180,7 @@ def apply_to_tree(
     overlay = _Overlay(view)
     try:
         for fp in patchset.files:
-            out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse))
+            out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial))
     except MaterializeError as exc:
         out.error = exc
         out.changes = {}
@@ -186,7 +189,8 @@ def apply_to_tree(
     return out
 
 
-def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool) -> FileOutcome:
+def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool,
+                   partial: bool = False) -> FileOutcome:
     """One file section: choose and check its paths, apply its hunks, check what it leaves."""
     where = f"{source}:{fp.patch_line}"
     if reverse:
@@ -218,7 +222,8 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             now = overlay.get(dest)
             back = apply_file(now[1] if now else None, reverse_file_patch(fp), max_fuzz=0)
             outcome.reverse_applies = back.ok and bool(fp.hunks)
-        return outcome
+        if not partial or result.content is None:
+            return outcome
     if fp.is_rename and old is not None and old != dest:
         overlay.changes[old] = None
     if result.content is None:

@@ -108,31 +108,22 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
     """Apply what applies of ``entry`` onto the disk, each failed hunk into ``<file>.rej`` (GNU patch's
     reject format), and make it the top patch with its files unrefreshed: ``refresh`` records the
     repair; until then pop/push refuse (``--force`` saves the half-applied files aside)."""
-    from materialize.patching import apply_file, parse_patch
-    from materialize.paths import safe_relpath
+    from materialize.engine import StoreView
+    from materialize.patching.tree import apply_to_tree
 
     target = entry.target
-    written: dict[str, tuple[str, bytes] | None] = {}
-    files: list[str] = []
+    applied = apply_to_tree(StoreView(ws.store, state.trees[target]), entry.read(), source=str(entry.path),
+                            strip=entry.strip, max_fuzz=entry.max_fuzz, reverse=entry.reverse, partial=True)
+    if applied.error is not None:
+        raise applied.error  # a refusal (unsafe path or link, bad mode, garbage): nothing is written
     rejects: list[str] = []
-    for fp in parse_patch(entry.read(), source=str(entry.path), strip=entry.strip).files:
-        where = f"{entry.path}:{fp.patch_line}"
-        dest = safe_relpath(fp.path, origin=where)
-        src = safe_relpath(fp.old_path, origin=where) if fp.old_path else dest
-        before = written[src] if src in written else ws.tree_entry(state.trees[target], src)
-        result = apply_file(before[1] if before else None, fp, max_fuzz=entry.max_fuzz)
-        if result.reject is not None or result.error is not None:
-            rej = f"{dest}.rej"
-            journal.write(ws.target_dir(target) / rej, (result.reject or f"{result.error}\n").encode("utf-8", "surrogateescape"))
-            rejects.append(rej)
-        if result.content is None and not fp.is_delete:
-            continue  # nothing applied to a file that does not exist
-        if fp.is_rename and src != dest:
-            written[src] = None
-            files.append(src)
-        mode = fp.new_mode or (before[0] if before else "100644")
-        written[dest] = None if result.content is None else (mode, result.content)
-        files.append(dest)
+    for outcome in applied.failed:
+        rej = f"{outcome.path}.rej"
+        text = (outcome.result.reject if outcome.result is not None else None) or f"{outcome.error}\n"
+        journal.write(ws.target_dir(target) / rej, text.encode("utf-8", "surrogateescape"))
+        rejects.append(rej)
+    written = applied.changes
+    files = list(written)
     tracked = state.files.setdefault(target, {})
     for path, value in written.items():
         if path not in tracked:

@@ -121,3 +121,19 @@ def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_rep
     assert not wfile(project, f"{ATTN}.rej").exists()
     assert main(["push", *series]) == 0
     assert "# cached per prefix" in f.read_text()
+
+
+def test_push_force_goes_through_the_one_applier_and_refuses_a_link_out(project: Path, store: Store, capsys) -> None:
+    """A forced push writes into work/, so it gets every check of a normal apply (it runs the same
+    ``apply_to_tree``): a patch that leaves a symlink pointing outside the tree is refused (exit 4) and
+    nothing reaches the workspace."""
+    series = ["--series", str(project / "series" / "default.yaml")]
+    run(project, "new", "0001-link", "--target", "tt-metal")
+    run(project, "pop")
+    p = patch_file(project, "0001-link")
+    p.write_text(p.read_text() + "diff --git a/evil b/evil\nnew file mode 120000\nindex 0000000..1111111\n"
+                 "--- /dev/null\n+++ b/evil\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n")
+    capsys.readouterr()
+    assert main(["push", "-f", *series]) == 4
+    assert "points outside the tree" in capsys.readouterr().err
+    assert not wfile(project, "evil").is_symlink() and not wfile(project, "evil").exists()
