@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from materialize.errors import SeriesError
 from materialize.yamlpos import load_located
@@ -82,8 +82,8 @@ class TargetSpec(_Strict):
 class PatchSpec(_Strict):
     patch: str = Field(description="patch file, relative to patches_dir")
     target: TargetName
-    strip: Annotated[int, Field(ge=0, le=16)] | None = None
-    max_fuzz: Annotated[int, Field(ge=0, le=3)] | None = None
+    strip: Annotated[StrictInt, Field(ge=0, le=16)] | None = None
+    max_fuzz: Annotated[StrictInt, Field(ge=0, le=3)] | None = None
     reverse: bool = Field(default=False, description="apply as `patch -R` (a quilt series entry with -R)")
     flag: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
     banner: str | None = None
@@ -103,8 +103,8 @@ class PatchSpec(_Strict):
 
 
 class Defaults(_Strict):
-    strip: Annotated[int, Field(ge=0, le=16)] = 1
-    max_fuzz: Annotated[int, Field(ge=0, le=3)] = 0
+    strip: Annotated[StrictInt, Field(ge=0, le=16)] = 1
+    max_fuzz: Annotated[StrictInt, Field(ge=0, le=3)] = 0
 
 
 class SeriesSpec(_Strict):

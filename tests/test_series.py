@@ -59,6 +59,8 @@ def test_defaults_and_lookup(tmp_path):
         (("target: plugin\n    strip", "target: tt-metal\n    strip"), r"s.yaml:12: patches.1.target: target 'tt-metal' has no pin"),
         (("kind: path", "kind: svn"), r"s.yaml:5: targets.plugin.pin: Input tag 'svn'"),
         (("version: 1", "version: 2"), r"s.yaml:1: version: Input should be 1"),
+        (("strip: 0", "strip: true"), r"s.yaml:13: patches.1.strip: Input should be a valid integer"),
+        (("max_fuzz: 2", "max_fuzz: '2'"), r"s.yaml:14: patches.1.max_fuzz: Input should be a valid integer"),
         (("patch: 0002-b.patch", "patch: 0001-a.patch"), r"s.yaml:11: patches.1: '0001-a' is already listed"),
     ],
 )
