@@ -230,3 +230,30 @@ def test_any_target_name_works(builder):
     m = materialize(series)
     assert set(m.trees) == {"linux", "docs"}
     assert m.store.read_blob(m.trees["linux"], "kernel/main.c") == b"int y;\n"
+
+
+def test_any_target_name_works_through_the_daily_commands(builder, monkeypatch, capsys):
+    """Targets are named by the series only: apply, status and the workspace stack work for `linux`
+    and `docs` as they do for the shipped names."""
+    import json
+
+    from materialize.cli import main
+
+    b = builder({"kernel/main.c": "int x;\n"}, target="linux")
+    b.add_patch("0001-k", {"kernel/main.c": "int y;\n"})
+    docs = b.root / "docs-up"
+    docs.mkdir()
+    (docs / "index.md").write_text("# docs\n")
+    series_path = b.write(extra_targets={"docs": {"pin": {"kind": "path", "path": "docs-up"}}})
+    monkeypatch.chdir(b.root)
+    series = ["--series", str(series_path)]
+    assert main(["apply", "--overlay", *series]) == 0
+    capsys.readouterr()
+    assert main(["status", "--json", *series]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert "linux" in json.dumps(status)
+    assert main(["push", "-a", *series]) == 0
+    pushed = list(b.root.parent.glob("**/work/linux/kernel/main.c"))  # work/ sits beside series/'s folder
+    assert [p.read_text() for p in pushed] == ["int y;\n"]
+    assert main(["new", "0002-docs", "--target", "docs", *series]) == 0
+    assert main(["pop", "-a", *series]) == 0
