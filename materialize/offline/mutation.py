@@ -33,7 +33,7 @@ from pathlib import Path
 
 from materialize.series import PatchEntry, Series, load_series
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
 @dataclass
@@ -74,8 +74,9 @@ def _files(lines: list[str]) -> list[tuple[str, list[int]]]:
     return files
 
 
-def _hunk_body(lines: list[str], header: int) -> range:
-    m = _HUNK.match(lines[header])
+def hunk_body(lines: list[str], header: int) -> range:
+    """Indexes of the body lines (and ``\\`` markers) of the hunk whose ``@@`` line is at ``header``."""
+    m = HUNK_HEADER.match(lines[header])
     assert m is not None, lines[header]
     old, new = int(m.group(2) or 1), int(m.group(4) or 1)
     i = header + 1
@@ -98,12 +99,12 @@ def blocks(entry: PatchEntry) -> list[Block]:
     out: list[Block] = []
     for path, headers in _files(lines):
         for header in headers:
-            m = _HUNK.match(lines[header])
+            m = HUNK_HEADER.match(lines[header])
             new_no = int(m.group(3))  # type: ignore[union-attr]
             runs: list[tuple[int, int, int]] = []  # (start, end, new line)
             start = None
             start_new = new_no
-            for i in _hunk_body(lines, header):
+            for i in hunk_body(lines, header):
                 tag = lines[i][:1]
                 changed = tag in "+-" and tag != ""
                 if changed and start is None:
@@ -114,7 +115,7 @@ def blocks(entry: PatchEntry) -> list[Block]:
                 if tag in (" ", "+", "\n", ""):
                     new_no += 1 if tag != "\\" else 0
             if start is not None:
-                runs.append((start, _hunk_body(lines, header).stop, start_new))
+                runs.append((start, hunk_body(lines, header).stop, start_new))
             for run_start, run_end, run_new in runs:
                 for sub_start, sub_end, sub_new in dict.fromkeys(_paragraphs(lines, run_start, run_end, run_new)):
                     first = next(
@@ -219,7 +220,7 @@ def mutant(text: str, block: Block) -> str:
             if line.startswith("-"):
                 line = " " + line[1:]
         elif i == block.hunk or (i in headers and i > block.hunk):
-            m = _HUNK.match(line)
+            m = HUNK_HEADER.match(line)
             assert m is not None
             old_start, old_len = int(m.group(1)), int(m.group(2) or 1)
             new_start, new_len = int(m.group(3)), int(m.group(4) or 1)

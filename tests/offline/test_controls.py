@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from materialize.offline.mutation import HUNK_HEADER, hunk_body
 from materialize.series import load_series
 
 REPO = Path(__file__).resolve().parents[2]
 SERIES = load_series(REPO / "series" / "default.yaml")
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
 def _sections(lines: list[str]) -> list[tuple[int, list[int]]]:
@@ -38,32 +38,13 @@ def _sections(lines: list[str]) -> list[tuple[int, list[int]]]:
     return sections
 
 
-def _hunk_end(lines: list[str], start: int) -> int:
-    """Index just past the hunk whose header is at ``start`` (counts its old/new lines)."""
-    m = _HUNK.match(lines[start])
-    old, new = int(m.group(2) or 1), int(m.group(4) or 1)
-    i = start + 1
-    while old > 0 or new > 0:
-        tag = lines[i][:1]
-        if tag in (" ", ""):
-            old, new = old - 1, new - 1
-        elif tag == "-":
-            old -= 1
-        elif tag == "+":
-            new -= 1
-        i += 1
-    while i < len(lines) and lines[i].startswith("\\"):
-        i += 1
-    return i
-
-
 def revert_hunk(text: str, file_index: int, hunk_index: int) -> str:
     """The patch without one hunk (later hunks of that file renumbered; a new file becomes one line)."""
     lines = text.splitlines(keepends=True)
     header, hunks = _sections(lines)[file_index]
     start = hunks[hunk_index]
-    end = _hunk_end(lines, start)
-    m = _HUNK.match(lines[start])
+    end = hunk_body(lines, start).stop
+    m = HUNK_HEADER.match(lines[start])
     if lines[header].startswith("--- /dev/null"):
         return "".join(lines[:start] + ["@@ -0,0 +1 @@\n", "+# reverted\n"] + lines[end:])
     delta = int(m.group(4) or 1) - int(m.group(2) or 1)
@@ -72,7 +53,7 @@ def revert_hunk(text: str, file_index: int, hunk_index: int) -> str:
     for i in range(end, len(lines)):
         line = lines[i]
         if i in later:
-            h = _HUNK.match(line)
+            h = HUNK_HEADER.match(line)
             line = f"@@ -{h.group(1)},{h.group(2) or 1} +{int(h.group(3)) - delta},{h.group(4) or 1} @@{h.group(5)}\n"
         out.append(line)
     return "".join(out)
