@@ -7,13 +7,14 @@ subclasses for the main CLI's handler. Exit codes follow git bisect where it has
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from materialize.bisect.api import DEFAULT_SERIES, id_checker, series_path
+from materialize.bisect.api import work_dir as _work_dir
 from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
 from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
 from materialize.errors import MaterializeError
@@ -45,21 +46,11 @@ def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect
 if TYPE_CHECKING:
     from materialize.bisect.validate import Checked
 
-DEFAULT_SERIES = "series/default.yaml"
 DEFAULT_RUNS = "bench/runs"
 
 
 def _series_path(value: str | None) -> Path:
-    return Path(value or os.environ.get("MATERIALIZE_SERIES") or DEFAULT_SERIES)
-
-
-def _work_dir(value: str | None, series_opt: str | None = None) -> Path:
-    """``work/`` next to ``series/`` (as the workspace commands use it), overridable by MATERIALIZE_WORK."""
-    if value:
-        return Path(value)
-    if os.environ.get("MATERIALIZE_WORK"):
-        return Path(os.environ["MATERIALIZE_WORK"])
-    return _series_path(series_opt).resolve().parent.parent / "work"
+    return series_path(value)
 
 
 def common(f: Callable) -> Callable:
@@ -362,27 +353,6 @@ def skip_cmd(series_opt, work_dir, position) -> None:
     _finish(0)
 
 
-def _id_checker(
-    series: Series, state: BisectState | None, check_ids: bool
-) -> Callable[[int], str | None] | None:
-    known = dict(state.ids) if state else {}
-    if not check_ids:
-        return (lambda pos: known.get(str(pos))) if known else None
-    cache: dict[int, str | None] = {int(k): v for k, v in known.items()}
-
-    def id_of(pos: int) -> str | None:
-        if pos not in cache:
-            try:
-                from materialize.engine import materialize
-            except ImportError:
-                cache[pos] = None
-            else:
-                cache[pos] = materialize(series, upto=pos).id
-        return cache[pos]
-
-    return id_of
-
-
 def _print_problems(bad: list[Checked]) -> None:
     for c in bad:
         for problem in c.problems:
@@ -434,7 +404,7 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
         state = store.load()
         series = _state_series(state, series_opt)
         checked = check_records(
-            iter_ledger(runfiles), SeriesIndex(series), _id_checker(series, state, check_ids)
+            iter_ledger(runfiles), SeriesIndex(series), id_checker(series, state, check_ids)
         )
         bad = [c for c in checked if not c.ok]
         _print_problems(bad)
@@ -610,7 +580,7 @@ def infer_cmd(
             )
             state.series_hash = series_hash(series)
         checked = check_records(
-            iter_ledger(paths), SeriesIndex(series), _id_checker(series, state, check_ids)
+            iter_ledger(paths), SeriesIndex(series), id_checker(series, state, check_ids)
         )
         bad_records = [c for c in checked if not c.ok]
         _print_problems(bad_records)
@@ -696,7 +666,7 @@ def runs_validate_cmd(paths, series_opt, check_ids) -> None:
     """Flag records that are not evidence: wrong schema, unknown prefix/id, banner mismatch, degenerate output."""
     series = load_series(_series_path(series_opt))
     checked = check_records(
-        iter_ledger(paths or (DEFAULT_RUNS,)), SeriesIndex(series), _id_checker(series, None, check_ids)
+        iter_ledger(paths or (DEFAULT_RUNS,)), SeriesIndex(series), id_checker(series, None, check_ids)
     )
     bad = [c for c in checked if not c.ok]
     _print_problems(bad)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from materialize.bisect.api import position_evidence
 from materialize.bisect.posterior import runs_to_reach
-from materialize.bisect.session import Step, gate_data, metric_samples
+from materialize.bisect.session import Step, metric_samples
 from materialize.bisect.state import BisectState
-from materialize.bisect.stats import compare, describe_rate, describe_runs
+from materialize.bisect.stats import compare
 
 
 def _name(names: dict[int, str], position: int) -> str:
@@ -48,20 +49,11 @@ def render(state: BisectState, step: Step, names: dict[int, str] | None = None) 
 def _gate_table(state: BisectState, step: Step, names: dict[int, str]) -> list[str]:
     post = step.posterior
     assert post is not None
-    data = gate_data(state)
     probs = {int(c): float(p) for c, p in zip(post.culprits, post.probs, strict=True)}
     out = ["", f"{'pos':>4}  {'patch':<34} {'P(culprit)':>10}  {'runs':>5}  evidence"]
     for k in range(state.good, state.bad + 1):
-        c = data.get(k)
         runs = sum(1 for o in state.observations if o.position == k and o.requests)
-        evidence = ""
-        if c is not None:
-            if c.runs_failed:  # some failures were only "failed": bound on runs, every failure counted
-                obs = [o for o in state.observations if o.position == k and o.requests]
-                evidence = describe_runs([o.requests for o in obs], sum(o.failures > 0 for o in obs),
-                                         state.confidence)
-            elif c.requests:
-                evidence = describe_rate(c.failures, c.requests, state.confidence)
+        evidence = position_evidence(state, k)  # every failure counted, exit-code-only ones too
         if k in state.skipped:
             evidence = (evidence + "; " if evidence else "") + "skipped"
         p = f"{probs[k]:.3f}" if k in probs else "-"

@@ -53,7 +53,7 @@ def report_command(series_path: Path, runs: tuple[Path, ...], out_dir: Path, out
     except ImportError as exc:
         raise ReportDependencyError(f"materialize report needs Jinja2 and Pygments ({exc.name} is missing): "
                                     f"pip install 'materialize[report]'") from None
-    from materialize.bisect.cli import _work_dir
+    from materialize.bisect.api import work_dir as bisect_work_dir
     from materialize.series import load_series
     from materialize.site import collect
 
@@ -65,7 +65,7 @@ def report_command(series_path: Path, runs: tuple[Path, ...], out_dir: Path, out
 
         generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     report = collect.collect(
-        series, source, runs=list(runs) or [DEFAULT_RUNS], work_dir=_work_dir(work_dir, str(series_path)),
+        series, source, runs=list(runs) or [DEFAULT_RUNS], work_dir=bisect_work_dir(work_dir, str(series_path)),
         profiles_dir=profiles_dir, offline_path=offline_path, check_ids=check_ids, generated=generated,
     )
     path = render.write(report, out_dir)

@@ -279,15 +279,15 @@ class RecordGroup:
 
 def evidence(series: Series, runs: list[Path], check_ids: bool) -> tuple[list[RecordGroup], dict[str, str]]:
     """Ledger records grouped by materialization id, each checked as ``runs validate`` checks it."""
+    from materialize.bisect.api import id_checker
     from materialize.bisect.candidates import SeriesIndex
-    from materialize.bisect.cli import _id_checker
     from materialize.bisect.stats import describe_rate
     from materialize.bisect.validate import check_records
     from materialize.ledger import iter_ledger, ledger_files
 
     files = ledger_files(runs)
     existing = [f for f in files if f.exists()]
-    checked = check_records(iter_ledger(existing), SeriesIndex(series), _id_checker(series, None, check_ids))
+    checked = check_records(iter_ledger(existing), SeriesIndex(series), id_checker(series, None, check_ids))
     names = {p.position: p.name for p in series.patches}
     groups: dict[str, RecordGroup] = {}
     index: dict[str, str] = {}
@@ -347,10 +347,10 @@ class BisectView:
 def bisect_view(series: Series, work_dir: Path) -> BisectView | None:
     """The bisect in ``work_dir/bisect`` (in progress or finished), or None when there is none."""
     from materialize.bisect import session
+    from materialize.bisect.api import position_evidence
     from materialize.bisect.candidates import patch_names
     from materialize.bisect.report import render
     from materialize.bisect.state import StateStore, render_log
-    from materialize.bisect.stats import describe_rate
     from materialize.site import svg
 
     store = StateStore(work_dir)
@@ -368,13 +368,10 @@ def bisect_view(series: Series, work_dir: Path) -> BisectView | None:
         chart = svg.bar_chart(bars, y_label="P(first bad patch)", x_label="series position (prefix length)",
                               threshold=state.confidence, threshold_label=f"confidence {state.confidence:g}",
                               chart_id="bisect-chart")
-        data = session.gate_data(state)
         for k in range(state.good, state.bad + 1):
-            c = data.get(k)
             table.append({"position": str(k), "patch": names.get(k, "(upstream alone)" if k == 0 else ""),
                           "p": f"{probs[k]:.3f}" if k in probs else "-",
-                          "evidence": describe_rate(c.failures, c.requests, state.confidence) if c and c.requests
-                          else ("skipped" if k in state.skipped else "")})
+                          "evidence": position_evidence(state, k) or ("skipped" if k in state.skipped else "")})
         what = f"gate {state.gate}"
     else:
         samples = session.metric_samples(state)

@@ -226,3 +226,20 @@ def test_an_output_of_another_series_is_named(project: Project) -> None:
     other.write_text(project.series.read_text())
     html = page(project, "--series", "series/copy.yaml", "--from-output", "build/materialized/latest")
     assert "NOTE: that output is of series/default.yaml, not of this series" in html
+
+
+def test_bisect_bound_counts_exit_code_failures(project: Project) -> None:
+    """A position whose runs only said "failed" (exit codes) gets a bound that counts those failures,
+    the same sentence ``bisect status`` prints, never a rule-of-three bound from the passing runs."""
+    from materialize.bisect import session
+    from materialize.bisect.state import StateStore
+
+    store = StateStore(project.root / "work")
+    state = store.load()
+    for failures in (0, 0, 1, 0):
+        session.observe(state, 1, source="run", requests=32, failures=failures, censored=failures > 0)
+    store.save(state)
+    html = page(project)
+    bisect = html.split('<section id="bisect">', 1)[1].split("</section>", 1)[0]
+    assert "1/4 runs of 32 failed =&gt; rate in [" in bisect
+    assert "0/96 =&gt;" not in bisect  # the old bound: the passing runs alone
