@@ -3,5 +3,6 @@
 Modules: ``stats`` (bounds, rank tests), ``posterior`` (culprit posterior, expected-information
 choice), ``metric`` (Pinpoint-style metric search), ``state`` (crash-safe persistent state),
 ``session`` (the state machine), ``validate`` (is a run record evidence?), ``runner`` /
-``ray_executor`` (running the user's command), ``report`` / ``plot`` (what the user sees), ``cli``; ``api`` is what other commands may use.
+``ray_executor`` (running the user's command), ``report`` / ``plot`` (what the user sees), ``cli``; ``api`` is what other commands may
+use.
 """
