@@ -1,19 +1,22 @@
 """The series: upstream pins per target plus one ordered list of patches (``series/*.yaml``).
 
-The YAML is validated with pydantic so that every error says which field is wrong and what was
-expected; ``yamlpos`` turns the field path into the file and line the user has to edit.
+Every command that loads a series pays for its validation at start-up, so the schema below is
+checked by one small explicit validator (``_Model.parse``) instead of pydantic, whose import and
+schema building cost more than the rest of ``status``. The validator keeps pydantic's error
+vocabulary (``patches.3.strip: Input should be a valid integer``), collects every problem, and
+``yamlpos`` turns each field path into the file and line the user has to edit.
 All relative paths in a series file are relative to the directory that holds the series file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from typing import Any
 
 from materialize.errors import SeriesError
 from materialize.yamlpos import load_located
@@ -21,99 +24,285 @@ from materialize.yamlpos import load_located
 SERIES_FORMAT_VERSION = 1
 # Targets are named by the series file; any safe identifier will do (it becomes a folder name).
 TARGET_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
-TargetName = Annotated[str, Field(pattern=TARGET_NAME, max_length=100)]
 # quilt reads these compressed patches through the matching decompressor (patchfns: cat_file).
 _COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
 _SHA256 = r"^[0-9a-f]{64}$"
 
+# --- the validator: each rule checks one value and returns it (normalized) or raises _Invalid ------
+Loc = tuple[str | int, ...]
+Rule = Callable[[Any, Loc, list[dict[str, Any]]], Any]
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class _Invalid(Exception):
+    """One problem with one value: pydantic's error ``type`` and message, so messages stay familiar."""
+
+    def __init__(self, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.kind, self.msg = kind, msg
 
 
-class GitPin(_Strict):
+def _checked(rule: Rule, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+    """Run ``rule``; a problem is recorded as a pydantic-style error dict (``yamlpos`` locates it)."""
+    try:
+        return rule(value, loc, errors)
+    except _Invalid as problem:
+        errors.append({"loc": loc, "type": problem.kind, "msg": problem.msg, "input": value})
+        return None
+
+
+def _str(pattern: str | None = None, max_length: int | None = None) -> Rule:
+    """A string (never a number: YAML's unquoted ``1234`` stays an error), optionally bounded and
+    matching ``pattern`` as a whole (``$`` does not let a trailing newline through)."""
+    whole = re.compile(pattern.removeprefix("^").removesuffix("$")) if pattern else None
+
+    def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> str:
+        if not isinstance(value, str):
+            raise _Invalid("string_type", "Input should be a valid string")
+        if max_length is not None and len(value) > max_length:
+            raise _Invalid("string_too_long", f"String should have at most {max_length} characters")
+        if whole is not None and not whole.fullmatch(value):
+            raise _Invalid("string_pattern_mismatch", f"String should match pattern '{pattern}'")
+        return value
+    return rule
+
+
+def _int(ge: int, le: int) -> Rule:
+    """A strict integer: ``true`` or ``'2'`` is not read as a number."""
+    def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> int:
+        if type(value) is not int:
+            raise _Invalid("int_type", "Input should be a valid integer")
+        if value < ge:
+            raise _Invalid("greater_than_equal", f"Input should be greater than or equal to {ge}")
+        if value > le:
+            raise _Invalid("less_than_equal", f"Input should be less than or equal to {le}")
+        return value
+    return rule
+
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def _bool(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> bool:
+    """YAML's booleans, plus the spellings pydantic accepted (``'yes'``, 0/1) so no series breaks."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    if isinstance(value, int | float | str):
+        raise _Invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input")
+    raise _Invalid("bool_type", "Input should be a valid boolean")
+
+
+def _literal(*allowed: Any) -> Rule:
+    shown = [repr(a) for a in allowed]
+    expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+    def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+        for candidate in allowed:  # compared as pydantic did: `version: true` is 1, `'1'` is not
+            if isinstance(value, str) == isinstance(candidate, str) and value == candidate:
+                return candidate
+        raise _Invalid("literal_error", f"Input should be {expected}")
+    return rule
+
+
+def _optional(rule: Rule) -> Rule:
+    return lambda value, loc, errors: None if value is None else rule(value, loc, errors)
+
+
+def _list(item: Rule) -> Rule:
+    def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> list[Any]:
+        if not isinstance(value, list | tuple):
+            raise _Invalid("list_type", "Input should be a valid list")
+        return [_checked(item, v, loc + (i,), errors) for i, v in enumerate(value)]
+    return rule
+
+
+def _dict(key: Rule, item: Rule) -> Rule:
+    def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> dict[Any, Any]:
+        if not isinstance(value, dict):
+            raise _Invalid("dict_type", "Input should be a valid dictionary")
+        out = {}
+        for k, v in value.items():
+            _checked(key, k, loc + (k, "[key]"), errors)
+            out[k] = _checked(item, v, loc + (k,), errors)
+        return out
+    return rule
+
+
+_STR = _str()
+
+
+def _nonblank_banner(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> str:
+    value = _STR(value, loc, errors)
+    if not value.strip():
+        raise _Invalid("value_error", "Value error, banner must be a non-empty log line")
+    return value
+
+
+def _field(rule: Rule, **default: Any) -> Any:
+    """A model field: its rule, and optionally ``default=`` or ``default_factory=``."""
+    return dataclasses.field(metadata={"rule": rule}, **default)
+
+
+class _Model:
+    """Base of the schema classes: frozen, keyword-only dataclasses whose fields carry a rule.
+
+    ``parse`` validates a YAML mapping (unknown keys refused, missing ones reported) and collects
+    every problem with its path; constructing one in code runs the same rules (``__post_init__``).
+    """
+
+    def __post_init__(self) -> None:
+        errors: list[dict[str, Any]] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            checked = _checked(f.metadata["rule"], value, (f.name,), errors)
+            if checked is not value and not errors:
+                object.__setattr__(self, f.name, checked)
+        if errors:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+            raise SeriesError(f"invalid {type(self).__name__}: {problems}")
+
+    @classmethod
+    def parse(cls, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+        """``value`` as an instance of ``cls``, or None with its problems appended to ``errors``."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            errors.append({"loc": loc, "type": "model_type", "input": value,
+                           "msg": f"Input should be a valid dictionary or instance of {cls.__name__}"})
+            return None
+        before = len(errors)
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name in value:
+                values[f.name] = _checked(f.metadata["rule"], value[f.name], loc + (f.name,), errors)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                errors.append({"loc": loc + (f.name,), "type": "missing", "msg": "Field required", "input": value})
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        for extra in value:
+            if extra not in names:
+                errors.append({"loc": loc + (extra,), "type": "extra_forbidden", "input": value[extra],
+                               "msg": "Extra inputs are not permitted"})
+        return cls(**values) if len(errors) == before else None
+
+    def model_dump(self, *, exclude_none: bool = False) -> dict[str, Any]:
+        """The fields as a plain dict, in declaration order (the name and output pydantic had: pins
+        are recorded in manifests and cache keys this way)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if not (exclude_none and getattr(self, f.name) is None)}
+
+
+_model = dataclass(frozen=True, kw_only=True)
+
+
+@_model
+class GitPin(_Model):
     """A git repository (local path or URL) at a revision; ``sha`` records the resolved full SHA."""
 
-    kind: Literal["git"]
-    url: str
-    rev: str
-    sha: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
-    root: str = ""
+    kind: str = _field(_literal("git"))
+    url: str = _field(_str())
+    rev: str = _field(_str())
+    sha: str | None = _field(_optional(_str(r"^[0-9a-f]{40}$")), default=None)
+    root: str = _field(_str(), default="")
 
 
-class PypiPin(_Strict):
+@_model
+class PypiPin(_Model):
     """One exact file of a release on the configured package index, verified by sha256."""
 
-    kind: Literal["pypi"]
-    requirement: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+$")]
-    file: str
-    sha256: Annotated[str, Field(pattern=_SHA256)]
-    index_url: str | None = None
-    root: str | None = None
+    kind: str = _field(_literal("pypi"))
+    requirement: str = _field(_str(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+$"))
+    file: str = _field(_str())
+    sha256: str = _field(_str(_SHA256))
+    index_url: str | None = _field(_optional(_str()), default=None)
+    root: str | None = _field(_optional(_str()), default=None)
 
 
-class PathPin(_Strict):
+@_model
+class PathPin(_Model):
     """A local directory, taken as it is (no hash: it is the user's own checkout)."""
 
-    kind: Literal["path"]
-    path: str
-    root: str = ""
+    kind: str = _field(_literal("path"))
+    path: str = _field(_str())
+    root: str = _field(_str(), default="")
 
 
-class TarballPin(_Strict):
+@_model
+class TarballPin(_Model):
     """A local .tar.gz / .tar.xz / .zip archive, optionally verified by sha256."""
 
-    kind: Literal["tarball"]
-    path: str
-    sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
-    root: str | None = None
+    kind: str = _field(_literal("tarball"))
+    path: str = _field(_str())
+    sha256: str | None = _field(_optional(_str(_SHA256)), default=None)
+    root: str | None = _field(_optional(_str()), default=None)
 
 
-Pin = Annotated[GitPin | PypiPin | PathPin | TarballPin, Field(discriminator="kind")]
+Pin = GitPin | PypiPin | PathPin | TarballPin
+_PINS: dict[str, type[_Model]] = {"git": GitPin, "pypi": PypiPin, "path": PathPin, "tarball": TarballPin}
 
 
-class TargetSpec(_Strict):
-    pin: Pin
-    install_path: str | None = Field(
-        default=None, description="where this target's root sits inside the serving image (overlay mounts)"
-    )
-
-
-class PatchSpec(_Strict):
-    patch: str = Field(description="patch file, relative to patches_dir")
-    target: TargetName
-    strip: Annotated[StrictInt, Field(ge=0, le=16)] | None = None
-    max_fuzz: Annotated[StrictInt, Field(ge=0, le=3)] | None = None
-    reverse: bool = Field(default=False, description="apply as `patch -R` (a quilt series entry with -R)")
-    flag: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
-    banner: str | None = None
-    banner_none_why: str | None = Field(default=None, description="with banner: none, why no log line can show "
-                                                                   "the flag engaged (serve records it as unobservable)")
-    tests: list[str] = Field(default_factory=list)
-    status: Literal["cleared", "held", "experimental"] = "experimental"
-    evidence: list[str] = Field(default_factory=list)
-    why: str = ""
-
-    @field_validator("banner")
-    @classmethod
-    def _banner_needs_text(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("banner must be a non-empty log line")
+def _pin(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
+    """The pin kinds are told apart by ``kind``; the member's name joins the path, as pydantic did."""
+    if isinstance(value, tuple(_PINS.values())):
         return value
+    if not isinstance(value, dict):
+        raise _Invalid("model_attributes_type", "Input should be a valid dictionary or object to extract fields from")
+    if "kind" not in value:
+        raise _Invalid("union_tag_not_found", "Unable to extract tag using discriminator 'kind'")
+    member = _PINS.get(value["kind"]) if isinstance(value["kind"], str) else None
+    if member is None:
+        tags = ", ".join(repr(k) for k in _PINS)
+        raise _Invalid("union_tag_invalid", f"Input tag '{value['kind']}' found using 'kind' does not match any "
+                                            f"of the expected tags: {tags}")
+    return member.parse(value, loc + (value["kind"],), errors)
 
 
-class Defaults(_Strict):
-    strip: Annotated[StrictInt, Field(ge=0, le=16)] = 1
-    max_fuzz: Annotated[StrictInt, Field(ge=0, le=3)] = 0
+_TARGET = _str(TARGET_NAME, max_length=100)
+_STRIP = _int(0, 16)
+_FUZZ = _int(0, 3)
 
 
-class SeriesSpec(_Strict):
-    version: Literal[1]
-    patches_dir: str = "../patches"
-    tests_dir: str = "../ast_tests"
-    defaults: Defaults = Defaults()
-    targets: dict[TargetName, TargetSpec]
-    patches: list[PatchSpec] = Field(default_factory=list)
+@_model
+class TargetSpec(_Model):
+    pin: Pin = _field(_pin)
+    # where this target's root sits inside the serving image (overlay mounts)
+    install_path: str | None = _field(_optional(_str()), default=None)
+
+
+@_model
+class PatchSpec(_Model):
+    patch: str = _field(_str())  # patch file, relative to patches_dir
+    target: str = _field(_TARGET)
+    strip: int | None = _field(_optional(_STRIP), default=None)
+    max_fuzz: int | None = _field(_optional(_FUZZ), default=None)
+    reverse: bool = _field(_bool, default=False)  # apply as `patch -R` (a quilt series entry with -R)
+    flag: str | None = _field(_optional(_str(r"^[A-Z_][A-Z0-9_]*$")), default=None)
+    banner: str | None = _field(_optional(_nonblank_banner), default=None)
+    # with banner: none, why no log line can show the flag engaged (serve records it as unobservable)
+    banner_none_why: str | None = _field(_optional(_str()), default=None)
+    tests: list[str] = _field(_list(_str()), default_factory=list)
+    status: str = _field(_literal("cleared", "held", "experimental"), default="experimental")
+    evidence: list[str] = _field(_list(_str()), default_factory=list)
+    why: str = _field(_str(), default="")
+
+
+@_model
+class Defaults(_Model):
+    strip: int = _field(_STRIP, default=1)
+    max_fuzz: int = _field(_FUZZ, default=0)
+
+
+@_model
+class SeriesSpec(_Model):
+    version: int = _field(_literal(1))
+    patches_dir: str = _field(_str(), default="../patches")
+    tests_dir: str = _field(_str(), default="../ast_tests")
+    defaults: Defaults = _field(Defaults.parse, default=Defaults())
+    targets: dict[str, TargetSpec] = _field(_dict(_TARGET, TargetSpec.parse))
+    patches: list[PatchSpec] = _field(_list(PatchSpec.parse), default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -230,7 +419,12 @@ def load_series(path: str | Path) -> Series:
     path = Path(path).resolve()
     located = load_located(path)
     source = str(path)
-    spec = located.validate(SeriesSpec, SeriesError, "series file", "'version', 'targets' and 'patches'")
+    if not isinstance(located.data, dict):
+        raise SeriesError(f"{source}:1: a series file is a mapping with 'version', 'targets' and 'patches'")
+    errors: list[dict[str, Any]] = []
+    spec = SeriesSpec.parse(located.data, (), errors)
+    if errors:
+        raise SeriesError("invalid series file:\n  " + "\n  ".join(located.describe(e) for e in errors))
 
     patches_dir = (path.parent / spec.patches_dir).resolve()
     entries: list[PatchEntry] = []

@@ -1,7 +1,7 @@
 """Safe YAML loading that remembers where each value came from.
 
-Pydantic tells us *which* field is wrong (a path such as ``patches.3.strip``); users need to know
-*where* it is. We compose the YAML node graph once (safe loader only: no tags, no Python objects),
+A validator (the series' own, or pydantic for a profile) tells us *which* field is wrong (a path such
+as ``patches.3.strip``); users need to know *where* it is. We compose the YAML node graph once (safe loader only: no tags, no Python objects),
 build plain data from it, and keep a map from each path to its line so errors can say file:line.
 """
 
@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from materialize.errors import MaterializeError, SeriesError
 
+if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
+    from pydantic import BaseModel
+
 PathKey = tuple[str | int, ...]
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound="BaseModel")
+# libyaml's parser when PyYAML was built with it (the pure-Python one is ~10x slower on a 109-patch
+# series); both give the same events, nodes and marks.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
 # A series or profile is a few hundred nodes. Aliases may share a value, but a document that expands
 # past these bounds is a bomb ("billion laughs", a self-referencing alias, 20,000 nested "["): refused
@@ -36,6 +41,8 @@ class LocatedYaml:
 
     def validate(self, model: type[ModelT], error: type[MaterializeError], what: str, fields: str) -> ModelT:
         """Validate the document against ``model``; every problem becomes one ``file:line: field`` line."""
+        from pydantic import ValidationError
+
         if not isinstance(self.data, dict):
             raise error(f"{self.source}:1: a {what} is a mapping with {fields}")
         try:
@@ -93,17 +100,26 @@ class _Budget:
 def _check_depth(text: str, source: str) -> None:
     """Refuse deep nesting from the event stream (iterative) before the recursive composer sees it."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise SeriesError(f"{source}:{event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels; "
-                                  "refused")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SeriesError(f"{source}:{event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} "
+                                      "levels; refused")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        # libyaml's scanner looks ahead in flow collections and stops at its own limit (1,000) before
+        # the event past ours is seen: the same refusal, said the same way.
+        if "maximum nesting depth" not in str(exc.problem):
+            raise
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
+        raise SeriesError(f"{source}:{line}: nested deeper than {MAX_DEPTH} levels; refused") from None
 
 
-def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: _Budget) -> Any:
+def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: _Budget,
+           scalars: yaml.constructor.SafeConstructor) -> Any:
     budget.spend(node, len(path))
     lines.setdefault(path, node.start_mark.line + 1)
     if node.tag not in _PLAIN_TAGS:
@@ -117,12 +133,12 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
             if key in out:
                 raise SeriesError(f"{source}:{key_node.start_mark.line + 1}: duplicate key {key!r}")
             lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _build(value_node, path + (key,), lines, source, budget)
+            out[key] = _build(value_node, path + (key,), lines, source, budget, scalars)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(item, path + (i,), lines, source, budget) for i, item in enumerate(node.value)]
+        return [_build(item, path + (i,), lines, source, budget, scalars) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says.
-    return yaml.SafeLoader("").construct_object(node)
+    return scalars.construct_object(node)
 
 
 def load_located(path: Path) -> LocatedYaml:
@@ -136,11 +152,12 @@ def load_located(path: Path) -> LocatedYaml:
         raise SeriesError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
         _check_depth(text, source)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         raise SeriesError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     lines: dict[PathKey, int] = {}
-    data = _build(node, (), lines, source, _Budget(source)) if node is not None else None
+    scalars = yaml.constructor.SafeConstructor()
+    data = _build(node, (), lines, source, _Budget(source), scalars) if node is not None else None
     return LocatedYaml(data=data, source=source, lines=lines)
