@@ -93,7 +93,10 @@ def test_lazy_help_lines_are_the_commands_own():
 def test_missing_extra_names_the_extra_to_install():
     """`make materialize` installs no extras: a subsystem command then says which extra it needs (exit 2)."""
     code = ("import sys; sys.modules['libcst'] = None\n"  # as if the `offline` extra were not installed
-            "from materialize.cli import main; sys.exit(main(['test-offline', '--help']))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            "from materialize.cli import main; sys.exit(main(['test-offline', *sys.argv[1:]]))")
+    proc = subprocess.run([sys.executable, "-c", code, "--series", "no-such.yaml"], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "needs libcst, from the `offline` extra" in proc.stderr and "Traceback" not in proc.stderr
+    # Its help needs nothing of the extra.
+    proc = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--tree-source" in proc.stdout, proc.stderr

@@ -19,6 +19,9 @@ from materialize.series import load_series
 
 def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "auto", extra: tuple[str, ...] = ()) -> int:
     """Run the offline suite for ``series_path``; returns pytest's exit code."""
+    # The child's plugin needs libcst: a missing `offline` extra is named here, not in a pytest traceback.
+    import libcst  # noqa: F401
+
     series = load_series(series_path)
     tests_dir = series.resolve(series.spec.tests_dir)
     argv = [
