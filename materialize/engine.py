@@ -151,8 +151,8 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tupl
         for h in outcome.result.hunks:
             hunk_reports.append(HunkReport(dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
         for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
-            added += len(hunk.lines) - hunk.source_length
-            removed += len(hunk.lines) - hunk.target_length
+            added += len(hunk.body) - hunk.source_length
+            removed += len(hunk.body) - hunk.target_length
         if outcome.fp.is_rename and outcome.source is not None and outcome.source != dest:
             deleted.append(outcome.source)
         if outcome.result.content is None:

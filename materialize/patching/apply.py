@@ -9,71 +9,51 @@ handled exactly as GNU does. Behaviour is pinned by a differential test against 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter
 
 from materialize.errors import PatchApplyError
 from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult, HunkStatus
 from materialize.patching.parse import split_lines
 from materialize.patching.reject import format_reject
 
+_TAIL = itemgetter(slice(1, None))  # a body line without its kind character: the line of the file
+_OLD_SIDE = bytes.maketrans(b" -+", b"\x01\x01\x00")  # kinds -> selectors for itertools.compress
+_NEW_SIDE = bytes.maketrans(b" -+", b"\x01\x00\x01")
 
-@dataclass(frozen=True)
+
 class _Prepared:
     """A hunk in GNU's internal shape: pattern/replacement lines with their kinds and contexts."""
 
-    first: int
-    old: tuple[bytes, ...]
-    old_kinds: tuple[str, ...]
-    new: tuple[bytes, ...]
-    new_kinds: tuple[str, ...]
-    prefix_context: int
-    suffix_context: int
-    terminated: bool = True  # every line ends in a newline (no "\\ No newline" marker in the hunk)
+    __slots__ = ("first", "old", "old_kinds", "new", "new_kinds", "prefix_context", "suffix_context", "terminated")
+
+    def __init__(self, hunk: Hunk, strip_cr: bool) -> None:
+        """Split a hunk into GNU's pattern (old) and replacement (new) sides with bytes operations."""
+        body, kinds = hunk.body, hunk.kinds
+        if strip_cr:
+            body = tuple(_strip_cr(text) for text in body)
+        self.old = tuple(map(_TAIL, compress(body, kinds.translate(_OLD_SIDE))))
+        self.new = tuple(map(_TAIL, compress(body, kinds.translate(_NEW_SIDE))))
+        self.old_kinds = kinds.translate(None, b"+")  # bytes: compare with ord("-") / ord("+")
+        self.new_kinds = kinds.translate(None, b"-")
+        count = len(kinds)
+        prefix = count - len(kinds.lstrip(b" "))
+        self.prefix_context = prefix
+        self.suffix_context = count - len(kinds.rstrip(b" ")) if prefix < count else 0
+        # Every line ends in a newline (no "\\ No newline" marker): only a side's last line can lack one.
+        self.terminated = all(side[-1].endswith(b"\n") for side in (self.old, self.new) if side)
+        self.first = hunk.source_start + (1 if not self.old else 0)
 
     @property
     def context(self) -> int:
         return max(self.prefix_context, self.suffix_context)
 
 
-def _prepare(hunk: Hunk, strip_cr: bool) -> _Prepared:
-    """Split a hunk into GNU's pattern (old) and replacement (new) sides, in one pass."""
-    old: list[bytes] = []
-    old_kinds: list[str] = []
-    new: list[bytes] = []
-    new_kinds: list[str] = []
-    first_change = last_change = -1
-    terminated = True
-    for index, (kind, content, no_newline) in enumerate(hunk.lines):
-        if strip_cr and content.endswith(b"\r"):
-            content = content[:-1]
-        if no_newline:
-            text = content
-            terminated = False
-        else:
-            text = content + b"\n"
-        if kind != "+":
-            old.append(text)
-            old_kinds.append(kind)
-        if kind != "-":
-            new.append(text)
-            new_kinds.append(kind)
-        if kind != " ":
-            if first_change < 0:
-                first_change = index
-            last_change = index
-    count = len(hunk.lines)
-    prefix = first_change if first_change >= 0 else count
-    suffix = count - 1 - last_change if first_change >= 0 else 0
-    return _Prepared(
-        first=hunk.source_start + (1 if not old else 0),
-        old=tuple(old),
-        old_kinds=tuple(old_kinds),
-        new=tuple(new),
-        new_kinds=tuple(new_kinds),
-        prefix_context=prefix,
-        suffix_context=suffix,
-        terminated=terminated,
-    )
+def _strip_cr(text: bytes) -> bytes:
+    """GNU's CRLF-mangled section: one trailing CR goes from every hunk line."""
+    if text.endswith(b"\r\n"):
+        return text[:-2] + b"\n"
+    return text[:-1] if text.endswith(b"\r") else text
 
 
 class _Misordered(Exception):
@@ -223,13 +203,53 @@ class _Applier:
         self.last_frozen = where - 1 + len(h.old) - h.suffix_context
         self.out_offset += len(h.new) - len(h.old)
 
+    def exact_in_place(self, hunk: Hunk, refuse_top: bool) -> HunkResult | None:
+        """GNU's first try for the common hunk, done with bulk list operations; None: take the full path.
+
+        The common hunk has as much context before its changes as after them and no missing newline.
+        For it, GNU's ``locate_hunk`` at fuzz 0 first compares the pattern at the guessed line (the
+        header's line plus the offset so far), provided that line lies between the last line an
+        earlier hunk consumed and the last place the pattern fits; when that matches, ``apply_hunk``
+        copies the input up to the changes, writes the new side's changed part and consumes up to
+        the trailing context. That one case is done here with slices (no ``_Prepared``, no per-line
+        Python); every other case (an offset search, fuzz, a missing newline, a hunk GNU refuses at
+        the top of a new file) returns None and goes through ``locate``/``apply`` unchanged.
+        """
+        if not self.after_newline:
+            return None
+        kinds = hunk.kinds
+        count = len(kinds)
+        prefix = count - len(kinds.lstrip(b" "))
+        if not prefix or count - len(kinds.rstrip(b" ")) != prefix:
+            return None
+        body = hunk.body
+        if body[-1][-1] != 10:  # the shared last context line lacks its newline; all others have one
+            return None
+        inp = self.input
+        where = hunk.source_start + self.in_offset
+        plus = kinds.count(43)
+        n_old = count - plus
+        if where <= self.last_frozen or where > len(inp) - n_old + 1 or (where == 1 and refuse_top):
+            return None
+        if inp[where - 1 : where - 1 + n_old] != list(map(_TAIL, compress(body, kinds.translate(_OLD_SIDE)))):
+            return None
+        stop = where - 1 + prefix  # the leading context is the input's own lines: copy them from there
+        self.out.extend(inp[self.last_frozen : stop])
+        end = count - prefix
+        self.out.extend(map(_TAIL, compress(body[prefix:end], kinds[prefix:end].translate(_NEW_SIDE))))
+        self.zero_output = False
+        self.last_frozen = where - 1 + n_old - prefix
+        self.out_offset += plus - (n_old - kinds.count(32))  # added minus removed lines
+        offset = self.in_offset
+        return HunkResult(hunk, "offset" if offset else "clean", offset, 0, where)
+
     def apply(self, h: _Prepared, where: int) -> None:
         """GNU ``apply_hunk`` for unified hunks (no ``!`` lines, no ``#ifdef`` output)."""
         # Only the first copy_till can raise _Misordered, so a failing hunk writes nothing.
         old = new = 0
         n_old, n_new = len(h.old), len(h.new)
         while old < n_old:
-            if h.old_kinds[old] == "-":
+            if h.old_kinds[old] == 45:  # "-"
                 if not self.after_newline:
                     raise _GnuAbort
                 self.copy_till(where + old - 1)
@@ -237,16 +257,16 @@ class _Applier:
                 old += 1
             elif new >= n_new:
                 break
-            elif h.new_kinds[new] == "+":
+            elif h.new_kinds[new] == 43:  # "+"
                 self.copy_till(where + old - 1)
                 self._write(h.new[new])
                 new += 1
             else:
                 old += 1
                 new += 1
-        if new < n_new and h.new_kinds[new] == "+":
+        if new < n_new and h.new_kinds[new] == 43:
             self.copy_till(where + old - 1)
-            while new < n_new and h.new_kinds[new] == "+":
+            while new < n_new and h.new_kinds[new] == 43:
                 if not self.after_newline:
                     self.out.append(b"\n")
                 self._write(h.new[new])
@@ -288,9 +308,13 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
     state = _Applier(original or b"")
     results: list[HunkResult] = []
     rejected: list[tuple[Hunk, int]] = []
+    exact = None if fp.strip_trailing_cr else state.exact_in_place
+    refuse_top = bool(fp.is_new and original)
     try:
         for hunk in fp.hunks:
-            result = _apply_hunk(state, hunk, fp, original, max_fuzz)
+            result = exact(hunk, refuse_top) if exact is not None else None
+            if result is None:
+                result = _apply_hunk(state, hunk, fp, original, max_fuzz)
             if result.status == "failed":
                 rejected.append((hunk, state.out_offset))
             results.append(result)
@@ -315,7 +339,7 @@ def _apply_hunk(
     state: _Applier, hunk: Hunk, fp: FilePatch, original: bytes | None, max_fuzz: int
 ) -> HunkResult:
     """Locate (with increasing fuzz) and apply one hunk, exactly like GNU's main loop."""
-    h = _prepare(hunk, fp.strip_trailing_cr)
+    h = _Prepared(hunk, fp.strip_trailing_cr)
     my_max_fuzz = min(max_fuzz, h.context)
     fuzz = 0
     where = state.locate(h, fuzz)

@@ -34,17 +34,40 @@ class HunkLine(NamedTuple):
         return body if self.no_newline else body + b"\n"
 
 
-@dataclass(frozen=True)
-class Hunk:
-    """One ``@@`` hunk; line numbers are as written in the header (1-based, 0 for empty ranges)."""
+def body_line(kind: str, content: bytes, no_newline: bool) -> bytes:
+    """A hunk body line as the model stores it: kind character, content, ``\\n`` unless no newline."""
+    return kind.encode() + content if no_newline else kind.encode() + content + b"\n"
+
+
+class Hunk(NamedTuple):
+    """One ``@@`` hunk; line numbers are as written in the header (1-based, 0 for empty ranges).
+
+    ``body`` holds the hunk's lines as they stand in the patch (kind character, content, ``\\n``),
+    normally the very bytes objects the parser split the patch into, so a hunk costs no per-line
+    copies; a line followed by ``\\ No newline at end of file`` is stored without its ``\\n``, and
+    GNU's eaten-space context lines (TAB-led or empty) are stored with their `` `` restored.
+    ``kinds`` is the string of kind characters (``b" --+ "``): counting, context lengths and the
+    old/new sides are computed from it with C-level bytes operations. A NamedTuple rather than a
+    frozen dataclass: a 100k-hunk patch makes 100k of these, and tuples are several times cheaper.
+    """
 
     source_start: int
     source_length: int
     target_start: int
     target_length: int
     section_header: str
-    lines: tuple[HunkLine, ...]
+    body: tuple[bytes, ...]
+    kinds: bytes
     patch_line: int
+
+    @property
+    def lines(self) -> tuple[HunkLine, ...]:
+        """The body as HunkLine tuples (built on each call: for messages, rejects and tests)."""
+        out = []
+        for text in self.body:
+            terminated = text.endswith(b"\n")
+            out.append(HunkLine(chr(text[0]), text[1:-1] if terminated else text[1:], not terminated))  # type: ignore[arg-type]
+        return tuple(out)
 
     @property
     def header(self) -> str:
@@ -107,9 +130,11 @@ class PatchSet:
     files: tuple[FilePatch, ...]
 
 
-@dataclass(frozen=True)
-class HunkResult:
-    """How one hunk applied. ``offset`` is GNU patch's cumulative offset, as GNU reports it."""
+class HunkResult(NamedTuple):
+    """How one hunk applied. ``offset`` is GNU patch's cumulative offset, as GNU reports it.
+
+    A NamedTuple for the same reason as Hunk: one per hunk.
+    """
 
     hunk: Hunk
     status: HunkStatus

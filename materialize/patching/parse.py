@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from materialize.errors import PatchFormatError
-from materialize.patching.model import FilePatch, Hunk, HunkLine, PatchSet
+from materialize.patching.model import FilePatch, Hunk, PatchSet, body_line
 from materialize.patching.paths import (
     DEV_NULL,
     decode_path,
@@ -49,10 +50,16 @@ _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*?)\r?\n?$"
 _CONTEXT_HUNK = re.compile(rb"^\*{15}")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
 _WS = b" \t\n\r\v\f"
+# A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
+_NOT_BODY = re.compile(rb"[^ +\-]")
+_FIRST = itemgetter(slice(0, 1))
+_new_hunk = tuple.__new__
 
 
 def split_lines(data: bytes) -> list[bytes]:
     """Split on LF only, keeping terminators (``bytes.splitlines`` would also split on lone CR)."""
+    if b"\r" not in data:
+        return data.splitlines(keepends=True)  # the same split without CRs, done in C
     lines = data.split(b"\n")
     out = [line + b"\n" for line in lines[:-1]]
     if lines[-1]:
@@ -96,6 +103,9 @@ class _Parser:
         self.raw = raw
         self.strip = strip
         self.n = len(raw)
+        # The first byte of every line (no line is empty: each ends in "\n" or is a non-empty last line),
+        # so a hunk's extent is found and checked with bytes operations instead of a loop per line.
+        self.kinds = b"".join(map(_FIRST, raw))
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -318,18 +328,36 @@ class _Parser:
         source_length = int(m.group(2)) if m.group(2) is not None else 1
         target_start = int(m.group(3))
         target_length = int(m.group(4)) if m.group(4) is not None else 1
+        section = m.group(5).decode("utf-8", "replace")
+        # Fast path: the run of " ", "-", "+" lines after the header holds exactly the announced
+        # numbers of old and new lines. Then the line-by-line walk below would consume exactly that
+        # run (each line counts on at least one side, no count can overrun before the end) and stop
+        # there, so the run is the body. Anything else (a "\\ No newline" marker, GNU's "=", TAB-led
+        # or empty context, a run into the next file's "---"/"+++", an error) takes the walk.
+        kinds = self.kinds
+        stop = _NOT_BODY.search(kinds, header_line)
+        end = stop.start() if stop is not None else self.n
+        run = kinds[header_line:end]
+        both = run.count(32)
+        minus = run.count(45)
+        plus = len(run) - both - minus
+        if both + minus == source_length and both + plus == target_length and minus + plus and (
+            end >= self.n or kinds[end] != 92
+        ):
+            body = tuple(self.raw[header_line:end])
+            return _new_hunk(Hunk, (source_start, source_length, target_start, target_length, section, body, run,
+                                    header_line)), end + 1
         old_left, new_left = source_length, target_length
-        lines: list[HunkLine] = []
+        lines: list[bytes] = []
         changed = False
         i = header_line + 1
         raw = self.raw
         n = self.n
-        make = tuple.__new__  # HunkLine(...) without the Python-level __new__: this loop is the hot path
         while old_left > 0 or new_left > 0:
             if i > n:
                 if old_left == new_left and old_left <= 3:
                     # GNU assumes up to three blank context lines were chopped off the end (by an editor).
-                    lines.extend(HunkLine(" ", b"") for _ in range(old_left))
+                    lines.extend(b" \n" for _ in range(old_left))
                     old_left = new_left = 0
                     break
                 raise self.error(n, "malformed patch: hunk is shorter than its header says")
@@ -370,23 +398,16 @@ class _Parser:
                 last_of_side = new_left == 0 if kind_s == "+" else old_left == 0
                 if not last_of_side:
                     raise self.error(i + 1, "malformed patch: misplaced '\\ No newline' marker")
-                lines.append(make(HunkLine, (kind_s, content, True)))
+                lines.append(body_line(kind_s, content, True))
                 i += 2
             else:
-                lines.append(make(HunkLine, (kind_s, content, False)))
+                lines.append(body_line(kind_s, content, False))
                 i += 1
         if not changed:
             raise self.error(header_line, "malformed patch: hunk contains no changed lines")
-        section = m.group(5).decode("utf-8", "replace")
-        hunk = Hunk(
-            source_start=source_start,
-            source_length=source_length,
-            target_start=target_start,
-            target_length=target_length,
-            section_header=section,
-            lines=tuple(lines),
-            patch_line=header_line,
-        )
+        body = tuple(lines)
+        hunk = Hunk(source_start, source_length, target_start, target_length, section, body,
+                    b"".join(map(_FIRST, body)), header_line)
         return hunk, i
 
 

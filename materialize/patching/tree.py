@@ -24,7 +24,7 @@ from typing import Protocol
 
 from materialize.errors import MaterializeError, PatchApplyError, UnsafePathError
 from materialize.patching.apply import apply_file
-from materialize.patching.model import FilePatch, FileResult, HunkLine, PatchSet
+from materialize.patching.model import FilePatch, FileResult, PatchSet
 from materialize.patching.parse import parse_patch
 from materialize.paths import resolve_link, safe_relpath
 
@@ -130,17 +130,19 @@ def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[
     return best_name(in_dirs or names)
 
 
+_SWAP = bytes.maketrans(b"+-", b"-+")
+
+
 def reverse_file_patch(fp: FilePatch) -> FilePatch:
     """The same section applied as ``patch -R`` would: sides, names, modes and kinds swapped."""
-    swap = {"+": "-", "-": "+", " ": " "}
     hunks = tuple(
-        dataclasses.replace(
-            h,
+        h._replace(
             source_start=h.target_start,
             source_length=h.target_length,
             target_start=h.source_start,
             target_length=h.source_length,
-            lines=tuple(HunkLine(swap[ln.kind], ln.content, ln.no_newline) for ln in h.lines),  # type: ignore[arg-type]
+            body=tuple(text[:1].translate(_SWAP) + text[1:] for text in h.body),
+            kinds=h.kinds.translate(_SWAP),
         )
         for h in fp.hunks
     )
