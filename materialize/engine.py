@@ -22,6 +22,7 @@ from materialize.store import TREE, Store
 from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
+_new_tuple = tuple.__new__
 ID_LENGTH = 16
 
 
@@ -148,8 +149,9 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tupl
     for outcome in result.files:
         assert outcome.result is not None and outcome.path is not None
         dest = outcome.path
-        for h in outcome.result.hunks:
-            hunk_reports.append(HunkReport(dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
+        # One report tuple per hunk, built without the NamedTuple's Python-level __new__ (100k hunks).
+        hunk_reports.extend([_new_tuple(HunkReport, (dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
+                             for h in outcome.result.hunks])
         for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
             added += len(hunk.body) - hunk.source_length
             removed += len(hunk.body) - hunk.target_length

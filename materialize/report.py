@@ -6,12 +6,14 @@ its report), written to manifest.json, and printed as a table; nothing here form
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class HunkReport:
+class HunkReport(NamedTuple):
+    """One hunk's outcome. A NamedTuple (one per hunk: a patch may have 100k) that JSON stores as a
+    compact array ``[file, header, status, offset, fuzz, applied_at]``."""
+
     file: str
     header: str
     status: str  # clean | offset | fuzz | failed
@@ -41,9 +43,14 @@ class PatchReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON data; each hunk is an array (``json`` writes a NamedTuple as one)."""
+        return {"position": self.position, "name": self.name, "target": self.target, "sha256": self.sha256,
+                "files": list(self.files), "hunks": list(self.hunks), "added": self.added,
+                "removed": self.removed, "reused": self.reused, "deleted": list(self.deleted)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], *, reused: bool = False) -> PatchReport:
-        hunks = [HunkReport(**h) for h in data["hunks"]]
+        """Read ``to_json``'s data back; hunks stored as objects (older caches) are read too."""
+        make = HunkReport._make
+        hunks = [HunkReport(**h) if isinstance(h, dict) else make(h) for h in data["hunks"]]
         return cls(**{**data, "hunks": hunks, "reused": reused})

@@ -88,11 +88,14 @@ class _Overlay:
     def __init__(self, view: TreeView) -> None:
         self.view = view
         self.changes: dict[str, Content | None] = {}
+        self.read: dict[str, Content | None] = {}  # the view's answers: a section asks several times
 
     def get(self, path: str) -> Content | None:
         if path in self.changes:
             return self.changes[path]
-        return self.view.get(path)
+        if path not in self.read:
+            self.read[path] = self.view.get(path)
+        return self.read[path]
 
     def is_dir(self, path: str) -> bool:
         if path not in self.changes and self.view.is_dir(path):
