@@ -18,7 +18,7 @@ from materialize.errors import PatchApplyError
 from materialize.patching.tree import TreeApply, apply_to_tree
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
-from materialize.store import TREE, Store
+from materialize.store import SYMLINK, TREE, Store
 from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
@@ -62,6 +62,8 @@ class Materialization:
     commits: dict[str, str]
     reports: list[PatchReport] = field(default_factory=list)
     display_root: str | None = None
+    empty_dirs: dict[str, list[str]] = field(default_factory=dict)
+    """Per target, the upstream's empty directories that a full output recreates (see ``surviving_empty_dirs``)."""
 
     def tree(self, target: str) -> StoreTree:
         root = f"{self.display_root}/{target}" if self.display_root else None
@@ -70,6 +72,17 @@ class Materialization:
     def changed_paths(self, target: str) -> tuple[list[str], list[str]]:
         """(changed or added, deleted) files of ``target`` against its pinned base."""
         return self.store.changed_paths(self.base_trees[target], self.trees[target])
+
+
+def surviving_empty_dirs(recorded: Sequence[str], reports: Iterable[PatchReport]) -> list[str]:
+    """The upstream's empty directories still there after GNU patch applied ``reports``' patches.
+
+    GNU patch removes a deleted file's parent directories while they are empty, so an empty
+    directory that received a file which a later patch deleted (or renamed away) is gone; one
+    that only got new files is no longer empty, and recreating it is harmless.
+    """
+    deleted = [path for report in reports for path in report.deleted]
+    return [d for d in recorded if not any(path.startswith(d + "/") for path in deleted)]
 
 
 def materialization_id(trees: dict[str, str]) -> str:
@@ -85,11 +98,17 @@ def _chain(previous: str, entry: PatchEntry, data: bytes) -> str:
 
 
 class StoreView:
-    """A store tree as the applier's ``TreeView`` (``materialize.patching.tree``)."""
+    """A store tree as the applier's ``TreeView`` (``materialize.patching.tree``).
 
-    def __init__(self, store: Store, tree: str) -> None:
+    ``empty_dirs`` are the upstream's empty directories still present (a git tree cannot hold
+    them): GNU patch sees them on disk and refuses to put a file where one is, so must we.
+    """
+
+    def __init__(self, store: Store, tree: str, empty_dirs: Iterable[str] = ()) -> None:
         self.store = store
         self.tree = tree
+        self._empty = {"/".join(parts[:i]) for parts in (d.split("/") for d in empty_dirs)
+                       for i in range(1, len(parts) + 1)}
 
     def get(self, path: str) -> tuple[str, bytes] | None:
         entry = self.store.lookup(self.tree, path)
@@ -98,6 +117,8 @@ class StoreView:
         return entry.mode, self.store.read_blob_by_id(entry.sha)
 
     def is_dir(self, path: str) -> bool:
+        if path in self._empty and self.store.lookup(self.tree, path) is None:
+            return True
         # Store.lookup answers files only; walk the (memoized) trees on the path for directories.
         current = self.tree
         for part in path.split("/"):
@@ -106,6 +127,11 @@ class StoreView:
                 return False
             current = found[1]
         return True
+
+
+def _changes_a_link(result: TreeApply) -> bool:
+    """Whether the patch deleted, replaced or retargeted a symlink that was in the tree."""
+    return any(f.before is not None and f.before[0] == SYMLINK for f in result.files)
 
 
 def describe_failure(entry: PatchEntry, result: TreeApply) -> str:
@@ -134,9 +160,11 @@ def describe_failure(entry: PatchEntry, result: TreeApply) -> str:
     return "\n".join(lines)
 
 
-def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tuple[str, PatchReport]:
-    """Apply one series entry to ``tree``; returns the new tree and the per-hunk report."""
-    result = apply_to_tree(StoreView(store, tree), data, source=str(entry.path), strip=entry.strip,
+def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
+                empty_dirs: Iterable[str] = ()) -> tuple[str, PatchReport]:
+    """Apply one series entry to ``tree`` (whose upstream ``empty_dirs`` are still there); returns
+    the new tree and the per-hunk report."""
+    result = apply_to_tree(StoreView(store, tree, empty_dirs), data, source=str(entry.path), strip=entry.strip,
                            max_fuzz=entry.max_fuzz, reverse=entry.reverse)
     if result.error is not None:
         raise result.error
@@ -162,6 +190,10 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes) -> tupl
         else:
             files.append(dest)
     new_tree = store.write_tree(tree, result.changes) if result.changes else tree
+    if _changes_a_link(result):
+        # A removed or retargeted link can change where older links lead (a link "s" replaced by a
+        # real directory makes "x -> s/../.." climb out): re-check every link of the new tree.
+        store.check_tree_links(new_tree, origin=f"{entry.path} (patch {entry.name})", extra_dirs=empty_dirs)
     report = PatchReport(entry.position, entry.name, entry.target, hashlib.sha256(data).hexdigest(),
                          files, hunk_reports, added, removed, deleted=deleted)
     return new_tree, report
@@ -181,11 +213,15 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     base_trees: dict[str, str] = {}
     pins: dict[str, dict] = {}
     keys: dict[str, str] = {}
+    recorded_empty: dict[str, tuple[str, ...]] = {}
     for target, spec in sorted(series.targets.items()):
         resolved = resolve(spec.pin, store, base_dir=series.base_dir, progress=progress)
+        recorded_empty[target] = resolved.empty_dirs
         base_trees[target] = resolved.tree
         pins[target] = {"pin": spec.pin.model_dump(), "resolved": resolved.identity}
-        keys[target] = hashlib.sha256(f"base\0{resolved.tree}".encode()).hexdigest()
+        # Empty directories change what applies (a file cannot replace one), so they key the chain too.
+        empty_key = "".join(f"\0{d}" for d in resolved.empty_dirs)
+        keys[target] = hashlib.sha256(f"base\0{resolved.tree}{empty_key}".encode()).hexdigest()
     trees = dict(base_trees)
     commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
     reports: list[PatchReport] = []
@@ -206,7 +242,9 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                     trees[entry.target] = store.tree_of(cached)
                 else:
                     try:
-                        tree, report = apply_patch(store, trees[entry.target], entry, data)
+                        empty = surviving_empty_dirs(recorded_empty[entry.target],
+                                                     (r for r in reports if r.target == entry.target))
+                        tree, report = apply_patch(store, trees[entry.target], entry, data, empty)
                     except PatchApplyError as exc:
                         exc.entry = entry  # type: ignore[attr-defined]  # status shows where it stopped
                         exc.reports = reports  # type: ignore[attr-defined]
@@ -224,6 +262,8 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     return Materialization(
         id=materialization_id(trees), series=series, position=position, applied=tuple(selected), store=store,
         trees=trees, base_trees=base_trees, pins=pins, commits=commits, reports=reports,
+        empty_dirs={t: surviving_empty_dirs(dirs, (r for r in reports if r.target == t))
+                    for t, dirs in recorded_empty.items() if dirs},
     )
 
 

@@ -20,13 +20,11 @@ import contextlib
 import errno
 import os
 import shutil
-import subprocess
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
-from materialize.errors import MaterializeError
-from materialize.store import EXECUTABLE, SYMLINK, Store, cache_errors, die_with_parent
+from materialize.store import EXECUTABLE, SYMLINK, Store, cache_errors
 
 FIXED_MTIME_NS = 1_000_000_000 * 86_400  # 1970-01-02: any write through a link moves it
 _NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP}
@@ -77,8 +75,9 @@ class FileCache:
                 os.unlink(tmp)
             raise
 
-    def materialize_tree(self, tree: str, dest: Path) -> None:
-        """Write ``tree`` at ``dest`` (which must not exist) as links into the cache."""
+    def materialize_tree(self, tree: str, dest: Path, *, empty_dirs: Iterable[str] = ()) -> None:
+        """Write ``tree`` at ``dest`` (which must not exist) as links into the cache, plus the
+        ``empty_dirs`` a git tree cannot hold (skipped where a file of the tree now sits on the path)."""
         entries = self.store.list_tree(tree)
         sources = {rel: self._path(e.sha, e.mode) for rel, e in entries.items() if e.mode != SYMLINK}
         with cache_errors(self.store.root):
@@ -86,7 +85,7 @@ class FileCache:
                        if not self._intact(source, entries[rel].mode)}
             if missing:
                 shas = sorted({sha for sha, _mode in missing})
-                for sha, data in _read_blobs(self.store, shas):
+                for sha, data in self.store.read_blobs(shas):
                     for mode in ("100644", EXECUTABLE):
                         if (sha, mode) in missing:
                             self._store(self._path(sha, mode), mode, data)
@@ -104,6 +103,10 @@ class FileCache:
                 os.symlink(self.store.read_blob_by_id(entry.sha).decode("utf-8", "surrogateescape"), out)
             else:
                 self._link(sources[rel], out, entry.sha, entry.mode)
+        for directory in empty_dirs:
+            parts = directory.split("/")
+            if not any("/".join(parts[:i]) in entries for i in range(1, len(parts) + 1)):
+                os.makedirs(f"{root}/{directory}", exist_ok=True)
 
     def _link(self, source: str, out: str, sha: str, mode: str) -> None:
         try:
@@ -133,33 +136,3 @@ class FileCache:
                 size += st.st_size
         return files, size
 
-
-def _read_blobs(store: Store, shas: list[str]) -> Iterator[tuple[str, bytes]]:
-    """(sha, content) of many blobs through one ``git cat-file --batch`` (loose or packed alike)."""
-    proc = subprocess.Popen(["git", "--git-dir", str(store.git_dir), "cat-file", "--batch"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
-    assert proc.stdin is not None and proc.stdout is not None
-
-    def feed(items: Iterable[str]) -> None:
-        try:
-            for sha in items:
-                proc.stdin.write(f"{sha}\n".encode())  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
-        except BrokenPipeError:
-            pass
-
-    writer = threading.Thread(target=feed, args=(shas,), daemon=True)
-    writer.start()
-    try:
-        for sha in shas:
-            header = proc.stdout.readline().split()
-            if len(header) != 3:
-                raise MaterializeError(f"store {store.git_dir}: object {sha} is missing")
-            data = proc.stdout.read(int(header[2]))
-            proc.stdout.read(1)
-            yield sha, data
-    finally:
-        proc.stdout.close()
-        proc.kill()
-        proc.wait()
-        writer.join()

@@ -45,6 +45,8 @@ def manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
             "changed": changed,
             "deleted": deleted,
         }
+        if m.empty_dirs.get(target):
+            targets[target]["empty_dirs"] = m.empty_dirs[target]
     patches = []
     for report, entry in zip(m.reports, m.applied, strict=True):
         patches.append({
@@ -86,7 +88,7 @@ def manifest_text(doc: dict[str, Any]) -> str:
 def _checkout_full(m: Materialization, target: str, dest: Path) -> None:
     """Write a whole tree as hard links into the read-only file cache beside the store: a second full
     output costs directories and links, not bytes (see materialize/filecache.py)."""
-    FileCache(m.store).materialize_tree(m.trees[target], dest)
+    FileCache(m.store).materialize_tree(m.trees[target], dest, empty_dirs=m.empty_dirs.get(target, ()))
 
 
 def _write_overlay(m: Materialization, target: str, dest: Path) -> None:

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import platformdirs
 from filelock import FileLock, Timeout
 
 from materialize.errors import BusyError, MaterializeError
+from materialize.paths import check_links
 
 CACHE_ENV = "MATERIALIZE_CACHE"
 _LOCKS: dict[str, FileLock] = {}
@@ -106,6 +108,7 @@ class Store:
         self.artifacts = root / "artifacts"
         self._repo: Any = None  # git.Repo, imported on first use: most runs only touch loose objects
         self._tree_cache: dict[str, dict[str, tuple[str, str]]] = {}
+        self._listings: dict[str, dict[str, Entry]] = {}
 
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
@@ -224,7 +227,12 @@ class Store:
         return self.read_blob_by_id(entry.sha)
 
     def list_tree(self, tree: str) -> dict[str, Entry]:
-        """Every file of ``tree`` (recursive). Linear in the tree: used for output, not for applying."""
+        """Every file of ``tree`` (recursive). Linear in the tree: used for output, not for applying.
+
+        Memoized per tree id (trees never change): publishing checks the links, then links the files.
+        """
+        if tree in self._listings:
+            return self._listings[tree]
         out = self.git("ls-tree", "-r", "-z", "--full-tree", tree)
         entries: dict[str, Entry] = {}
         for record in out.split(b"\0"):
@@ -233,7 +241,55 @@ class Store:
             meta, name = record.split(b"\t", 1)
             mode, _kind, sha = meta.decode().split()
             entries[name.decode("utf-8", "surrogateescape")] = Entry(mode, sha)
+        self._listings[tree] = entries
         return entries
+
+    def read_blobs(self, shas: list[str]) -> Iterator[tuple[str, bytes]]:
+        """(sha, content) of many blobs through one ``git cat-file --batch`` (loose or packed alike).
+
+        One subprocess instead of gitpython's import and reader: what publishing needs for thousands
+        of files, or checking every symlink of a tree."""
+        proc = subprocess.Popen(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def feed(items: Iterable[str]) -> None:
+            try:
+                for sha in items:
+                    proc.stdin.write(f"{sha}\n".encode())  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass
+
+        writer = threading.Thread(target=feed, args=(shas,), daemon=True)
+        writer.start()
+        try:
+            for sha in shas:
+                header = proc.stdout.readline().split()
+                if len(header) != 3:
+                    raise MaterializeError(f"store {self.git_dir}: object {sha} is missing")
+                data = proc.stdout.read(int(header[2]))
+                proc.stdout.read(1)
+                yield sha, data
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
+            writer.join()
+
+    def check_tree_links(self, tree: str, *, origin: str, extra_dirs: Iterable[str] = ()) -> None:
+        """Refuse (exit 4) a tree any of whose symlinks escapes it, following chains as the kernel does.
+
+        Linear in the tree, so callers run it only when something could have changed a resolution:
+        a git pin's first import, or a patch that removed or retargeted a link.
+        """
+        entries = self.list_tree(tree)
+        link_ids = {path: entry.sha for path, entry in entries.items() if entry.mode == SYMLINK}
+        if not link_ids:
+            return
+        targets = dict(self.read_blobs(sorted(set(link_ids.values()))))
+        links = {path: targets[sha].decode("utf-8", "surrogateescape") for path, sha in link_ids.items()}
+        check_links(links, {p for p in entries if p not in links} | set(extra_dirs), origin=origin)
 
     def subtree(self, tree: str, root: str) -> str:
         """The tree id of directory ``root`` inside ``tree`` (the pin's ``root`` option)."""
@@ -329,10 +385,19 @@ class Store:
             node = nested
             *dirs, leaf = path.split("/")
             for part in dirs:
-                node = node.setdefault(part, {})  # type: ignore[assignment]
-                if not isinstance(node, dict):
+                child = node.get(part)
+                if child is None:  # absent, or a file (a link, say) deleted to make room for a directory
+                    child = node[part] = {}
+                elif not isinstance(child, dict):
                     raise MaterializeError(f"{path}: a file and a directory would share the name {part!r}")
-            node[leaf] = change if change is None else (change[0], self.write_blob(change[1]))
+                node = child
+            if change is None:
+                if not isinstance(node.get(leaf), dict):  # a deletion never removes a directory made here
+                    node[leaf] = None
+            elif isinstance(node.get(leaf), dict):
+                raise MaterializeError(f"{path}: a file and a directory would share the name {leaf!r}")
+            else:
+                node[leaf] = (change[0], self.write_blob(change[1]))
         return self._rebuild(base_tree, nested) or EMPTY_TREE
 
     def _rebuild(self, tree: str | None, nested: dict[str, object]) -> str | None:

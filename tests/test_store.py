@@ -39,3 +39,19 @@ def test_commits_are_deterministic_and_git_readable(tmp_path):
     assert commits[0] == commits[1]
     assert one.git("log", "--format=%s", commits[0]).decode().strip() == "prefix 1"
     assert one.commit_message(commits[0]) == "prefix 1\n\n{}\n"
+
+
+def test_a_file_deleted_to_make_room_for_a_directory_in_either_order(tmp_path):
+    """A patch that deletes the link (or file) ``s`` and creates ``s/f``: both orders of the changes
+    give the directory, and a deletion never removes a directory the same changes create."""
+    store = Store.open(tmp_path / "c")
+    base = store.write_tree(EMPTY_TREE, {"s": ("120000", b"a"), "a/x": ("100644", b"x\n")})
+    for changes in ({"s": None, "s/f": ("100644", b"f\n")}, {"s/f": ("100644", b"f\n"), "s": None}):
+        tree = store.write_tree(base, changes)
+        assert sorted(store.list_tree(tree)) == ["a/x", "s/f"]
+    import pytest
+
+    from materialize.errors import MaterializeError
+
+    with pytest.raises(MaterializeError, match="a file and a directory would share the name 's'"):
+        store.write_tree(base, {"s": ("100644", b"file\n"), "s/f": ("100644", b"f\n")})

@@ -214,6 +214,8 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     assert dest is not None
     for path in {p for p in (old, new) if p is not None}:
         _check_no_link_on_the_way(overlay, path, where)
+        if overlay.get(path) is None and overlay.is_dir(path):  # GNU patch's wording and outcome
+            return FileOutcome(fp, dest, old, None, None, error=f"File {path} is not a regular file -- refusing to patch")
     if fp.is_binary:
         return FileOutcome(fp, dest, old, None, None, error=f"File {dest}: git binary diffs are not supported.")
     read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old) is not None)) else new

@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
-from materialize.store import EXECUTABLE, REGULAR, SYMLINK, die_with_parent
+from materialize.store import EXECUTABLE, REGULAR, SYMLINK, TREE, die_with_parent
 
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
 DEFAULT_EXPANSION = 100  # real sdists and wheels expand 3-15x; gzip's own ceiling is ~1000x
@@ -48,7 +48,11 @@ class Member:
 
 @dataclass(frozen=True)
 class StreamMember:
-    """A member whose bytes are read from ``reader`` (exactly ``size`` of them) before the next one."""
+    """A member whose bytes are read from ``reader`` (exactly ``size`` of them) before the next one.
+
+    A directory entry has mode ``TREE`` and no bytes: git trees cannot hold an empty directory, so
+    the import records the empty ones beside the tree and outputs recreate them (as ``tar -x`` would).
+    """
 
     path: str
     mode: str
@@ -161,7 +165,8 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             where = f"{origin}: member {info.name!r}"
             if info.isdir():
                 if info.name.strip("./"):
-                    safe_relpath(info.name, origin=where)  # a "../x/" folder entry is refused too
+                    # a "../x/" folder entry is refused too
+                    yield StreamMember(safe_relpath(info.name.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
                 continue
             path = safe_relpath(info.name, origin=where)
             if info.issym():
@@ -200,6 +205,8 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
         for info in zf.infolist():
             where = f"{origin}: member {info.filename!r}"
             if info.is_dir():
+                if info.filename.strip("./"):
+                    yield StreamMember(safe_relpath(info.filename.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
                 continue
             path = safe_relpath(info.filename, origin=where)
             unix_mode = info.external_attr >> 16
@@ -220,7 +227,10 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
 
 
 def stream_archive(archive: Path) -> Iterator[StreamMember]:
-    """File members of a .tar(.gz|.xz|.bz2) or .zip/.whl archive, checked for safety, in bounded memory.
+    """Members of a .tar(.gz|.xz|.bz2) or .zip/.whl archive, checked for safety, in bounded memory.
+
+    Files and links, plus directory entries (mode ``TREE``, no bytes) so that empty directories can
+    be recreated.
 
     Each member's ``reader`` must be consumed before the next member is asked for. Damage anywhere in
     the archive (a truncated download, a corrupt deflate stream, a CRC mismatch) raises UpstreamError
@@ -236,6 +246,9 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
     links: dict[str, str] = {}
     try:
         for member in members:
+            if member.mode == TREE:
+                yield member
+                continue
             if member.path in seen:
                 raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
             seen.add(member.path)
@@ -250,7 +263,7 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
 
 def read_archive(archive: Path) -> list[Member]:
     """All file members with their bytes (for small archives; imports stream instead)."""
-    return [Member(m.path, m.mode, _read_exact(m)) for m in stream_archive(archive)]
+    return [Member(m.path, m.mode, _read_exact(m)) for m in stream_archive(archive) if m.mode != TREE]
 
 
 def _read_exact(member: StreamMember) -> bytes:

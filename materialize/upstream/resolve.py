@@ -21,42 +21,83 @@ from typing import Any
 from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
-from materialize.store import EMPTY_TREE, EXECUTABLE, REGULAR, SYMLINK, PackWriter, Store, die_with_parent
+from materialize.store import (
+    EMPTY_TREE,
+    EXECUTABLE,
+    REGULAR,
+    SYMLINK,
+    TREE,
+    PackWriter,
+    Store,
+    die_with_parent,
+)
 from materialize.upstream.archive import single_top_folder, stream_archive
 from materialize.upstream.net import network_timeouts
 
 
 @dataclass(frozen=True)
 class ResolvedPin:
-    """A pin resolved to a tree in the store; ``identity`` is what the manifest records."""
+    """A pin resolved to a tree in the store; ``identity`` is what the manifest records.
+
+    ``identity["empty_dirs"]`` (present when there are any) lists the upstream's empty directories:
+    a git tree cannot hold them, so they are recorded at import and outputs recreate them.
+    """
 
     tree: str
     identity: dict[str, Any]
 
+    @property
+    def empty_dirs(self) -> tuple[str, ...]:
+        return tuple(self.identity.get("empty_dirs", ()))
+
+
+# Bumped when what an import records changes (2: empty directories), so older cached imports are
+# redone once instead of being read without the new field.
+_IMPORT_FORMAT = 2
+
 
 def _cache_ref(identity: dict[str, Any]) -> str:
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    keyed = {**identity, "import_format": _IMPORT_FORMAT}
+    key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
     return f"refs/materialize/pins/{key}"
 
 
-def _import_archive(store: Store, archive: Path, root: str | None, origin: str) -> tuple[str, str]:
-    """Stream an archive's members into one pack and build its tree; returns (tree, the root used).
+def empty_leaf_dirs(dirs: set[str], paths: set[str]) -> list[str]:
+    """The directories of ``dirs`` that hold nothing: no file of ``paths`` and no other directory.
 
-    Every member is written as a blob as it is read (bounded memory); only the members under the
-    chosen root go into the tree, which is known once every path has been seen. Anything that goes
-    wrong before the tree is built leaves no pack, no ref and no pin behind.
+    Only the leaves are recorded; recreating a leaf recreates its parents.
+    """
+    occupied: set[str] = set()
+    for path in (*paths, *dirs):
+        parts = path.split("/")
+        occupied.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    return sorted(d for d in dirs if d not in occupied and d not in paths)
+
+
+def _import_archive(store: Store, archive: Path, root: str | None, origin: str) -> tuple[str, str, list[str]]:
+    """Stream an archive's members into one pack and build its tree.
+
+    Returns (tree, the root used, the empty directories under that root). Every member is written as
+    a blob as it is read (bounded memory); only the members under the chosen root go into the tree,
+    which is known once every path has been seen. Anything that goes wrong before the tree is built
+    leaves no pack, no ref and no pin behind.
     """
     with PackWriter(store) as pack:
         marks: dict[str, tuple[str, int]] = {}
+        dirs: set[str] = set()
         for member in stream_archive(archive):
+            if member.mode == TREE:
+                dirs.add(member.path)
+                continue
             marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}"))
         chosen = single_top_folder(list(marks)) if root is None else root.strip("/")
         prefix = f"{chosen}/" if chosen else ""
         files = {path[len(prefix):]: entry for path, entry in marks.items() if path.startswith(prefix)}
         if not files:
             raise UpstreamError(f"{origin}: nothing under root {chosen!r}")
+        empty = empty_leaf_dirs({d[len(prefix):] for d in dirs if d.startswith(prefix)}, set(files))
         try:
-            return pack.finish(files), chosen
+            return pack.finish(files), chosen, empty
         except MaterializeError as exc:
             raise UpstreamError(f"{origin}: {exc}") from None
 
@@ -68,8 +109,10 @@ def _cached_or_import(store: Store, identity: dict[str, Any], build) -> Resolved
         with store.lock():
             commit = store.get_ref(ref)  # another process may have imported it meanwhile
             if commit is None:
-                tree, used_root = build()
+                tree, used_root, empty_dirs = build()
                 identity = {**identity, "root_used": used_root}
+                if empty_dirs:
+                    identity["empty_dirs"] = empty_dirs
                 commit = store.commit(tree, [], "pin " + json.dumps(identity, sort_keys=True) + "\n")
                 store.set_refs({ref: commit})
     message = store.commit_message(commit)
@@ -111,12 +154,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:
-    """Files of a local directory as tree changes; links leaving the directory are refused."""
+def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], list[str]]:
+    """Files of a local directory as tree changes, and its empty directories; links leaving the
+    directory are refused."""
     changes: dict[str, tuple[str, bytes] | None] = {}
+    empty: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         linked_dirs = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
         dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__") and d not in linked_dirs)
+        if not dirnames and not filenames and not linked_dirs and Path(dirpath) != root:
+            empty.append(safe_relpath(Path(dirpath).relative_to(root).as_posix(), origin=str(root)))
         for name in sorted(filenames + linked_dirs):
             full = Path(dirpath) / name
             rel = safe_relpath(full.relative_to(root).as_posix(), origin=str(root))
@@ -132,15 +179,19 @@ def _walk_directory(root: Path) -> dict[str, tuple[str, bytes] | None]:
                 raise UnsafePathError(f"{full}: device, fifo or special file refused")
     links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
     check_links(links, {p for p in changes if p not in links}, origin=str(root))  # chains of links
-    return changes
+    return changes, sorted(empty)
 
 
 def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
     root = (base_dir / pin.path / pin.root).resolve()
     if not root.is_dir():
         raise UpstreamError(f"path pin: {root} is not a directory")
-    tree = store.write_tree(EMPTY_TREE, _walk_directory(root))
-    return ResolvedPin(tree, {"kind": "path", "path": str(root), "tree": tree})
+    changes, empty_dirs = _walk_directory(root)
+    tree = store.write_tree(EMPTY_TREE, changes)
+    identity: dict[str, Any] = {"kind": "path", "path": str(root), "tree": tree}
+    if empty_dirs:
+        identity["empty_dirs"] = empty_dirs
+    return ResolvedPin(tree, identity)
 
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -209,6 +260,12 @@ def _resolve_git(pin: GitPin, store: Store, base_dir: Path) -> ResolvedPin:
         tree = store.subtree(store.tree_of(sha), pin.root)
     except MaterializeError as exc:
         raise UpstreamError(f"git pin {pin.url}@{pin.rev}: {exc}") from None
+    checked = f"refs/materialize/links-ok/{tree}"
+    if store.get_ref(checked) is None:
+        # Archives and directories are checked member by member as they are imported; a git tree
+        # arrives whole, so its links are checked once per tree (chains included) and remembered.
+        store.check_tree_links(tree, origin=f"git pin {pin.url}@{pin.rev}")
+        store.set_refs({checked: sha})
     return ResolvedPin(tree, {"kind": "git", "url": pin.url, "rev": pin.rev, "sha": sha, "root": pin.root})
 
 

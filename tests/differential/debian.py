@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (34 packages,
-# 263 patches, ~25 MB of sources). All were identical to quilt push -a on 2026-11-30, except jq's
-# two empty directories (bench/README.md, "Exact").
+# 263 patches, ~25 MB of sources). All are identical to quilt push -a (2026-11-30), jq's
+# two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
     "grep", "gzip", "indent", "jq", "less", "libcap2", "lsof", "lua5.3", "lz4", "lzip", "m4", "nano",

@@ -1,10 +1,8 @@
 """The differential suite (``make test-differential``): real Debian quilt series, ours vs ``quilt push -a``.
 
 Every package of ``debian.PACKAGES`` is imported with ``import-quilt`` and materialized, and the
-tree must equal quilt's on the same orig tarball: contents, symlinks, executable bits and empty
-files. Empty directories are compared and printed by ``bench/debian_quilt.py`` but not asserted
-here: outputs do not recreate the upstream's empty directories yet (issue 9 item 7 is open; jq's
-orig tarball has some). Runs only when ``MATERIALIZE_DIFFERENTIAL=1`` (the Makefile target sets
+tree must equal quilt's on the same orig tarball: contents, symlinks, executable bits, empty
+files and empty directories (jq's orig tarball has some; outputs recreate them). Runs only when ``MATERIALIZE_DIFFERENTIAL=1`` (the Makefile target sets
 it; ``.ci/run`` calls it), because it downloads ~20 MB of sources once and takes a few minutes.
 """
 
@@ -31,3 +29,4 @@ def test_debian_package_matches_quilt(package: str, tmp_path: Path) -> None:
     if outcome.skipped:
         pytest.skip(f"{package}: {outcome.skipped}")
     assert outcome.differences == [], f"{package}: {len(outcome.differences)} differences"
+    assert outcome.dir_differences == [], f"{package}: empty directories differ"

@@ -55,3 +55,36 @@ def test_sha_mismatch_keeps_nothing(tmp_path):
     assert store.read_refs("refs/materialize/git/") == {f"refs/materialize/git/{second}": second}
     fsck = subprocess.run(["git", "--git-dir", str(store.git_dir), "fsck", "--strict"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
+
+
+def _repo_with_links(root: Path, links: dict[str, str]) -> str:
+    import os
+
+    repo = git.Repo.init(root / "linked")
+    (root / "linked" / "pkg" / "a" / "b").mkdir(parents=True)
+    (root / "linked" / "pkg" / "a" / "b" / "f.py").write_text("F = 1\n")
+    for name, target in links.items():
+        os.symlink(target, root / "linked" / "pkg" / name)
+    repo.git.add("-A")
+    return repo.index.commit("links").hexsha
+
+
+@pytest.mark.parametrize("links", [{"out": "../../etc"}, {"x": "a/b", "y": "x/../../../.."}])
+def test_git_pin_with_a_link_out_is_refused(tmp_path, links):
+    """A git tree arrives whole (no member-by-member check as archives get): its links, chains
+    included, are checked at import, relative to the pin's root."""
+    from materialize.errors import UnsafePathError
+
+    sha = _repo_with_links(tmp_path, links)
+    with pytest.raises(UnsafePathError, match="points outside the tree") as info:
+        resolve(GitPin(kind="git", url="linked", rev=sha, root="pkg"), Store.open(), base_dir=tmp_path)
+    assert info.value.exit_code == 4
+
+
+def test_git_pin_with_links_inside_is_checked_once(tmp_path):
+    sha = _repo_with_links(tmp_path, {"x": "a/b", "y": "x/f.py"})
+    store = Store.open()
+    first = resolve(GitPin(kind="git", url="linked", rev=sha, root="pkg"), store, base_dir=tmp_path)
+    assert store.read_refs("refs/materialize/links-ok/") == {f"refs/materialize/links-ok/{first.tree}": sha}
+    again = resolve(GitPin(kind="git", url="linked", rev=sha, root="pkg"), store, base_dir=tmp_path)
+    assert again.tree == first.tree

@@ -180,3 +180,29 @@ def test_pin_with_a_chain_of_links_out_is_refused(builder, tmp_path) -> None:
     series_path.write_text(series_path.read_text().replace(str(evil), str(fine)))
     m = materialize(load_series(series_path))
     assert m.store.read_blob(m.trees["plugin"], "a/b/c/y") == b"x/a/b/c/f"
+
+
+def test_a_patch_that_turns_a_link_into_a_directory_cannot_set_older_links_free(builder) -> None:
+    """Patch 1 adds ``s -> a/b/c`` and ``x -> s/../../..``: x resolves inside, through s. Patch 2
+    replaces the link ``s`` by a real directory ``s/``, and x now climbs out of the tree. Patch 2 adds
+    no link itself, so only a re-check of the tree's existing links finds it: exit 4, naming patch 2,
+    and no prefix of patch 2 kept."""
+    b = builder({"a/b/c/f": "f\n"})
+    series_path = b.write()
+    (b.root / "patches" / "0001-links.patch").write_bytes(_new_link("s", "a/b/c") + _new_link("x", "s/../../.."))
+    (b.root / "patches" / "0002-free.patch").write_text(
+        "diff --git a/s b/s\ndeleted file mode 120000\n--- a/s\n+++ /dev/null\n@@ -1 +0,0 @@\n-a/b/c\n"
+        "\\ No newline at end of file\n"
+        "diff --git a/s/f b/s/f\nnew file mode 100644\n--- /dev/null\n+++ b/s/f\n@@ -0,0 +1 @@\n+f\n"
+    )
+    series_path.write_text(series_path.read_text().replace(
+        "patches: []", "patches:\n- patch: 0001-links.patch\n  target: plugin\n- patch: 0002-free.patch\n  target: plugin"))
+    series = load_series(series_path)
+    first = materialize(series, upto=1)
+    assert first.store.read_blob(first.trees["plugin"], "x") == b"s/../../.."
+    with pytest.raises(UnsafePathError, match=r"0002-free.*symlink x -> 's/../../..' points outside") as info:
+        materialize(series)
+    assert info.value.exit_code == 4
+    from materialize.engine import PREFIX_REF
+
+    assert len(first.store.read_refs(PREFIX_REF)) == 1
