@@ -300,3 +300,15 @@ def test_a_setup_error_is_recorded_as_errored(workspace):
     assert "INTERNALERROR" not in proc.stdout + proc.stderr
     row = _row(proc.stdout, "0001-clamp").split()
     assert row[3:8] == ["0/1", "0/1", "0", "-", "2"], row
+
+
+def test_any_target_name(workspace):
+    """Targets are named by the series alone: the same suite runs, with its control, on `linux`."""
+    series = workspace / "series" / "s.yaml"
+    series.write_text(series.read_text().replace("tt-metal:\n", "linux:\n").replace("target: tt-metal", "target: linux"))
+    assert "tt-metal:" not in series.read_text()
+    proc = _run(workspace, {"test_bound_by_series.py": GOOD})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+    row = _row(proc.stdout, "0001-clamp")
+    assert row.split()[3:7] == ["1/1", "1/1", "0", "-"] and row.endswith("ok")
