@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = {"scipy", "numpy", "matplotlib", "libcst", "ray"}
+HEAVY = {"scipy", "numpy", "matplotlib", "libcst", "ray", "httpx", "pydantic"}
 BASE = {"a.txt": "".join(f"{i}\n" for i in range(20))}
 
 
@@ -41,15 +41,35 @@ def test_help_imports_no_subsystem_and_no_rich():
     assert not top_level(modules) & (HEAVY | {"rich", "pydantic", "httpx", "git", "yaml", "unidiff"})
 
 
-@pytest.mark.parametrize("command", ["apply", "status", "check", "gc", "import-quilt", "push", "refresh", "rebase",
-                                     "serve", "bisect", "runs"])
+def _every_command() -> list[str]:
+    from materialize.cli import cli
+
+    return cli.list_commands(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("command", _every_command())
 def test_command_help_never_imports_heavy_libraries(command):
+    """Each command's --help is click's own page (options included) yet loads no heavy library."""
     modules, proc = imported(command, "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"materialize {command} [OPTIONS]" in proc.stdout, proc.stdout
     assert not top_level(modules) & HEAVY, sorted(top_level(modules) & HEAVY)
 
 
+@pytest.mark.parametrize("command", ["push", "pop", "new", "add", "refresh", "rebase", "export-git", "test-offline"])
+def test_subsystem_help_imports_only_the_command_module(command):
+    """Workspace and offline help comes from their click module alone: no series, store or engine."""
+    modules, proc = imported(command, "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = {m for m in modules if m.startswith("materialize")}
+    assert ours <= {"materialize", "materialize.cli", "materialize.errors", "materialize.console", "materialize.__main__",
+                    "materialize.workspace", "materialize.workspace.cli", "materialize.offline",
+                    "materialize.offline.errors", "materialize.offline.cli"}, sorted(ours)
+    assert not top_level(modules) & {"yaml", "filelock", "platformdirs", "rich"}
+
+
 def test_apply_and_status_never_import_heavy_libraries(builder, tmp_path):
+    """Nor rich: off a terminal there is no progress bar and tables are plain text."""
     b = builder(BASE)
     b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
     series = b.write()
@@ -59,4 +79,22 @@ def test_apply_and_status_never_import_heavy_libraries(builder, tmp_path):
         modules, proc = imported(*args)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "0001-x" in proc.stdout
-        assert not top_level(modules) & HEAVY, (args, sorted(top_level(modules) & HEAVY))
+        assert not top_level(modules) & (HEAVY | {"rich"}), (args, sorted(top_level(modules) & (HEAVY | {"rich"})))
+
+
+def test_workspace_commands_never_import_heavy_libraries(builder):
+    """The daily quilt-style commands: no heavy library, no pydantic, no rich (their output is plain)."""
+    b = builder(BASE)
+    b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
+    series = str(b.write())
+    for args in (["push", "--series", series], ["add", "--series", series, "a.txt"],
+                 ["refresh", "--series", series], ["pop", "--series", series]):
+        modules, proc = imported(*args)
+        assert proc.returncode == 0, (args, proc.stderr[-2000:])
+        assert not top_level(modules) & (HEAVY | {"rich"}), (args, sorted(top_level(modules) & (HEAVY | {"rich"})))
+
+
+def test_a_user_error_is_one_plain_line_without_rich(tmp_path):
+    modules, proc = imported("status", "--series", str(tmp_path / "missing.yaml"))
+    assert proc.returncode == 2 and "materialize: error: " in proc.stderr and "missing.yaml" in proc.stderr
+    assert "rich" not in top_level(modules)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import click
 
-from materialize.series import load_series
-
 
 def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "auto", extra: tuple[str, ...] = ()) -> int:
     """Run the offline suite for ``series_path``; returns pytest's exit code."""
     # The child's plugin needs libcst: a missing `offline` extra is named here, not in a pytest traceback.
     import libcst  # noqa: F401
+
+    from materialize.series import load_series  # here, not at import: `test-offline --help` loads click only
 
     series = load_series(series_path)
     tests_dir = series.resolve(series.spec.tests_dir)

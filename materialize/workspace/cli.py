@@ -10,15 +10,19 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from materialize.console import columns, write
 from materialize.errors import MaterializeError
-from materialize.workspace import edit, stack
-from materialize.workspace.journal import Journal
-from materialize.workspace.session import find_series, guarded
-from materialize.workspace.state import Workspace
+
+if TYPE_CHECKING:
+    from materialize.workspace import edit, stack
+    from materialize.workspace.state import Workspace
+
+# Each command imports the modules it runs inside its body: `materialize push --help` (and listing
+# these commands) loads click and this file only, and `add` never pays for `rebase` or the engine.
 
 series_option = click.option("--series", "series_path", type=click.Path(path_type=Path), default=None,
                              help="series file (default: series/default.yaml here or in the nearest parent)")
@@ -29,6 +33,9 @@ force_option = click.option("-f", "--force", is_flag=True,
 @contextlib.contextmanager
 def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
     """The workspace of the series, under its lock, once its state allows ``op`` (see ``session``)."""
+    from materialize.workspace.session import find_series, guarded
+    from materialize.workspace.state import Workspace
+
     ws = Workspace.open(find_series(series_path))
     with guarded(ws.meta, op):
         yield ws
@@ -52,6 +59,8 @@ def _report_move(result: stack.MoveResult) -> int:
 @click.argument("patch", required=False)
 def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Apply the next patch (or up to PATCH, or all) in the workspace."""
+    from materialize.workspace import stack
+
     with _session(series_path, "push") as ws:
         return _report_move(stack.push(ws, patch, all_=all_, force=force))
 
@@ -63,6 +72,8 @@ def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -
 @click.argument("patch", required=False)
 def pop(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Remove the top patch (or until PATCH is on top, or all) from the workspace."""
+    from materialize.workspace import stack
+
     with _session(series_path, "pop") as ws:
         return _report_move(stack.pop(ws, patch, all_=all_, force=force))
 
@@ -73,6 +84,8 @@ def pop(series_path: Path | None, patch: str | None, all_: bool, force: bool) ->
 @click.argument("patch")
 def goto(series_path: Path | None, patch: str, force: bool) -> int:
     """Push or pop until PATCH is on top (0 = nothing applied)."""
+    from materialize.workspace import stack
+
     with _session(series_path, "goto") as ws:
         return _report_move(stack.goto(ws, patch, force=force))
 
@@ -100,6 +113,8 @@ def _names(entries, verbose: bool = False) -> None:
 @click.option("-v", "verbose", is_flag=True, help="show positions and targets")
 def applied(series_path: Path | None, verbose: bool) -> int:
     """Print the applied patches, bottom first."""
+    from materialize.workspace import stack
+
     with _session(series_path, "applied") as ws:
         _names(stack.listing(ws)["applied"], verbose)
     return 0
@@ -110,6 +125,8 @@ def applied(series_path: Path | None, verbose: bool) -> int:
 @click.option("-v", "verbose", is_flag=True, help="show positions and targets")
 def unapplied(series_path: Path | None, verbose: bool) -> int:
     """Print the patches after the top."""
+    from materialize.workspace import stack
+
     with _session(series_path, "unapplied") as ws:
         _names(stack.listing(ws)["unapplied"], verbose)
     return 0
@@ -136,6 +153,8 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
 @click.argument("name")
 def new(series_path: Path | None, name: str, target: str | None, after: str | None, subject: str | None) -> int:
     """Create a new empty patch after the top (it becomes the top) or after --after."""
+    from materialize.workspace import edit
+
     with _session(series_path, "new") as ws:
         entry = edit.new_patch(ws, name, target=target, after=after, subject=subject)
     write(f"Patch {entry.spec.patch} is now on top" if entry else "")
@@ -147,6 +166,8 @@ def new(series_path: Path | None, name: str, target: str | None, after: str | No
 @click.argument("files", nargs=-1, required=True)
 def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     """Add files to the top patch (checked out into work/<target>/ when not there yet)."""
+    from materialize.workspace import edit
+
     with _session(series_path, "add") as ws:
         paths = edit.add_files(ws, list(files))
     for path in paths:
@@ -159,6 +180,8 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
 @click.argument("files", nargs=-1, required=True)
 def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
     """add, then open $VISUAL/$EDITOR on the files."""
+    from materialize.workspace import edit
+
     with _session(series_path, "edit") as ws:
         paths = edit.add_files(ws, list(files))
     edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
@@ -183,6 +206,8 @@ def _report_refresh(plan: edit.RefreshPlan) -> None:
 @click.argument("patch", required=False)
 def refresh(series_path: Path | None, patch: str | None) -> int:
     """Regenerate the top patch (or PATCH) from the workspace; unchanged hunks stay byte-identical."""
+    from materialize.workspace import edit
+
     with _session(series_path, "refresh") as ws:
         plan = edit.refresh(ws, patch)
     _report_refresh(plan)
@@ -195,6 +220,8 @@ def refresh(series_path: Path | None, patch: str | None) -> int:
 @click.argument("patch", required=False)
 def diff(series_path: Path | None, patch: str | None) -> int:
     """Print the top patch (or PATCH) as refresh would write it (nothing is written)."""
+    from materialize.workspace import edit
+
     with _session(series_path, "diff") as ws:
         state = ws.load()
         entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
@@ -211,6 +238,8 @@ def diff(series_path: Path | None, patch: str | None) -> int:
 @click.argument("patch_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     """Apply PATCH_FILE to the workspace and add its files to the top patch (then refresh)."""
+    from materialize.workspace import edit
+
     with _session(series_path, "fold") as ws:
         touched = edit.fold(ws, patch_file, strip)
     for path in touched:
@@ -224,6 +253,8 @@ def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
 @click.argument("new_name")
 def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
     """Rename a patch (file and series entry; metadata kept)."""
+    from materialize.workspace import edit
+
     with _session(series_path, "rename") as ws:
         entry = edit.rename(ws, new_name, patch)
     write(f"Patch is now {entry.spec.patch}")
@@ -237,6 +268,8 @@ def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
 @click.argument("patch", required=False)
 def delete(series_path: Path | None, patch: str | None, remove_file: bool, force: bool) -> int:
     """Remove a patch from the series (the top is popped first)."""
+    from materialize.workspace import edit
+
     with _session(series_path, "delete") as ws:
         entry = edit.delete(ws, patch, remove_file=remove_file, force=force)
     write(f"Removed patch {entry.name}")
@@ -249,6 +282,8 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
 @click.argument("patch")
 def move(series_path: Path | None, patch: str, after: str) -> int:
     """Move an unapplied patch; refused (naming patch and hunk) when the series would stop applying."""
+    from materialize.workspace import edit
+
     with _session(series_path, "move") as ws:
         edit.move(ws, patch, after)
     write(f"Moved {patch} after {after}")
@@ -262,6 +297,8 @@ def move(series_path: Path | None, patch: str, after: str) -> int:
 @click.argument("patch", required=False)
 def header(series_path: Path | None, patch: str | None, edit_: bool, set_from) -> int:
     """Show (or edit / replace) a patch's description; the diff part is not touched."""
+    from materialize.workspace import edit
+
     op = "header --set" if set_from is not None else "header -e" if edit_ else "header"
     with _session(series_path, op) as ws:
         state = ws.load()
@@ -286,6 +323,9 @@ def header(series_path: Path | None, patch: str | None, edit_: bool, set_from) -
 @click.option("--resume", "mode", flag_value="resume", help="restore, then run the operation again")
 def recover(series_path: Path | None, mode: str | None) -> int:
     """Deal with an operation that was interrupted half-way (see its journal)."""
+    from materialize.workspace.journal import Journal
+    from materialize.workspace.session import find_series
+
     series_path = find_series(series_path)
     with _session(series_path, "recover") as ws:  # under the lock: never a live command's journal
         pending = Journal.pending(ws.meta)

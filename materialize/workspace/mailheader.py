@@ -9,7 +9,6 @@ whose meaning did not change can be kept byte for byte.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import re
 from dataclasses import dataclass
 
@@ -31,6 +30,8 @@ class Description:
 
 
 def mail_date(when: dt.datetime) -> str:
+    import email.utils  # loads with the first date written, not with every workspace command
+
     return email.utils.format_datetime(when)
 
 
