@@ -171,15 +171,18 @@ def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | Non
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one message and exit with their documented code."""
-    from materialize.console import err  # rich loads only when there is something to print
+    from materialize.console import write  # plain text: an error message is not worth importing rich
+
+    def err_line(text: str) -> None:
+        write(text, stderr=True)
 
     try:
         result = cli.main(args=argv, prog_name="materialize", standalone_mode=False)
     except MaterializeError as exc:
-        err.print(f"materialize: error: {exc}", markup=False)
+        err_line(f"materialize: error: {exc}")
         return exc.exit_code
     except click.exceptions.Abort:
-        err.print("materialize: interrupted", markup=False)
+        err_line("materialize: interrupted")
         return 130
     except click.ClickException as exc:
         exc.show()
@@ -188,11 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
             raise
-        err.print(f"materialize: error: this command needs {exc.name}, from the `{extra}` extra: "
-                  f"pip install -e '.[{extra}]' (`make venv` installs every extra)", markup=False)
+        err_line(f"materialize: error: this command needs {exc.name}, from the `{extra}` extra: "
+                 f"pip install -e '.[{extra}]' (`make venv` installs every extra)")
         return 2
     except KeyboardInterrupt:
-        err.print("materialize: interrupted; nothing half-written was published", markup=False)
+        err_line("materialize: interrupted; nothing half-written was published")
         return 130
     return result if isinstance(result, int) else 0
 
