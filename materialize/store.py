@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from filelock import FileLock, Timeout
 
 from materialize.errors import BusyError, MaterializeError
@@ -96,6 +95,8 @@ def default_cache_dir() -> Path:
     override = os.environ.get(CACHE_ENV)
     if override:
         return Path(override).expanduser().resolve()
+    import platformdirs  # only without MATERIALIZE_CACHE: ~10 ms of import every command would pay
+
     return Path(platformdirs.user_cache_dir("materialize"))
 
 
@@ -301,8 +302,10 @@ class Store:
         except MaterializeError:
             raise MaterializeError(f"root {root!r} does not exist in the upstream tree") from None
 
-    def _loose_path(self, sha: str) -> Path:
-        return self.git_dir / "objects" / sha[:2] / sha[2:]
+    def _loose_path(self, sha: str) -> str:
+        """The loose object's file name, as a string: path pins hash every file of the pin on every
+        workspace command, and building a ``Path`` per object cost more than hashing it."""
+        return f"{self.git_dir}/objects/{sha[:2]}/{sha[2:]}"
 
     def write_object(self, kind: str, data: bytes) -> str:
         """Store an object as a loose file, in-process, exactly as git would.
@@ -314,12 +317,13 @@ class Store:
         raw = f"{kind} {len(data)}\0".encode() + data
         sha = hashlib.sha1(raw).hexdigest()
         path = self._loose_path(sha)
-        if path.exists():
+        if os.path.exists(path):
             return sha
-        tmp = path.parent / f"tmp_obj_{os.getpid()}_{next(_counter)}"
+        folder = os.path.dirname(path)
+        tmp = Path(folder, f"tmp_obj_{os.getpid()}_{next(_counter)}")
         with cache_errors(self.root):
             try:
-                path.parent.mkdir(exist_ok=True)
+                Path(folder).mkdir(exist_ok=True)
                 tmp.write_bytes(zlib.compress(raw, 1))
                 os.replace(tmp, path)
             except BaseException:
@@ -330,7 +334,8 @@ class Store:
     def read_object(self, sha: str) -> tuple[str, bytes]:
         """(type, content) of an object: loose objects are read in-process, packed ones through git."""
         try:
-            raw = zlib.decompress(self._loose_path(sha).read_bytes())
+            with open(self._loose_path(sha), "rb") as handle:
+                raw = zlib.decompress(handle.read())
         except FileNotFoundError:
             stream = self.repo.odb.stream(bytes.fromhex(sha))
             kind = stream.type.decode() if isinstance(stream.type, bytes) else stream.type

@@ -156,29 +156,47 @@ def sha256_file(path: Path) -> str:
 
 def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], list[str]]:
     """Files of a local directory as tree changes, and its empty directories; links leaving the
-    directory are refused."""
+    directory are refused.
+
+    Every workspace command re-reads a path pin, so this walks with ``os.scandir`` and plain strings
+    (one ``stat`` per entry, no ``Path`` objects): the same entries, order and refusals as ``os.walk``
+    gave (``.git`` and ``__pycache__`` folders skipped, a link to a folder recorded as a link,
+    unreadable folders skipped).
+    """
     changes: dict[str, tuple[str, bytes] | None] = {}
     empty: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        linked_dirs = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]
-        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__") and d not in linked_dirs)
-        if not dirnames and not filenames and not linked_dirs and Path(dirpath) != root:
-            empty.append(safe_relpath(Path(dirpath).relative_to(root).as_posix(), origin=str(root)))
-        for name in sorted(filenames + linked_dirs):
-            full = Path(dirpath) / name
-            rel = safe_relpath(full.relative_to(root).as_posix(), origin=str(root))
-            if full.is_symlink():
-                target = os.readlink(full)
+    origin = str(root)
+    pending = [(origin, "")]  # (folder, its path relative to root); depth-first in name order
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        subfolders = []
+        if prefix and all(e.is_dir(follow_symlinks=False) and e.name in (".git", "__pycache__") for e in entries):
+            empty.append(safe_relpath(prefix.rstrip("/"), origin=origin))
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in (".git", "__pycache__"):
+                    subfolders.append((entry.path, prefix + entry.name + "/"))
+                continue
+            rel = safe_relpath(prefix + entry.name, origin=origin)
+            if entry.is_symlink():
+                target = os.readlink(entry.path)
                 if not link_stays_inside(rel, target):
-                    raise UnsafePathError(f"{full}: symlink to {target!r} points outside {root}")
+                    raise UnsafePathError(f"{entry.path}: symlink to {target!r} points outside {root}")
                 changes[rel] = (SYMLINK, target.encode())
-            elif full.is_file() and not full.is_symlink():
-                mode = EXECUTABLE if os.access(full, os.X_OK) else REGULAR
-                changes[rel] = (mode, full.read_bytes())
+            elif entry.is_file(follow_symlinks=False):
+                mode = EXECUTABLE if os.access(entry.path, os.X_OK) else REGULAR
+                with open(entry.path, "rb") as handle:
+                    changes[rel] = (mode, handle.read())
             else:
-                raise UnsafePathError(f"{full}: device, fifo or special file refused")
+                raise UnsafePathError(f"{entry.path}: device, fifo or special file refused")
+        pending.extend(reversed(subfolders))
     links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
-    check_links(links, {p for p in changes if p not in links}, origin=str(root))  # chains of links
+    check_links(links, {p for p in changes if p not in links}, origin=origin)  # chains of links
     return changes, sorted(empty)
 
 
