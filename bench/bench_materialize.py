@@ -7,6 +7,7 @@ Same work for every tool; ours runs as the real CLI, so Python start-up is inclu
 tools run on a fresh copy of the unpacked tree (the copy is not timed).
 
     .venv/bin/python bench/bench_materialize.py [--runs 5] [--cold-runs 3] [--skip-glibc] [--skip-shipped]
+    .venv/bin/python bench/bench_materialize.py --only-status [--runs 5]               # the `status` rows
     .venv/bin/python bench/bench_materialize.py --generated [--sizes 1000,10000,50000]   # synthetic tables
 """
 
@@ -28,8 +29,15 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_glibc_rows import MAT, drop_prefix_cache, glibc_rows, hunks_row, startup_rows  # noqa: E402
-from common import Timing, measure, record  # noqa: E402
+from bench_glibc_rows import (  # noqa: E402
+    MAT,
+    drop_prefix_cache,
+    glibc_rows,
+    glibc_status_rows,
+    hunks_row,
+    startup_rows,
+)
+from common import Timing, compile_package, measure, record  # noqa: E402
 
 from materialize.engine import materialize  # noqa: E402
 from materialize.series import load_series  # noqa: E402
@@ -196,15 +204,24 @@ def main() -> int:
     parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped series on the real pins")
     parser.add_argument("--skip-hunks", action="store_true", help="skip the 100k-hunk patch")
     parser.add_argument("--skip-startup", action="store_true", help="skip the --help rows")
+    parser.add_argument("--only-status", action="store_true",
+                        help="only the `status` rows (glibc and shipped; their setup is not timed)")
     parser.add_argument("--generated", action="store_true", help="only the synthetic tables below")
     parser.add_argument("--files", type=int, default=20000, help="tree size of the main generated workload")
     parser.add_argument("--patches", type=int, default=120)
     parser.add_argument("--sizes", default="1000,10000,50000", help="tree sizes for the scaling table")
     args = parser.parse_args()
+    compile_package()
     with tempfile.TemporaryDirectory(prefix="bench-materialize-") as tmp:
         root = Path(tmp)
         if args.generated:
             generated_tables(args, root)
+            return 0
+        if args.only_status:
+            from bench_shipped import shipped_rows
+
+            glibc_status_rows(root / "glibc", args.runs)
+            record(shipped_rows(root / "shipped", args.runs, only_status=True))
             return 0
         if not args.skip_startup:
             rows, note = startup_rows(max(args.runs, 5))

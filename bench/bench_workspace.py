@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, Timing, measure, record, run_once  # noqa: E402
+from common import Row, Timing, compile_package, measure, record, run_once  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -307,6 +307,7 @@ def main() -> int:
     parser.add_argument("--only-quilt", action="store_true", help="only the side-by-side with quilt")
     parser.add_argument("--skip-quilt", action="store_true", help="skip the side-by-side with quilt")
     args = parser.parse_args()
+    compile_package()
     if not args.skip_quilt:
         if shutil.which("quilt") is None:
             console.print("(skipping the quilt comparison: quilt is not installed; apt-get install quilt)")
