@@ -75,10 +75,19 @@ class FileCache:
                 os.unlink(tmp)
             raise
 
-    def materialize_tree(self, tree: str, dest: Path, *, empty_dirs: Iterable[str] = ()) -> None:
+    def materialize_tree(self, tree: str, dest: Path, *, paths: Iterable[str] | None = None,
+                         empty_dirs: Iterable[str] = ()) -> None:
         """Write ``tree`` at ``dest`` (which must not exist) as links into the cache, plus the
-        ``empty_dirs`` a git tree cannot hold (skipped where a file of the tree now sits on the path)."""
-        entries = self.store.list_tree(tree)
+        ``empty_dirs`` a git tree cannot hold (skipped where a file of the tree now sits on the path).
+
+        With ``paths``, only those files (an overlay): looked up one by one instead of listing the
+        whole tree.
+        """
+        if paths is None:
+            entries = self.store.list_tree(tree)
+        else:
+            found = {path: self.store.lookup(tree, path) for path in paths}
+            entries = {path: entry for path, entry in found.items() if entry is not None}
         sources = {rel: self._path(e.sha, e.mode) for rel, e in entries.items() if e.mode != SYMLINK}
         with cache_errors(self.store.root):
             missing = {(entries[rel].sha, entries[rel].mode) for rel, source in sources.items()

@@ -1,8 +1,7 @@
 """Publish a materialization to disk: full trees or an overlay of touched files, plus manifest.json.
 
-Full trees are hard links into the read-only file cache (``filecache.py``), so their files are
-read-only and shared between outputs: edit in ``work/``, never in an output. Overlays are small
-private copies.
+Full trees and overlays are hard links into the read-only file cache (``filecache.py``), so their
+files are read-only and shared between outputs: edit in ``work/``, never in an output.
 
 The output is built in a temporary sibling directory and published with one atomic rename, so a
 killed run leaves the previous output intact and a reader never sees half a tree. Python is never
@@ -15,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from filelock import FileLock
 from materialize.engine import Materialization
 from materialize.errors import MaterializeError
 from materialize.filecache import FileCache
-from materialize.store import SYMLINK
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -92,19 +91,8 @@ def _checkout_full(m: Materialization, target: str, dest: Path) -> None:
 
 
 def _write_overlay(m: Materialization, target: str, dest: Path) -> None:
-    dest.mkdir(parents=True)
-    for path in m.changed_paths(target)[0]:
-        entry = m.store.lookup(m.trees[target], path)
-        assert entry is not None
-        out = dest / path
-        out.parent.mkdir(parents=True, exist_ok=True)
-        data = m.store.read_blob_by_id(entry.sha)
-        if entry.mode == SYMLINK:
-            os.symlink(data.decode("utf-8", "surrogateescape"), out)
-        else:
-            out.write_bytes(data)
-            if entry.mode == "100755":
-                out.chmod(0o755)
+    """Only the files the series changed against the pin, linked from the same file cache."""
+    FileCache(m.store).materialize_tree(m.trees[target], dest, paths=m.changed_paths(target)[0])
 
 
 def _read_manifest(directory: Path) -> dict[str, Any] | None:
@@ -149,7 +137,7 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
                 trash = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
                 os.replace(final, trash / "old")
                 os.replace(tmp, final)
-                shutil.rmtree(trash, ignore_errors=True)
+                _discard(trash)
             else:
                 os.replace(tmp, final)
         except BaseException:
@@ -158,6 +146,23 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
         _point_latest(final, default)
     m.display_root = str(final)
     return final
+
+
+_DISCARDS: list[subprocess.Popen] = []
+
+
+def _discard(trash: Path) -> None:
+    """Delete a replaced output in the background: removing a 20k-file tree takes seconds that the
+    user should not wait for once the new output is published. The ``rm`` outlives us (its own
+    session); if it is killed, the next publish in this folder sweeps the ``.old-*`` it left."""
+    _DISCARDS.append(subprocess.Popen(["rm", "-rf", "--", str(trash)], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+
+
+def settle() -> None:
+    """Wait for this process's background deletions (tests, and callers about to measure disk)."""
+    while _DISCARDS:
+        _DISCARDS.pop().wait()
 
 
 def _remove_leftovers(parent: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from materialize.engine import materialize
 from materialize.errors import MaterializeError
-from materialize.output import verify_clean, write_output
+from materialize.output import settle, verify_clean, write_output
 from materialize.series import load_series
 
 BASE = {"pkg/mod.py": "X = 1\n", "pkg/other.py": "Y = 2\n", "bin/tool": "#!/bin/sh\n"}
@@ -126,4 +126,5 @@ def test_sigkill_at_any_moment_leaves_old_output_or_new_never_half(builder, tmp_
         if manifest["position"] == 0:
             assert (out / "manifest.json").read_text() == old_manifest
     write_output(materialize(load_series(series)), out)  # the next run sweeps what the killed ones left
+    settle()  # and the output it replaced is deleted in the background
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))) == []
