@@ -202,7 +202,7 @@ def test_heavy_module_in_sys_modules_fails_the_session(workspace):
     )
 
 
-def test_dirs_tree_source_applies_with_gnu_patch(workspace):
+def test_dirs_tree_source_applies_through_the_one_applier(workspace):
     proc = _run(
         workspace, {"test_bound_by_series.py": GOOD}, "--tree-source", "dirs", "--base-tree",
         f"tt-metal={workspace / 'up' / 'demo'}",
