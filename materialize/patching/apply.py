@@ -9,8 +9,8 @@ handled exactly as GNU does. Behaviour is pinned by a differential test against 
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import itemgetter
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import add, ge, itemgetter, sub
 
 from materialize.errors import PatchApplyError
 from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult, HunkStatus
@@ -20,6 +20,13 @@ from materialize.patching.reject import format_reject
 _TAIL = itemgetter(slice(1, None))  # a body line without its kind character: the line of the file
 _OLD_SIDE = bytes.maketrans(b" -+", b"\x01\x01\x00")  # kinds -> selectors for itertools.compress
 _NEW_SIDE = bytes.maketrans(b" -+", b"\x01\x00\x01")
+_PLUS = bytes.maketrans(b" -+", b"\x00\x00\x01")
+_BODY = itemgetter(5)  # Hunk.body, Hunk.kinds: C-level field access for map()
+_KINDS = itemgetter(6)
+_SOURCE_START = itemgetter(0)
+_LAST = itemgetter(-1)
+_LAST_BYTE = itemgetter(slice(-1, None))
+_new_tuple = tuple.__new__
 
 
 class _Prepared:
@@ -67,6 +74,22 @@ class _GnuAbort(Exception):
     (only possible for hunks located before an earlier one). GNU dies with SIGABRT and leaves the
     file untouched; we report the whole file as failed with its content unchanged.
     """
+
+
+class _Sides:
+    """Every hunk's old side and added lines of one file, split off in two C-level passes.
+
+    ``exact_in_place`` compares and copies slices of these instead of splitting each hunk on its
+    own; ``old_at``/``plus_at`` index the current hunk and advance after every hunk, applied or not.
+    """
+
+    __slots__ = ("old", "plus", "old_at", "plus_at")
+
+    def __init__(self, hunks: tuple[Hunk, ...]) -> None:
+        kinds = b"".join(map(_KINDS, hunks))
+        self.old = list(map(_TAIL, compress(chain.from_iterable(map(_BODY, hunks)), kinds.translate(_OLD_SIDE))))
+        self.plus = list(map(_TAIL, compress(chain.from_iterable(map(_BODY, hunks)), kinds.translate(_PLUS))))
+        self.old_at = self.plus_at = 0
 
 
 class _Applier:
@@ -203,17 +226,17 @@ class _Applier:
         self.last_frozen = where - 1 + len(h.old) - h.suffix_context
         self.out_offset += len(h.new) - len(h.old)
 
-    def exact_in_place(self, hunk: Hunk, refuse_top: bool) -> HunkResult | None:
-        """GNU's first try for the common hunk, done with bulk list operations; None: take the full path.
+    def exact_in_place(self, hunk: Hunk, plus: int, sides: _Sides, refuse_top: bool) -> HunkResult | None:
+        """GNU's first try for the common hunk, done with list slices; None: take the full path.
 
         The common hunk has as much context before its changes as after them and no missing newline.
         For it, GNU's ``locate_hunk`` at fuzz 0 first compares the pattern at the guessed line (the
         header's line plus the offset so far), provided that line lies between the last line an
         earlier hunk consumed and the last place the pattern fits; when that matches, ``apply_hunk``
         copies the input up to the changes, writes the new side's changed part and consumes up to
-        the trailing context. That one case is done here with slices (no ``_Prepared``, no per-line
-        Python); every other case (an offset search, fuzz, a missing newline, a hunk GNU refuses at
-        the top of a new file) returns None and goes through ``locate``/``apply`` unchanged.
+        the trailing context. That one case is done here with slices of ``sides`` (no ``_Prepared``,
+        no per-line Python); every other case (an offset search, fuzz, a missing newline, a hunk GNU
+        refuses at the top of a new file) returns None and goes through ``locate``/``apply`` unchanged.
         """
         if not self.after_newline:
             return None
@@ -227,21 +250,27 @@ class _Applier:
             return None
         inp = self.input
         where = hunk.source_start + self.in_offset
-        plus = kinds.count(43)
         n_old = count - plus
         if where <= self.last_frozen or where > len(inp) - n_old + 1 or (where == 1 and refuse_top):
             return None
-        if inp[where - 1 : where - 1 + n_old] != list(map(_TAIL, compress(body, kinds.translate(_OLD_SIDE)))):
+        at = sides.old_at
+        if inp[where - 1 : where - 1 + n_old] != sides.old[at : at + n_old]:
             return None
         stop = where - 1 + prefix  # the leading context is the input's own lines: copy them from there
-        self.out.extend(inp[self.last_frozen : stop])
+        out = self.out
+        out.extend(inp[self.last_frozen : stop])
         end = count - prefix
-        self.out.extend(map(_TAIL, compress(body[prefix:end], kinds[prefix:end].translate(_NEW_SIDE))))
+        changes = kinds[prefix:end]
+        if 32 in changes:  # context between two changes: the middle's own lines
+            out.extend(map(_TAIL, compress(body[prefix:end], changes.translate(_NEW_SIDE))))
+        elif plus:
+            at = sides.plus_at
+            out.extend(sides.plus[at : at + plus])
         self.zero_output = False
         self.last_frozen = where - 1 + n_old - prefix
-        self.out_offset += plus - (n_old - kinds.count(32))  # added minus removed lines
+        self.out_offset += plus + plus + kinds.count(32) - count  # added minus removed lines
         offset = self.in_offset
-        return HunkResult(hunk, "offset" if offset else "clean", offset, 0, where)
+        return _new_tuple(HunkResult, (hunk, "offset" if offset else "clean", offset, 0, where))
 
     def apply(self, h: _Prepared, where: int) -> None:
         """GNU ``apply_hunk`` for unified hunks (no ``!`` lines, no ``#ifdef`` output)."""
@@ -280,6 +309,46 @@ class _Applier:
         return b"".join(self.out)
 
 
+def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], sides: _Sides, refuse_top: bool) -> list[HunkResult] | None:
+    """GNU's outcome for a file whose hunks are all the common kind and all match where they say.
+
+    The common hunk (see ``exact_in_place``) with one block of changes, for every hunk of the file,
+    each matching at the line its header names (so GNU's offset stays 0 and no hunk is searched
+    for): then GNU's run is fixed, and it is checked and written here in C-level passes over
+    per-hunk columns (``map``, ``chain``), with no Python code per hunk. Returns None, leaving
+    ``state`` untouched, when any hunk is not such; the caller then runs GNU's loop hunk by hunk.
+    """
+    inp = state.input
+    kinds = list(map(_KINDS, hunks))
+    counts = list(map(len, kinds))
+    prefix = list(map(sub, counts, map(len, map(bytes.lstrip, kinds, repeat(b" ")))))
+    suffix = list(map(sub, counts, map(len, map(bytes.rstrip, kinds, repeat(b" ")))))
+    context = list(map(bytes.count, kinds, repeat(b" ")))
+    if 0 in prefix or prefix != suffix or context != list(map(add, prefix, suffix)):
+        return None  # no context, uneven context, or context between two changes
+    if b"".join(map(_LAST_BYTE, map(_LAST, map(_BODY, hunks)))).count(b"\n") != len(hunks):
+        return None  # a missing newline (only the shared last context line can lack one here)
+    plus = list(map(bytes.count, kinds, repeat(b"+")))
+    starts = list(map(sub, map(_SOURCE_START, hunks), repeat(1)))  # GNU's where - 1
+    ends = list(map(add, starts, map(sub, counts, plus)))
+    frozen = list(map(sub, ends, suffix))  # GNU's last_frozen after each hunk
+    if starts[0] < 0 or (refuse_top and starts[0] == 0) or max(ends) > len(inp):
+        return None
+    if not all(map(ge, islice(starts, 1, None), frozen)):  # each hunk after what the previous consumed
+        return None
+    if list(chain.from_iterable(map(inp.__getitem__, map(slice, starts, ends)))) != sides.old:
+        return None
+    plus_ends = list(accumulate(plus))
+    copied = map(inp.__getitem__, map(slice, chain((0,), frozen), map(add, starts, prefix)))
+    added = map(sides.plus.__getitem__, map(slice, chain((0,), plus_ends), plus_ends))
+    state.out.extend(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True))))
+    state.zero_output = False
+    state.last_frozen = frozen[-1]
+    state.out_offset = 2 * plus_ends[-1] + sum(context) - sum(counts)  # added minus removed lines
+    wheres = map(add, starts, repeat(1))
+    return list(map(_new_tuple, repeat(HunkResult), zip(hunks, repeat("clean"), repeat(0), repeat(0), wheres)))
+
+
 def _status(fuzz: int, offset: int) -> HunkStatus:
     """GNU's wording: fuzz wins over offset; both numbers are kept in the result."""
     if fuzz:
@@ -308,11 +377,20 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
     state = _Applier(original or b"")
     results: list[HunkResult] = []
     rejected: list[tuple[Hunk, int]] = []
-    exact = None if fp.strip_trailing_cr else state.exact_in_place
+    sides = None if fp.strip_trailing_cr or not fp.hunks else _Sides(fp.hunks)
     refuse_top = bool(fp.is_new and original)
+    if sides is not None:
+        in_bulk = _apply_in_bulk(state, fp.hunks, sides, refuse_top)
+        if in_bulk is not None:
+            return _file_result(fp, original, state.finish(), state.zero_output, tuple(in_bulk), [])
     try:
         for hunk in fp.hunks:
-            result = exact(hunk, refuse_top) if exact is not None else None
+            result = None
+            if sides is not None:
+                plus = hunk.kinds.count(43)
+                result = state.exact_in_place(hunk, plus, sides, refuse_top)
+                sides.old_at += len(hunk.kinds) - plus
+                sides.plus_at += plus
             if result is None:
                 result = _apply_hunk(state, hunk, fp, original, max_fuzz)
             if result.status == "failed":
