@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import accumulate, repeat
+from operator import add, eq, itemgetter, lt, sub
 
 from materialize.errors import PatchFormatError
 from materialize.patching.model import FilePatch, Hunk, PatchSet, body_line
@@ -51,8 +52,10 @@ _CONTEXT_HUNK = re.compile(rb"^\*{15}")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
 _WS = b" \t\n\r\v\f"
 # A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
-_NOT_BODY = re.compile(rb"[^ +\-]")
+_BODY_RUN = re.compile(rb"[ +\-]*")
+_BLOCK = re.compile(rb"(?:@[ +\-]*)+")  # "@" lines and body runs: the hunks of one file section
 _FIRST = itemgetter(slice(0, 1))
+_FIRST_BYTE = itemgetter(0)
 _new_hunk = tuple.__new__
 
 
@@ -87,7 +90,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     # a "\ No newline" marker, which it reads with getc() and accepts without a terminator.
     if raw and not raw[-1].endswith(b"\n") and not raw[-1].startswith(b"\\"):
         raw = raw[:-1]
-    files = _Parser(source, raw, strip).run()
+    files = _Parser(source, raw, strip, data).run()
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     if not files and data.strip(_WS) and not _is_mail_header(raw):
@@ -98,14 +101,27 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
 class _Parser:
     """One pass over the lines: file sections, their hunks, and the garbage in between."""
 
-    def __init__(self, source: str, raw: list[bytes], strip: int) -> None:
+    def __init__(self, source: str, raw: list[bytes], strip: int, data: bytes) -> None:
         self.source = source
         self.raw = raw
         self.strip = strip
         self.n = len(raw)
         # The first byte of every line (no line is empty: each ends in "\n" or is a non-empty last line),
         # so a hunk's extent is found and checked with bytes operations instead of a loop per line.
-        self.kinds = b"".join(map(_FIRST, raw))
+        kinds = bytearray(map(_FIRST_BYTE, raw))
+        # A "--- " line is marked "F": blocks of hunks stop at the next file's header. A removed line
+        # whose text starts with "-- " is marked too, which only sends its hunk down the slow path.
+        if data.startswith(b"--- ") and self.n:
+            kinds[0] = 70
+        line = pos = 0
+        at = data.find(b"\n--- ")
+        while at >= 0:
+            line += data.count(b"\n", pos, at + 1)
+            pos = at + 1
+            if line < self.n:
+                kinds[line] = 70
+            at = data.find(b"\n--- ", pos)
+        self.kinds = bytes(kinds)
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -312,41 +328,91 @@ class _Parser:
     # -- hunks -----------------------------------------------------------------------------------
 
     def _hunks(self, i: int) -> tuple[tuple[Hunk, ...], int]:
-        """Consecutive ``@@`` hunks starting at line ``i``; returns them and the next line number."""
+        """Consecutive ``@@`` hunks starting at line ``i``; returns them and the next line number.
+
+        Fast path, inline because it runs once per hunk: the run of " ", "-", "+" lines after the
+        header holds exactly the announced numbers of old and new lines. Then the line-by-line walk
+        of ``_hunk`` would consume exactly that run (each line counts on at least one side, so no
+        count can overrun before the end, and the counts meet only at its end) and stop there: the
+        run is the body. Anything else (a "\\ No newline" marker, GNU's "=", TAB-led or empty
+        context, a run into the next file's "---"/"+++", an error) takes the walk.
+        """
         hunks: list[Hunk] = []
-        while i <= self.n and self.raw[i - 1].startswith(b"@@ -"):
-            hunk, i = self._hunk(i)
-            hunks.append(hunk)
+        append = hunks.append
+        raw, kinds, n = self.raw, self.kinds, self.n
+        while i <= n and raw[i - 1].startswith(b"@@ -"):
+            block, i = self._hunk_block(i)
+            if block:
+                hunks.extend(block)
+                continue
+            m = _HUNK.match(raw[i - 1])
+            if m is None:
+                raise self.error(i, "malformed patch: bad hunk header")
+            start, length, new_start, new_length, section = m.groups()
+            old_count = int(length) if length is not None else 1
+            new_count = int(new_length) if new_length is not None else 1
+            end = _BODY_RUN.match(kinds, i).end()  # type: ignore[union-attr]  # matches the empty run too
+            run = kinds[i:end]
+            both = run.count(32)
+            minus = run.count(45)
+            if both + minus == old_count and len(run) - minus == new_count and both < len(run) and (
+                end >= n or kinds[end] != 92
+            ):
+                append(_new_hunk(Hunk, (int(start), old_count, int(new_start), new_count,
+                                        section.decode("utf-8", "replace") if section else "",
+                                        tuple(raw[i:end]), run, i)))
+                i = end + 1
+            else:
+                hunk, i = self._hunk(i, m)
+                append(hunk)
         return tuple(hunks), i
 
-    def _hunk(self, header_line: int) -> tuple[Hunk, int]:
-        """One hunk: header, then exactly as many old/new lines as the header announces."""
-        m = _HUNK.match(self.raw[header_line - 1])
-        if m is None:
-            raise self.error(header_line, "malformed patch: bad hunk header")
+    def _hunk_block(self, i: int) -> tuple[list[Hunk], int]:
+        """The fast path of ``_hunks`` for all the hunks of a file section at once, in C-level passes.
+
+        Takes the block of "@" lines and body runs at line ``i`` from the kinds string (it ends at
+        the next file's ``---`` line, marked "F" there, or at any other line), splits it into runs,
+        and accepts the leading hunks whose header parses and whose run holds exactly the announced
+        counts (the last one also not followed by a "\\ No newline" marker). Returns them and the
+        line after them; an empty list when the first hunk is not such (``_hunks`` takes it alone).
+        """
+        raw, kinds = self.raw, self.kinds
+        block = _BLOCK.match(kinds, i - 1).group()  # type: ignore[union-attr]  # kinds[i - 1] is "@"
+        runs = block.split(b"@")[1:]
+        lengths = list(map(len, runs))
+        heads = list(accumulate(map(add, lengths, repeat(1)), initial=i - 1))  # 0-based header lines
+        after = heads.pop()
+        matches = list(map(_HUNK.match, map(raw.__getitem__, heads)))
+        if None in matches:
+            del matches[matches.index(None):]
+        if not matches:
+            return [], i
+        starts, olds, new_starts, news, sections = zip(*map(re.Match.groups, matches), strict=True)
+        old_counts = [1 if x is None else int(x) for x in olds]
+        new_counts = [1 if x is None else int(x) for x in news]
+        both = list(map(bytes.count, runs, repeat(b" ")))
+        minus = list(map(bytes.count, runs, repeat(b"-")))
+        good = list(map(all, zip(map(eq, map(add, both, minus), old_counts),
+                                 map(eq, map(sub, lengths, minus), new_counts), map(lt, both, lengths), strict=False)))
+        k = good.index(False) if False in good else len(good)
+        if k == len(runs) and after < self.n and kinds[after] == 92:  # "\\ No newline" after the last run
+            k -= 1
+        if not k:
+            return [], i
+        firsts = [h + 1 for h in heads[:k]]  # 0-based first body line = 1-based header line
+        bodies = map(tuple, map(raw.__getitem__, map(slice, firsts, map(add, firsts, lengths))))
+        texts = [x.decode("utf-8", "replace") if x else "" for x in sections[:k]]
+        hunks = list(map(_new_hunk, repeat(Hunk), zip(map(int, starts[:k]), old_counts, map(int, new_starts[:k]),
+                                                       new_counts, texts, bodies, runs, firsts, strict=False)))
+        return hunks, (after + 1 if k == len(runs) else heads[k] + 1)
+
+    def _hunk(self, header_line: int, m: re.Match[bytes]) -> tuple[Hunk, int]:
+        """One hunk, line by line: header, then exactly as many old/new lines as the header announces."""
         source_start = int(m.group(1))
         source_length = int(m.group(2)) if m.group(2) is not None else 1
         target_start = int(m.group(3))
         target_length = int(m.group(4)) if m.group(4) is not None else 1
         section = m.group(5).decode("utf-8", "replace")
-        # Fast path: the run of " ", "-", "+" lines after the header holds exactly the announced
-        # numbers of old and new lines. Then the line-by-line walk below would consume exactly that
-        # run (each line counts on at least one side, no count can overrun before the end) and stop
-        # there, so the run is the body. Anything else (a "\\ No newline" marker, GNU's "=", TAB-led
-        # or empty context, a run into the next file's "---"/"+++", an error) takes the walk.
-        kinds = self.kinds
-        stop = _NOT_BODY.search(kinds, header_line)
-        end = stop.start() if stop is not None else self.n
-        run = kinds[header_line:end]
-        both = run.count(32)
-        minus = run.count(45)
-        plus = len(run) - both - minus
-        if both + minus == source_length and both + plus == target_length and minus + plus and (
-            end >= self.n or kinds[end] != 92
-        ):
-            body = tuple(self.raw[header_line:end])
-            return _new_hunk(Hunk, (source_start, source_length, target_start, target_length, section, body, run,
-                                    header_line)), end + 1
         old_left, new_left = source_length, target_length
         lines: list[bytes] = []
         changed = False
