@@ -10,7 +10,6 @@ All relative paths in a series file are relative to the directory that holds the
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 from collections.abc import Callable
@@ -142,28 +141,76 @@ def _nonblank_banner(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> str:
     return value
 
 
-def _field(rule: Rule, **default: Any) -> Any:
+_MISSING: Any = object()
+
+
+class _Field:
+    """One field of a schema class: its rule and its default (a value, or a factory for lists)."""
+
+    __slots__ = ("default", "factory", "name", "rule")
+
+    def __init__(self, rule: Rule, default: Any, factory: Callable[[], Any] | None) -> None:
+        self.rule, self.default, self.factory, self.name = rule, default, factory, ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+
+def _field(rule: Rule, *, default: Any = _MISSING, default_factory: Callable[[], Any] | None = None) -> Any:
     """A model field: its rule, and optionally ``default=`` or ``default_factory=``."""
-    return dataclasses.field(metadata={"rule": rule}, **default)
+    return _Field(rule, default, default_factory)
 
 
 class _Model:
-    """Base of the schema classes: frozen, keyword-only dataclasses whose fields carry a rule.
+    """Base of the schema classes: frozen, keyword-only value objects whose fields carry a rule.
 
     ``parse`` validates a YAML mapping (unknown keys refused, missing ones reported) and collects
-    every problem with its path; constructing one in code runs the same rules (``__post_init__``).
+    every problem with its path; constructing one in code runs the same rules. Written by hand rather
+    than as dataclasses: generating their methods cost more at start-up than loading a series.
     """
 
-    def __post_init__(self) -> None:
+    _fields: tuple[_Field, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._fields = tuple(v for v in vars(cls).values() if isinstance(v, _Field))
+
+    def __init__(self, **values: Any) -> None:
         errors: list[dict[str, Any]] = []
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            checked = _checked(f.metadata["rule"], value, (f.name,), errors)
-            if checked is not value and not errors:
-                object.__setattr__(self, f.name, checked)
+        for f in self._fields:
+            if f.name in values:
+                value = values.pop(f.name)
+            elif f.factory is not None:
+                value = f.factory()
+            elif f.default is not _MISSING:
+                value = f.default
+            else:
+                raise TypeError(f"{type(self).__name__}() missing required keyword argument: {f.name!r}")
+            checked = _checked(f.rule, value, (f.name,), errors)
+            object.__setattr__(self, f.name, value if errors else checked)
+        if values:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {next(iter(values))!r}")
         if errors:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
             raise SeriesError(f"invalid {type(self).__name__}: {problems}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot assign {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot delete {name!r}")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in self._fields)})"
 
     @classmethod
     def parse(cls, value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
@@ -176,12 +223,12 @@ class _Model:
             return None
         before = len(errors)
         values = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in cls._fields:
             if f.name in value:
-                values[f.name] = _checked(f.metadata["rule"], value[f.name], loc + (f.name,), errors)
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                values[f.name] = _checked(f.rule, value[f.name], loc + (f.name,), errors)
+            elif f.default is _MISSING and f.factory is None:
                 errors.append({"loc": loc + (f.name,), "type": "missing", "msg": "Field required", "input": value})
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        names = {f.name for f in cls._fields}
         for extra in value:
             if extra not in names:
                 errors.append({"loc": loc + (extra,), "type": "extra_forbidden", "input": value[extra],
@@ -191,14 +238,10 @@ class _Model:
     def model_dump(self, *, exclude_none: bool = False) -> dict[str, Any]:
         """The fields as a plain dict, in declaration order (the name and output pydantic had: pins
         are recorded in manifests and cache keys this way)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in self._fields
                 if not (exclude_none and getattr(self, f.name) is None)}
 
 
-_model = dataclass(frozen=True, kw_only=True)
-
-
-@_model
 class GitPin(_Model):
     """A git repository (local path or URL) at a revision; ``sha`` records the resolved full SHA."""
 
@@ -209,7 +252,6 @@ class GitPin(_Model):
     root: str = _field(_str(), default="")
 
 
-@_model
 class PypiPin(_Model):
     """One exact file of a release on the configured package index, verified by sha256."""
 
@@ -221,7 +263,6 @@ class PypiPin(_Model):
     root: str | None = _field(_optional(_str()), default=None)
 
 
-@_model
 class PathPin(_Model):
     """A local directory, taken as it is (no hash: it is the user's own checkout)."""
 
@@ -230,7 +271,6 @@ class PathPin(_Model):
     root: str = _field(_str(), default="")
 
 
-@_model
 class TarballPin(_Model):
     """A local .tar.gz / .tar.xz / .zip archive, optionally verified by sha256."""
 
@@ -265,14 +305,12 @@ _STRIP = _int(0, 16)
 _FUZZ = _int(0, 3)
 
 
-@_model
 class TargetSpec(_Model):
     pin: Pin = _field(_pin)
     # where this target's root sits inside the serving image (overlay mounts)
     install_path: str | None = _field(_optional(_str()), default=None)
 
 
-@_model
 class PatchSpec(_Model):
     patch: str = _field(_str())  # patch file, relative to patches_dir
     target: str = _field(_TARGET)
@@ -289,13 +327,11 @@ class PatchSpec(_Model):
     why: str = _field(_str(), default="")
 
 
-@_model
 class Defaults(_Model):
     strip: int = _field(_STRIP, default=1)
     max_fuzz: int = _field(_FUZZ, default=0)
 
 
-@_model
 class SeriesSpec(_Model):
     version: int = _field(_literal(1))
     patches_dir: str = _field(_str(), default="../patches")
