@@ -1,28 +1,34 @@
 """Safe YAML loading that remembers where each value came from.
 
 A validator (the series' own, or pydantic for a profile) tells us *which* field is wrong (a path such
-as ``patches.3.strip``); users need to know *where* it is. We compose the YAML node graph once (safe loader only: no tags, no Python objects),
-build plain data from it, and keep a map from each path to its line so errors can say file:line.
+as ``patches.3.strip``); users need to know *where* it is. We compose the YAML node graph once (safe
+loader only: no tags, no Python objects), build plain data from it, and keep a map from each path to
+its line so errors can say file:line.
+
+Every command loads the series, and importing PyYAML alone costs more than the rest of `materialize
+top`: the plain result of a parse is kept in the cache (``<cache>/parsed/``, one small ``marshal``
+file per document path, valid only for the exact bytes it was parsed from), so an unchanged series
+is read without importing yaml. Only documents that parsed cleanly are kept; a refusal is redone.
 """
 
 from __future__ import annotations
 
+import hashlib
+import marshal
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
 from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
+    import yaml
     from pydantic import BaseModel
 
 PathKey = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound="BaseModel")
-# libyaml's parser when PyYAML was built with it (the pure-Python one is ~10x slower on a 109-patch
-# series); both give the same events, nodes and marks.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PARSED_FORMAT = 1  # bump when what _build returns changes: older cache files are then ignored
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "map", "seq")}
 # A series or profile is a few hundred nodes. Aliases may share a value, but a document that expands
 # past these bounds is a bomb ("billion laughs", a self-referencing alias, 20,000 nested "["): refused
@@ -99,9 +105,11 @@ class _Budget:
 
 def _check_depth(text: str, source: str) -> None:
     """Refuse deep nesting from the event stream (iterative) before the recursive composer sees it."""
+    import yaml
+
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=_loader()):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -118,8 +126,18 @@ def _check_depth(text: str, source: str) -> None:
         raise SeriesError(f"{source}:{line}: nested deeper than {MAX_DEPTH} levels; refused") from None
 
 
+def _loader() -> type:
+    """libyaml's parser when PyYAML was built with it (the pure-Python one is ~10x slower on a
+    109-patch series); both give the same events, nodes and marks."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: _Budget,
            scalars: yaml.constructor.SafeConstructor) -> Any:
+    import yaml
+
     budget.spend(node, len(path))
     lines.setdefault(path, node.start_mark.line + 1)
     if node.tag not in _PLAIN_TAGS:
@@ -141,18 +159,57 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
     return scalars.construct_object(node)
 
 
+def _parsed_file(source: str) -> Path:
+    from materialize.store import default_cache_dir
+
+    name = hashlib.sha256(os.fsencode(source)).hexdigest()[:32]
+    return default_cache_dir() / "parsed" / f"{name}.marshal"
+
+
+def _read_parsed(cache: Path, digest: str) -> tuple[Any, dict[PathKey, int]] | None:
+    """The kept parse of exactly these bytes, or None (absent, stale, damaged: parse again)."""
+    try:
+        with open(cache, "rb") as handle:
+            kept = marshal.load(handle)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not (isinstance(kept, tuple) and len(kept) == 4 and kept[:2] == (_PARSED_FORMAT, digest)):
+        return None
+    return kept[2], kept[3]
+
+
+def _keep_parsed(cache: Path, digest: str, data: Any, lines: dict[PathKey, int]) -> None:
+    """Best effort: a cache that cannot be written only means the next run parses again."""
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps((_PARSED_FORMAT, digest, data, lines)))
+        os.replace(tmp, cache)
+    except (OSError, ValueError):
+        pass
+
+
 def load_located(path: Path) -> LocatedYaml:
     """Parse ``path`` with the safe loader; syntax errors name the file and line."""
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise SeriesError(f"{source}: no such file") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    cache = _parsed_file(source)
+    kept = _read_parsed(cache, digest)
+    if kept is not None:
+        return LocatedYaml(data=kept[0], source=source, lines=kept[1])
+    try:
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text: universal newlines
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{source}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    import yaml
+
     try:
         _check_depth(text, source)
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_loader())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
@@ -160,4 +217,5 @@ def load_located(path: Path) -> LocatedYaml:
     lines: dict[PathKey, int] = {}
     scalars = yaml.constructor.SafeConstructor()
     data = _build(node, (), lines, source, _Budget(source), scalars) if node is not None else None
+    _keep_parsed(cache, digest, data, lines)
     return LocatedYaml(data=data, source=source, lines=lines)

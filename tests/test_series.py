@@ -134,3 +134,36 @@ def test_pins_built_in_code_are_checked_and_dump_in_field_order():
     assert pin.model_dump(exclude_none=True) == {"kind": "git", "url": "u", "rev": "r", "root": ""}
     with pytest.raises(SeriesError, match="requirement: String should match pattern"):
         PypiPin(kind="pypi", requirement="no version", file="f", sha256="0" * 64)
+
+
+def test_an_unchanged_series_is_read_back_without_yaml(tmp_path):
+    """The parse is kept in the cache for those exact bytes: the next command does not import PyYAML,
+    sees the same series, and an edit (or a damaged cache file) means a fresh parse."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, GOOD)
+    first = load_series(path)
+    probe = ("import sys; from materialize.series import load_series; s = load_series(sys.argv[1]); "
+             "print('yaml' in sys.modules, [(p.name, p.strip, p.max_fuzz) for p in s.patches])")
+    proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == f"False {[(p.name, p.strip, p.max_fuzz) for p in first.patches]}"
+
+    path.write_text(GOOD.replace("max_fuzz: 2", "max_fuzz: 9"))
+    with pytest.raises(SeriesError, match=r"s.yaml:14: patches.1.max_fuzz"):
+        load_series(path)
+    path.write_text(GOOD.replace("max_fuzz: 2", "max_fuzz: 3"))
+    assert load_series(path).patches[1].max_fuzz == 3
+
+    from materialize.store import default_cache_dir
+
+    for kept in (default_cache_dir() / "parsed").iterdir():
+        kept.write_bytes(b"\x00damaged")
+    assert load_series(path).patches[1].max_fuzz == 3
+
+
+def test_a_refused_document_is_refused_every_time(tmp_path):
+    path = write(tmp_path, "version: 1\nversion: 1\n")
+    for _ in range(2):
+        with pytest.raises(SeriesError, match=r"s.yaml:2: duplicate key 'version'"):
+            load_series(path)
