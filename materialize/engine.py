@@ -13,8 +13,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, itemgetter
 
 from materialize.errors import PatchApplyError
+from materialize.patching.model import HunkResult
 from materialize.patching.tree import TreeApply, apply_to_tree
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
@@ -23,6 +26,8 @@ from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
 _new_tuple = tuple.__new__
+_HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
+_HUNK_OF, _RANGES, _SECTION, _OUTCOME = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4), itemgetter(1, 2, 3, 4)
 ID_LENGTH = 16
 
 
@@ -160,6 +165,18 @@ def describe_failure(entry: PatchEntry, result: TreeApply) -> str:
     return "\n".join(lines)
 
 
+def _hunk_reports(dest: str, results: tuple[HunkResult, ...]) -> list[HunkReport]:
+    """One report per hunk, built in C-level passes (a patch may have 100k hunks): the header text is
+    ``Hunk.header``'s, the rest is the HunkResult's status, offset, fuzz and line."""
+    hunks = list(map(_HUNK_OF, results))
+    headers = list(map(_HEADER.__mod__, map(_RANGES, hunks)))
+    for k, section in enumerate(map(_SECTION, hunks)):
+        if section:
+            headers[k] += " " + section
+    rows = map(add, zip(repeat(dest), headers, strict=False), map(_OUTCOME, results))
+    return list(map(_new_tuple, repeat(HunkReport), rows))
+
+
 def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
                 empty_dirs: Iterable[str] = ()) -> tuple[str, PatchReport]:
     """Apply one series entry to ``tree`` (whose upstream ``empty_dirs`` are still there); returns
@@ -177,9 +194,7 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
     for outcome in result.files:
         assert outcome.result is not None and outcome.path is not None
         dest = outcome.path
-        # One report tuple per hunk, built without the NamedTuple's Python-level __new__ (100k hunks).
-        hunk_reports.extend([_new_tuple(HunkReport, (dest, h.hunk.header, h.status, h.offset, h.fuzz, h.applied_at))
-                             for h in outcome.result.hunks])
+        hunk_reports.extend(_hunk_reports(dest, outcome.result.hunks))
         for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
             added += len(hunk.body) - hunk.source_length
             removed += len(hunk.body) - hunk.target_length

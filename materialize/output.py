@@ -102,6 +102,13 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+def _manifest_bytes(directory: Path) -> bytes | None:
+    try:
+        return (directory / MANIFEST).read_bytes()
+    except OSError:
+        return None
+
+
 def _replaceable(directory: Path) -> bool:
     """Only an empty directory or one of our own outputs may be replaced: never a user's folder."""
     if not directory.exists():
@@ -119,20 +126,19 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final.parent / ".materialize-output.lock")):
         _remove_leftovers(final.parent)
-        existing = _read_manifest(final)
-        wanted = manifest(m, overlay=overlay)
-        if existing == wanted:
+        wanted = manifest_text(manifest(m, overlay=overlay))
+        if _manifest_bytes(final) == wanted.encode():  # bytes, not parsed JSON: a 100k-hunk manifest is big
             _point_latest(final, default)
             m.display_root = str(final)
             return final
-        if existing is None and not _replaceable(final):  # a readable manifest: one of our outputs
+        if not _replaceable(final):
             raise MaterializeError(f"{final} exists and is not a materialize output; refusing to replace it")
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
         tmp.chmod(0o755)  # mkdtemp makes it private; an output is meant to be read and mounted
         try:
             for target in sorted(m.trees):
                 (_write_overlay if overlay else _checkout_full)(m, target, tmp / target)
-            (tmp / MANIFEST).write_text(manifest_text(wanted))
+            (tmp / MANIFEST).write_text(wanted)
             if final.exists():
                 trash = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
                 os.replace(final, trash / "old")

@@ -18,7 +18,9 @@ Which file a plain (non-git) section patches follows GNU ``patch`` (``choose_nam
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -173,25 +175,41 @@ def apply_to_tree(
     With ``partial`` (quilt's ``push -f``), a failed section's hunks that did apply are kept in
     ``changes``, through the same path and link checks as a clean section; the report still fails.
     """
-    if isinstance(data, PatchSet):
-        patchset: PatchSet | None = data
-    else:
+    with _collector_paused():
+        if isinstance(data, PatchSet):
+            patchset: PatchSet | None = data
+        else:
+            try:
+                patchset = parse_patch(data, source=source, strip=strip)
+            except MaterializeError as exc:
+                return TreeApply(source, None, error=exc)
+        assert patchset is not None
+        out = TreeApply(source, patchset)
+        overlay = _Overlay(view)
         try:
-            patchset = parse_patch(data, source=source, strip=strip)
+            for fp in patchset.files:
+                out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial))
         except MaterializeError as exc:
-            return TreeApply(source, None, error=exc)
-    assert patchset is not None
-    out = TreeApply(source, patchset)
-    overlay = _Overlay(view)
-    try:
-        for fp in patchset.files:
-            out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial))
-    except MaterializeError as exc:
-        out.error = exc
-        out.changes = {}
+            out.error = exc
+            out.changes = {}
+            return out
+        out.changes = overlay.changes
         return out
-    out.changes = overlay.changes
-    return out
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Parsing and applying allocate a tuple or two per hunk and make no reference cycles, so the
+    cyclic garbage collector, which would run many times over a 100k-hunk patch and walk every
+    tuple made so far each time, has nothing to find: it is paused meanwhile (and runs after)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool,
