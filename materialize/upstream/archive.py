@@ -58,6 +58,7 @@ class StreamMember:
     mode: str
     size: int
     reader: BinaryIO
+    same_as: str | None = None  # a tar hard link: the earlier member whose content and mode it shares
 
 
 class _Budget:
@@ -160,6 +161,7 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
 
 def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
     origin = str(archive)
+    modes: dict[str, str] = {}  # files and links read so far (what a hard link may name)
     with _open_tar(archive) as tar:
         for info in tar:
             where = f"{origin}: member {info.name!r}"
@@ -172,15 +174,25 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             if info.issym():
                 if not link_stays_inside(path, info.linkname):
                     raise UnsafePathError(f"{where}: symlink to {info.linkname!r} points outside the tree")
-                target = info.linkname.encode("utf-8", "surrogateescape")
-                yield StreamMember(path, SYMLINK, len(target), _BytesReader(target))
+                target_bytes = info.linkname.encode("utf-8", "surrogateescape")
+                modes[path] = SYMLINK
+                yield StreamMember(path, SYMLINK, len(target_bytes), _BytesReader(target_bytes))
             elif info.islnk():
-                raise UnsafePathError(f"{where}: hard links are not supported (link to {info.linkname!r})")
+                # tar stores a second name for a file as a hard link to the first: inside the tree it
+                # is that member's content again (``tar -x`` links it; GNU patch breaks the link when it
+                # patches either name). Its target must be a member read before it.
+                target = safe_relpath(info.linkname, origin=f"{where}: hard link target")
+                if target not in modes:
+                    raise UpstreamError(f"{where}: hard link to {info.linkname!r}, which is not an earlier member")
+                yield StreamMember(path, modes[target], 0, _BytesReader(b""), same_as=target)
+                modes[path] = modes[target]
+                continue
             elif info.isreg():
                 budget.declared(info.size, where)
                 handle = tar.extractfile(info)
                 assert handle is not None
-                yield StreamMember(path, _git_mode(info.mode), info.size, _Counted(handle, budget, where))  # type: ignore[arg-type]
+                modes[path] = _git_mode(info.mode)
+                yield StreamMember(path, modes[path], info.size, _Counted(handle, budget, where))  # type: ignore[arg-type]
             else:
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
 
@@ -252,7 +264,9 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
             if member.path in seen:
                 raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
             seen.add(member.path)
-            if member.mode == SYMLINK and isinstance(member.reader, _BytesReader):
+            if member.mode == SYMLINK and member.same_as is not None:
+                links[member.path] = links[member.same_as]
+            elif member.mode == SYMLINK and isinstance(member.reader, _BytesReader):
                 links[member.path] = member.reader.data.decode("utf-8", "surrogateescape")
             yield member
     except _CORRUPT as exc:
@@ -263,7 +277,12 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
 
 def read_archive(archive: Path) -> list[Member]:
     """All file members with their bytes (for small archives; imports stream instead)."""
-    return [Member(m.path, m.mode, _read_exact(m)) for m in stream_archive(archive) if m.mode != TREE]
+    members: dict[str, Member] = {}
+    for m in stream_archive(archive):
+        if m.mode != TREE:
+            data = members[m.same_as].data if m.same_as is not None else _read_exact(m)
+            members[m.path] = Member(m.path, m.mode, data)
+    return list(members.values())
 
 
 def _read_exact(member: StreamMember) -> bytes:

@@ -89,6 +89,9 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
             if member.mode == TREE:
                 dirs.add(member.path)
                 continue
+            if member.same_as is not None:  # a tar hard link: the same blob under a second name
+                marks[member.path] = marks[member.same_as]
+                continue
             marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}"))
         chosen = single_top_folder(list(marks)) if root is None else root.strip("/")
         prefix = f"{chosen}/" if chosen else ""

@@ -68,3 +68,35 @@ def test_wheel_without_single_top_is_rooted_at_archive_root(tmp_path):
         zf.writestr("x/__init__.py", "")
         zf.writestr("x-1.0.dist-info/METADATA", "Name: x\n")
     assert single_top_folder(read_archive(archive)) == ""
+
+
+def _hard(name, target):
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.LNKTYPE
+    info.linkname = target
+    return info, None
+
+
+def test_a_hard_link_is_the_earlier_members_content_again(tmp_path):
+    """tar records a second name of a file as a hard link (strace's orig tarball has some): it is that
+    file again, with its mode; a hard link to a symlink is that symlink again."""
+    link = tarfile.TarInfo("pkg/l")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "src/a.h"
+    archive = make_tar(tmp_path / "h.tar.gz", [
+        file_info("pkg/src/a.h", b"A\n", mode=0o755), (link, None),
+        _hard("pkg/other/a.h", "pkg/src/a.h"), _hard("pkg/l2", "pkg/l"),
+    ])
+    members = {m.path: m for m in read_archive(archive)}
+    assert members["pkg/other/a.h"].data == b"A\n" and members["pkg/other/a.h"].mode == "100755"
+    assert members["pkg/l2"].mode == "120000" and members["pkg/l2"].data == b"src/a.h"
+
+
+@pytest.mark.parametrize(("target", "error"), [("../../etc/passwd", "UnsafePathError"), ("/etc/passwd", "UnsafePathError"),
+                                               ("pkg/later.h", "UpstreamError")])
+def test_a_hard_link_must_name_an_earlier_member_inside(tmp_path, target, error):
+    archive = make_tar(tmp_path / "h.tar.gz", [_hard("pkg/x.h", target), file_info("pkg/later.h")])
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the class is checked by name below
+        read_archive(archive)
+    assert type(info.value).__name__ == error
+    assert "pkg/x.h" in str(info.value)
