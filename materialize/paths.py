@@ -100,7 +100,14 @@ def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
     ``links`` maps link paths to targets, ``files`` holds the other file paths; directories are
     every proper prefix of those. Used once a pin's members are all known.
     """
-    dirs = {p[:i] for p in [*links, *files] for i in range(len(p)) if p[i] == "/"}
+    if not links:
+        return
+    dirs: set[str] = set()
+    for p in (*links, *files):
+        cut = p.rfind("/")
+        while cut > 0 and p[:cut] not in dirs:  # parents of an already-known directory are known too
+            dirs.add(p[:cut])
+            cut = p.rfind("/", 0, cut)
 
     def lookup(path: str) -> str | None | bool:
         if path in links:

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -505,10 +506,16 @@ class Store:
         return changed, deleted
 
 
+_PLAIN_PATH = re.compile(r'[^"\\\x00-\x1f\x7f]*')
+
+
 def _fast_import_path(path: str) -> bytes:
     """A path in fast-import's C-style quoted form (any byte but NUL survives)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if _PLAIN_PATH.fullmatch(path):  # nearly every path: nothing to escape (bytes >= 0x80 pass as they are)
+        return b'"' + raw + b'"'
     out = bytearray(b'"')
-    for byte in path.encode("utf-8", "surrogateescape"):
+    for byte in raw:
         if byte in (0x22, 0x5C):
             out += b"\\" + bytes([byte])
         elif byte < 0x20 or byte == 0x7F:
