@@ -16,6 +16,7 @@ hardware run, with a per-candidate ``switch_cost`` (materializing and booting a 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,11 +43,22 @@ class Counts:
     censored_fail_runs: list[int] = field(
         default_factory=list
     )  # requests per run that "failed, count unknown"
+    runs: int = 0  # results added (one per run)
+    failed_runs: int = 0  # of which had a failure (counted or only "failed")
+    sizes: dict[int, int] = field(default_factory=dict, repr=False)  # censored_fail_runs grouped by size
+
+    def __post_init__(self) -> None:
+        if self.censored_fail_runs and not self.sizes:
+            for r in self.censored_fail_runs:
+                self.sizes[r] = self.sizes.get(r, 0) + 1
 
     def add(self, requests: int, failures: int, censored: bool = False) -> None:
+        self.runs += 1
+        self.failed_runs += failures > 0
         if censored:
             if failures > 0:
                 self.censored_fail_runs.append(requests)
+                self.sizes[requests] = self.sizes.get(requests, 0) + 1
             else:
                 self.requests += requests
         else:
@@ -77,6 +89,9 @@ class GateModel:
     min_ratio: float = 2.0  # a culprit at least multiplies the per-request rate by this
 
     def rates(self) -> np.ndarray:
+        return _rates(self)
+
+    def _rates(self) -> np.ndarray:
         if self.deterministic:
             return np.array([1e-6, 1.0 - 1e-6])
         grid = np.geomspace(self.rate_lo, self.rate_hi, self.grid_size)
@@ -90,6 +105,12 @@ class GateModel:
         return np.isclose(rates, value, rtol=1e-12, atol=0)
 
     def log_prior(self, rates: np.ndarray) -> np.ndarray:
+        """Prior over grid pairs (see ``_log_prior``); cached per model (it is the same for every step)."""
+        if rates is self.rates():
+            return _log_prior(self)
+        return self._log_prior(rates)
+
+    def _log_prior(self, rates: np.ndarray) -> np.ndarray:
         """Prior over grid pairs (p0, p1) with p0 < p1.
 
         Rates the user knows (``baseline_rate``, ``culprit_rate``) are pinned to their value.
@@ -126,31 +147,63 @@ class GateModel:
         return prior - logsumexp(prior)
 
 
-def _loglik(rates: np.ndarray, c: Counts) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def _rates(model: GateModel) -> np.ndarray:
+    r = model._rates()
+    r.flags.writeable = False
+    return r
+
+
+@functools.lru_cache(maxsize=64)
+def _log_prior(model: GateModel) -> np.ndarray:
+    p = model._log_prior(model.rates())
+    p.flags.writeable = False
+    return p
+
+
+def _loglik_rows(rates: np.ndarray, data: Mapping[int, Counts], top: int) -> np.ndarray:
+    """``[position 0..top, rate]`` log-likelihood of each position's results at each grid rate."""
     log_p, log_q = np.log(rates), np.log1p(-rates)
-    out = c.failures * log_p + (c.requests - c.failures) * log_q
-    sizes: dict[int, int] = {}
-    for r in c.censored_fail_runs:  # grouped: a long bisect has thousands of these
-        sizes[r] = sizes.get(r, 0) + 1
-    for r, n in sizes.items():
-        out = out + n * np.log(-np.expm1(r * log_q))
-    return out
+    ll = np.zeros((top + 1, len(rates)))
+    keys = [k for k in data if 0 <= k <= top]
+    if not keys:
+        return ll
+    fails = np.array([data[k].failures for k in keys], float)
+    reqs = np.array([data[k].requests for k in keys], float)
+    rows = fails[:, None] * log_p + (reqs - fails)[:, None] * log_q
+    # censored failing runs, grouped by size: "failed" of r requests has likelihood 1 - (1-p)^r
+    sizes = sorted({r for k in keys for r in data[k].sizes})
+    if sizes:
+        n = np.array([[data[k].sizes.get(r, 0) for r in sizes] for k in keys], float)
+        rows += n @ np.log(-np.expm1(np.asarray(sizes, float)[:, None] * log_q[None, :]))
+    ll[keys] = rows
+    return ll
+
+
+def _loglik(rates: np.ndarray, c: Counts) -> np.ndarray:
+    return _loglik_rows(rates, {0: c}, 0)[0]
 
 
 @dataclass
 class Posterior:
-    """Joint posterior over culprit position and the two rates, with the marginals reports need."""
+    """Posterior over culprit position (and "no culprit") with each row's marginals over the two rates.
+
+    The joint over (culprit, p0, p1) factorises per row as prior(p0, p1) * L(before | p0) *
+    L(after | p1), so everything decisions and reports need (culprit probabilities, the p0 and p1
+    marginals per row) comes from two small matrix products; the joint cube is never built.
+    """
 
     model: GateModel
     rates: np.ndarray
     culprits: np.ndarray  # candidate culprit positions good+1..bad
-    weights: np.ndarray  # [culprit..., none, i(p0), j(p1)], sums to 1; the last row is "no culprit"
+    m0: np.ndarray  # [culprit..., none; i]: P(row, p0 = rates[i]); all rows sum to 1
+    m1: np.ndarray  # [culprit..., none; j]: P(row, p1 = rates[j])
     log_evidence: float
 
     @property
     def all_probs(self) -> np.ndarray:
         """Culprit probabilities followed by the probability of "no culprit"."""
-        return self.weights.sum(axis=(1, 2))
+        return self.m0.sum(axis=1)
 
     @property
     def probs(self) -> np.ndarray:
@@ -163,7 +216,7 @@ class Posterior:
 
     def none_rate_bound(self, confidence: float) -> float:
         """Upper ``confidence`` quantile of the one shared per-request rate, given "no culprit"."""
-        w = self.weights[-1].sum(axis=1)
+        w = self.m0[-1]
         total = w.sum()
         if total <= 0:
             return 1.0
@@ -180,9 +233,11 @@ class Posterior:
         return int(self.culprits[idx]), float(probs[idx])
 
     def rate_means(self) -> tuple[float, float]:
-        w = self.weights[:-1].sum(axis=0)
-        w = w / w.sum() if w.sum() > 0 else w
-        return float((w.sum(axis=1) * self.rates).sum()), float((w.sum(axis=0) * self.rates).sum())
+        w0, w1 = self.m0[:-1].sum(axis=0), self.m1[:-1].sum(axis=0)
+        total = w0.sum()
+        if total <= 0:
+            return float(self.rates.mean()), float(self.rates.mean())
+        return float((w0 * self.rates).sum() / total), float((w1 * self.rates).sum() / total)
 
     def credible_range(self, mass: float) -> tuple[int, int]:
         """Narrowest (good, bad] window holding ``mass`` of the culprit posterior."""
@@ -213,10 +268,7 @@ def posterior(model: GateModel, data: Mapping[int, Counts], n_positions: int | N
     rates = model.rates()
     top = max([model.bad, *data.keys()]) if n_positions is None else n_positions
     g = len(rates)
-    ll = np.zeros((top + 1, g))
-    for pos, counts in data.items():
-        if 0 <= pos <= top:
-            ll[pos] = _loglik(rates, counts)
+    ll = _loglik_rows(rates, data, top)
     # before[c] = sum_{k<c} ll[k]; after[c] = sum_{k>=c} ll[k]
     csum = np.vstack([np.zeros(g), np.cumsum(ll, axis=0)])
     culprits = np.arange(model.good + 1, model.bad + 1)
@@ -227,11 +279,23 @@ def posterior(model: GateModel, data: Mapping[int, Counts], n_positions: int | N
     none = min(max(model.none_prior, 0.0), 1.0 - 1e-9)
     with np.errstate(divide="ignore"):
         log_mass = np.append(np.full(len(culprits), math.log1p(-none) - math.log(len(culprits))), math.log(none))
-    logw = log_mass[:, None, None] + model.log_prior(rates)[None, :, :] + before[:, :, None] + after[:, None, :]
-    log_z = float(logsumexp(logw))
-    # Contradictory deterministic answers: fall back to a flat posterior instead of NaNs.
-    weights = np.exp(logw - log_z) if math.isfinite(log_z) else np.full(logw.shape, 1.0 / logw.size)
-    return Posterior(model, rates, culprits, weights, log_z)
+    log_prior = model.log_prior(rates)
+    pmax = float(np.max(log_prior))
+    prior = np.exp(log_prior - pmax)  # [i, j], 0 where not allowed
+    bmax, amax = before.max(axis=1), after.max(axis=1)
+    b = np.exp(before - bmax[:, None])
+    a = np.exp(after - amax[:, None])
+    m0 = b * (a @ prior.T)  # [row, i] = B[row, i] * sum_j P[i, j] A[row, j]
+    m1 = a * (b @ prior)  # [row, j] = A[row, j] * sum_i B[row, i] P[i, j]
+    row = m0.sum(axis=1)
+    with np.errstate(divide="ignore"):
+        log_row = np.log(row) + bmax + amax + log_mass + pmax
+    log_z = float(logsumexp(log_row))
+    if not math.isfinite(log_z):  # contradictory deterministic answers: flat, not NaNs
+        flat = np.full(m0.shape, 1.0 / m0.size)
+        return Posterior(model, rates, culprits, flat, flat.copy(), log_z)
+    scale = np.divide(np.exp(log_row - log_z), row, out=np.zeros_like(row), where=row > 0)
+    return Posterior(model, rates, culprits, m0 * scale[:, None], m1 * scale[:, None], log_z)
 
 
 def _outcome_liks(
@@ -248,24 +312,37 @@ def _outcome_liks(
     return np.stack(cols, axis=1), slices
 
 
+@functools.lru_cache(maxsize=64)
+def _model_outcome_liks(model: GateModel, repeats: tuple[int, ...]) -> tuple[np.ndarray, list[slice]]:
+    return _outcome_liks(model.rates(), model.requests_per_run, repeats)
+
+
 def gain_table(post: Posterior, positions: list[int], repeats: tuple[int, ...]) -> np.ndarray:
     """Expected entropy reduction of the culprit posterior from r pass/fail runs at each position.
 
     Returns ``[position, repeats]``. A run at ``k`` has rate p1 for culprits ``c <= k`` and p0 otherwise,
     so the outcome likelihoods only need the two rate marginals of the joint posterior.
     """
-    liks, slices = _outcome_liks(post.rates, post.model.requests_per_run, repeats)
-    w = post.weights
-    u1 = w.sum(axis=1) @ liks  # [c, outcome] if the position carries p1
-    u0 = w.sum(axis=2) @ liks  # [c, outcome] if it carries p0
-    split = np.append(post.culprits, np.iinfo(np.int64).max)  # "no culprit": every position at p0
-    left = split[None, :] <= np.asarray(positions)[:, None]  # [k, c]
-    unnorm = np.where(left[:, :, None], u1[None], u0[None])  # [k, c, outcome]
-    p_out = unnorm.sum(axis=1, keepdims=True)
+    if post.rates is post.model.rates():
+        liks, slices = _model_outcome_liks(post.model, tuple(repeats))
+    else:
+        liks, slices = _outcome_liks(post.rates, post.model.requests_per_run, repeats)
+    u1 = post.m1 @ liks  # [row, outcome] if the position carries p1
+    u0 = post.m0 @ liks  # [row, outcome] if it carries p0
+    n_c = len(post.culprits)
+    # A run at k carries p1 for culprits c <= k and p0 for the others and for "no culprit" (last row),
+    # so sums over rows are prefix sums: P(outcome) and sum u*log(u) for every k in O(rows).
     with np.errstate(divide="ignore", invalid="ignore"):
-        cond = unnorm / p_out
-        h = -np.where(cond > 0, cond * np.log(cond), 0.0).sum(axis=1)  # [k, outcome]
-    weighted = p_out[:, 0, :] * h
+        f1 = np.where(u1 > 0, u1 * np.log(u1), 0.0)
+        f0 = np.where(u0 > 0, u0 * np.log(u0), 0.0)
+    zero = np.zeros((1, u0.shape[1]))
+    cu1, cf1 = np.vstack([zero, np.cumsum(u1[:n_c], axis=0)]), np.vstack([zero, np.cumsum(f1[:n_c], axis=0)])
+    cu0, cf0 = np.vstack([zero, np.cumsum(u0[:n_c], axis=0)]), np.vstack([zero, np.cumsum(f0[:n_c], axis=0)])
+    n_left = np.searchsorted(post.culprits, np.asarray(positions), side="right")
+    p_out = cu1[n_left] + (u0.sum(axis=0) - cu0[n_left])  # [k, outcome]
+    flogf = cf1[n_left] + (f0.sum(axis=0) - cf0[n_left])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weighted = np.where(p_out > 0, p_out * np.log(p_out), 0.0) - flogf  # P(o) * H(culprit | o)
     h0 = post.entropy()
     return np.stack([h0 - weighted[:, sl].sum(axis=1) for sl in slices], axis=1)
 
@@ -300,10 +377,12 @@ def choose(
     scored: list[tuple[float, Choice]] = []
     if candidates:
         gains = gain_table(post, candidates, repeats_options)
-        for k, row in zip(candidates, gains, strict=True):
-            cost = np.asarray(repeats_options, float) + (0.0 if k == current else model.switch_cost)
-            best = int(np.argmax(row / cost))
-            scored.append((float(row[best] / cost[best]), Choice(k, repeats_options[best], float(row[best]))))
+        switch = np.where(np.asarray(candidates) == current, 0.0, model.switch_cost)
+        per_run = gains / (np.asarray(repeats_options, float)[None, :] + switch[:, None])
+        best = np.argmax(per_run, axis=1)
+        rows = np.arange(len(candidates))
+        for k, b, score, gain in zip(candidates, best, per_run[rows, best], gains[rows, best], strict=True):
+            scored.append((float(score), Choice(k, repeats_options[int(b)], float(gain))))
     scored.sort(key=lambda sc: -sc[0])
     if not scored or scored[0][1].gain < 1e-6:
         return []

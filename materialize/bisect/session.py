@@ -7,6 +7,7 @@ appends one log line with explicit positions; replaying the log rebuilds the sam
 
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -213,12 +214,24 @@ class Step:
 
 
 def gate_data(state: BisectState) -> dict[int, Counts]:
+    """Per-position counts of every gate observation: a live view, updated incrementally.
+
+    Observations are only ever appended, so the counts are kept on the state object (not saved)
+    and extended by the new ones: a long flaky bisect decides after each of thousands of runs.
+    Callers must not mutate what they get.
+    """
     from materialize.bisect.posterior import Counts
 
-    data: dict[int, Counts] = {}
-    for o in state.observations:
+    cached = state.__dict__.get("_gate_counts")
+    obs = state.observations
+    if cached is not None and cached[0] is obs and cached[1] <= len(obs):
+        data, done = cached[2], cached[1]
+    else:
+        data, done = {}, 0
+    for o in obs[done:]:
         if o.requests:
             data.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
+    state.__dict__["_gate_counts"] = (obs, len(obs), data)
     return data
 
 
@@ -261,12 +274,15 @@ def metric_model(state: BisectState) -> MetricModel:
 
 def _runs_at(state: BisectState, position: int) -> tuple[int, int]:
     """(runs, failing runs) observed at ``position``: what the ends check looks at."""
-    runs = fails = 0
-    for o in state.observations:
-        if o.position == position and o.requests:
-            runs += 1
-            fails += o.failures > 0
-    return runs, fails
+    c = gate_data(state).get(position)
+    return (c.runs, c.failed_runs) if c else (0, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _lower_bound(fails: int, runs: int) -> float:
+    from materialize.bisect.stats import clopper_pearson_lower
+
+    return clopper_pearson_lower(fails, runs, 0.95)
 
 
 def good_end_broken(state: BisectState) -> str | None:
@@ -280,12 +296,7 @@ def good_end_broken(state: BisectState) -> str | None:
     runs, fails = _runs_at(state, state.good)
     if not fails:
         return None
-    if state.deterministic:
-        lower = 1.0
-    else:
-        from materialize.bisect.stats import clopper_pearson_lower
-
-        lower = clopper_pearson_lower(fails, runs, 0.95)
+    lower = 1.0 if state.deterministic else _lower_bound(fails, runs)
     if lower <= 0.5:
         return None
     return (
