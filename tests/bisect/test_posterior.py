@@ -147,3 +147,42 @@ def test_known_rates_pin_the_grid_and_match_the_two_point_model() -> None:
     half = posterior(GateModel(good=0, bad=4, baseline_rate=1 / 256), data)
     assert half.rate_means()[0] == pytest.approx(1 / 256)
     assert half.rate_means()[1] > 1 / 256
+
+
+
+def test_a_doubling_seen_at_the_ends_does_not_leave_no_culprit_likely() -> None:
+    """Issue 15 (b): 1/128 over 1/256 (a weak culprit) was the smallest effect the prior allowed and
+    sat between two grid rates, so "no culprit" kept a large share of evidence that shows a doubling
+    (and took 17.5% confident wrong answers in bench/bisect_sim.py). The expected counts of 200
+    exit-code runs at each end must put "no culprit" below 5%."""
+    q0, q1 = 1 - (1 - 1 / 256) ** 32, 1 - (1 - 1 / 128) ** 32
+    data = {}
+    for k, q in ((0, q0), (8, q1)):
+        c = Counts()
+        for i in range(200):
+            c.add(32, 1 if i < round(200 * q) else 0, censored=True)
+        data[k] = c
+    post = posterior(GateModel(good=0, bad=8, requests_per_run=32), data)
+    assert post.p_none < 0.05
+    p0, p1 = post.rate_means()
+    assert p0 == pytest.approx(1 / 256, rel=0.25) and p1 == pytest.approx(1 / 128, rel=0.25)
+
+
+@pytest.mark.parametrize("culprit", [3, 5, 7])
+def test_a_weak_culprit_twice_the_baseline_is_found_not_called_no_culprit(culprit: int) -> None:
+    """Issue 15 (b): 1/128 over 1/256 (32-request gates, exit codes only) must sit inside the model,
+    not on the edge of its prior or between two grid rates: with the expected counts of 400 runs
+    per position the posterior names the culprit, and "no culprit" gets next to nothing."""
+    q0, q1 = 1 - (1 - 1 / 256) ** 32, 1 - (1 - 1 / 128) ** 32
+    data = {}
+    for k in range(0, 9):
+        q = q1 if k >= culprit else q0
+        c = Counts()
+        failed = round(400 * q)
+        for i in range(400):
+            c.add(32, 1 if i < failed else 0, censored=True)
+        data[k] = c
+    post = posterior(GateModel(good=0, bad=8, requests_per_run=32), data)
+    best, prob = post.best()
+    assert best == culprit and prob > 0.99
+    assert post.p_none < 1e-3
