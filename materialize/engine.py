@@ -25,6 +25,10 @@ from materialize.store import SYMLINK, TREE, Store
 from materialize.upstream import resolve
 
 PREFIX_REF = "refs/materialize/prefix/"
+# The version of the applier's rules, part of every prefix key: a cached prefix was computed by the
+# code of its day, so a change that could make any patch apply differently (a GNU rule fixed, a
+# refusal added) bumps this, and caches made before re-apply once instead of being trusted.
+APPLY_RULES = 2
 _new_tuple = tuple.__new__
 _HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
 _HUNK_OF, _RANGES, _SECTION, _OUTCOME = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4), itemgetter(1, 2, 3, 4)
@@ -236,7 +240,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
         pins[target] = {"pin": spec.pin.model_dump(), "resolved": resolved.identity}
         # Empty directories change what applies (a file cannot replace one), so they key the chain too.
         empty_key = "".join(f"\0{d}" for d in resolved.empty_dirs)
-        keys[target] = hashlib.sha256(f"base\0{resolved.tree}{empty_key}".encode()).hexdigest()
+        keys[target] = hashlib.sha256(f"base\0{APPLY_RULES}\0{resolved.tree}{empty_key}".encode()).hexdigest()
     trees = dict(base_trees)
     commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
     reports: list[PatchReport] = []

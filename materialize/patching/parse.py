@@ -47,7 +47,10 @@ _EXT_HEADER = (
 )
 ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
 _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
-_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*?)\r?\n?$", re.S)
+# Line numbers of at most 18 digits: GNU keeps them in a ptrdiff_t and refuses a larger one ("line
+# number ... is too large"); an unbounded Python int would instead be "found" at a huge offset.
+_HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? \+(\d{1,18})(?:,(\d{1,18}))? @@ ?(.*?)\r?\n?$", re.S)
+_LONG_NUMBER = re.compile(rb"^@@ -[\d,]*? ?\+?[\d,]*?(\d{19,})")
 _CONTEXT_HUNK = re.compile(rb"^\*{15}")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
 _WS = b" \t\n\r\v\f"
@@ -347,6 +350,9 @@ class _Parser:
                 continue
             m = _HUNK.match(raw[i - 1])
             if m is None:
+                long_number = _LONG_NUMBER.match(raw[i - 1])
+                if long_number:
+                    raise self.error(i, f"malformed patch: line number {long_number.group(1).decode()} is too large")
                 raise self.error(i, "malformed patch: bad hunk header")
             start, length, new_start, new_length, section = m.groups()
             old_count = int(length) if length is not None else 1

@@ -320,3 +320,36 @@ def test_mangled_patches_raise_only_patch_format_error(data: st.DataObject) -> N
         if not fp.is_binary:
             apply_file(b"a\nb\n", fp, max_fuzz=2)
             apply_file(None, fp)
+
+
+@pytest.mark.parametrize("header", ["@@ -99999999999999999999 +1 @@", "@@ -1,99999999999999999999999 +1 @@",
+                                    "@@ -1 +1,99999999999999999999 @@"])
+def test_a_line_number_too_large_for_gnu_is_refused_like_gnu(tmp_path, header):
+    """GNU keeps line numbers in a ptrdiff_t: a larger one is "line number ... is too large" (exit 2).
+    A Python int would take it and let the offset search "find" the hunk near line 1 (exit 0)."""
+    patch = f"--- a/f\n+++ b/f\n{header}\n-a\n+b\n".encode()
+    (tmp_path / "f").write_text("a\n")
+    gnu = subprocess.run(["patch", "-p1", "--dry-run"], input=patch, cwd=tmp_path, capture_output=True)
+    assert gnu.returncode == 2 and b"is too large" in gnu.stdout + gnu.stderr
+    with pytest.raises(PatchFormatError, match=r"^p\.patch:3: malformed patch: line number \d+ is too large"):
+        parse_patch(patch, source="p.patch")
+
+
+def test_a_cached_prefix_is_keyed_by_the_rules_that_made_it(builder):
+    """A prefix computed by older rules is not reused: APPLY_RULES is part of every prefix key."""
+    from materialize import engine
+    from materialize.series import load_series
+
+    b = builder({"f": "a\n"})
+    b.add_patch("0001", {"f": "b\n"})
+    series = load_series(b.write())
+    first = engine.materialize(series)
+    keys = set(first.store.read_refs(engine.PREFIX_REF))
+    original = engine.APPLY_RULES
+    try:
+        engine.APPLY_RULES = original + 1
+        again = engine.materialize(series)
+    finally:
+        engine.APPLY_RULES = original
+    assert not again.reports[0].reused and again.id == first.id
+    assert len(set(again.store.read_refs(engine.PREFIX_REF)) - keys) == 1
