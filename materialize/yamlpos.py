@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -182,7 +183,7 @@ def _keep_parsed(cache: Path, digest: str, data: Any, lines: dict[PathKey, int])
     """Best effort: a cache that cannot be written only means the next run parses again."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one writer each
         tmp.write_bytes(marshal.dumps((_PARSED_FORMAT, digest, data, lines)))
         os.replace(tmp, cache)
     except (OSError, ValueError):
