@@ -123,3 +123,25 @@ def test_pypi_hash_mismatch_keeps_nothing(index, tmp_path):
     with pytest.raises(UpstreamError, match="mismatch"):
         resolve(pin, store, base_dir=tmp_path, progress=False)
     assert not any(p.is_file() for p in store.artifacts.rglob("*"))
+
+
+def test_a_tarball_is_hashed_again_only_when_it_changed(tmp_path):
+    """The pin's sha256 is remembered against (inode, size, mtime, ctime): an unchanged tarball is not
+    re-read, and any rewrite, even one that restores the mtime, is hashed and checked again."""
+    import os
+
+    archive = make_project(tmp_path)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    store = Store.open()
+    pin = TarballPin(kind="tarball", path=str(archive), sha256=digest)
+    first = resolve(pin, store, base_dir=tmp_path)
+    memos = list((store.root / "hashes").iterdir())
+    assert len(memos) == 1 and digest in memos[0].read_text()
+    assert resolve(pin, store, base_dir=tmp_path).tree == first.tree
+    before = archive.stat()
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, same inode
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back; ctime moved
+    with pytest.raises(UpstreamError, match="sha256 mismatch"):
+        resolve(pin, store, base_dir=tmp_path)
