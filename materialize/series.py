@@ -78,21 +78,12 @@ def _int(ge: int, le: int) -> Rule:
     return rule
 
 
-_TRUE = {"1", "on", "t", "true", "y", "yes"}
-_FALSE = {"0", "off", "f", "false", "n", "no"}
-
-
 def _bool(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> bool:
-    """YAML's booleans, plus the spellings pydantic accepted (``'yes'``, 0/1) so no series breaks."""
+    """A YAML boolean only: ``reverse: 'yes'`` or ``reverse: 1`` is refused, as ``strip: true`` is,
+    rather than guessed (a quoted "no" read as false by one tool and as a string by another)."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-        return value.lower() in _TRUE
-    if isinstance(value, int | float | str):
-        raise _Invalid("bool_parsing", "Input should be a valid boolean, unable to interpret input")
-    raise _Invalid("bool_type", "Input should be a valid boolean")
+    raise _Invalid("bool_type", f"Input should be a valid boolean (true or false), not {value!r}")
 
 
 def _literal(*allowed: Any) -> Rule:
@@ -100,8 +91,8 @@ def _literal(*allowed: Any) -> Rule:
     expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 
     def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
-        for candidate in allowed:  # compared as pydantic did: `version: true` is 1, `'1'` is not
-            if isinstance(value, str) == isinstance(candidate, str) and value == candidate:
+        for candidate in allowed:  # of the same type: `version: true` is not 1, nor is `'1'`
+            if type(value) is type(candidate) and value == candidate:
                 return candidate
         raise _Invalid("literal_error", f"Input should be {expected}")
     return rule

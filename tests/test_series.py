@@ -119,11 +119,17 @@ def test_all_problems_are_reported_at_once(tmp_path):
     assert "s.yaml:9: patches.0.flag" in str(info.value) and "s.yaml:13: patches.1.strip" in str(info.value)
 
 
-def test_lenient_spellings_pydantic_accepted_still_load(tmp_path):
-    """`version: true` was read as 1 and `reverse: 'yes'` as true: series that relied on it keep loading."""
-    text = GOOD.replace("version: 1", "version: true").replace("max_fuzz: 2", "max_fuzz: 2\n    reverse: 'yes'")
-    series = load_series(write(tmp_path, text))
-    assert series.spec.version == 1 and series.patches[1].reverse is True
+@pytest.mark.parametrize(("old", "new", "field"), [
+    ("version: 1", "version: true", "s.yaml:1: version"),
+    ("max_fuzz: 2", "max_fuzz: 2\n    reverse: 'yes'", "patches.1.reverse"),
+    ("max_fuzz: 2", "max_fuzz: 2\n    reverse: 1", "patches.1.reverse"),
+])
+def test_no_value_of_another_type_is_coerced(tmp_path, old, new, field):
+    """`version: true` is not 1 and `reverse: 'yes'` or `reverse: 1` is not true, as `strip: true` is
+    not 1: a value of the wrong type is exit 2 naming its line, never a guess."""
+    with pytest.raises(SeriesError, match=field) as info:
+        load_series(write(tmp_path, GOOD.replace(old, new)))
+    assert info.value.exit_code == 2
 
 
 def test_pins_built_in_code_are_checked_and_dump_in_field_order():
