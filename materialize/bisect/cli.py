@@ -15,10 +15,7 @@ import click
 
 from materialize.bisect.api import DEFAULT_SERIES, id_checker, series_path
 from materialize.bisect.api import work_dir as _work_dir
-from materialize.bisect.candidates import Candidate, SeriesIndex, patch_names
-from materialize.bisect.state import BisectError, BisectState, StateStore, parse_log, render_log
 from materialize.errors import MaterializeError
-from materialize.series import Series, load_series
 
 
 class _OnFirstUse:
@@ -35,6 +32,10 @@ class _OnFirstUse:
 
 
 session = _OnFirstUse("materialize.bisect.session")
+# The series model and the state's modules load when a command runs, not for `bisect --help`.
+_state = _OnFirstUse("materialize.bisect.state")
+_candidates = _OnFirstUse("materialize.bisect.candidates")
+_series = _OnFirstUse("materialize.series")
 
 
 def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect.report.render, loaded on use
@@ -44,7 +45,10 @@ def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect
 
 
 if TYPE_CHECKING:
+    from materialize.bisect.candidates import Candidate
+    from materialize.bisect.state import BisectState, StateStore
     from materialize.bisect.validate import Checked
+    from materialize.series import Series
 
 DEFAULT_RUNS = "bench/runs"
 
@@ -82,7 +86,7 @@ def _rate(value: str | None) -> float | None:
             return float(num) / float(den)
         return float(value)
     except (ValueError, ZeroDivisionError):
-        raise BisectError(f"not a rate: {value!r} (use e.g. 1/256 or 0.0039)") from None
+        raise _state.BisectError(f"not a rate: {value!r} (use e.g. 1/256 or 0.0039)") from None
 
 
 def check_records(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - lazy: the ledger schema loads on use
@@ -135,11 +139,11 @@ def bisect_group() -> None:
 
 
 def _load(series_opt: str | None, work_dir: str | None) -> tuple[Series, StateStore]:
-    return load_series(_series_path(series_opt)), StateStore(_work_dir(work_dir, series_opt))
+    return _series.load_series(_series_path(series_opt)), _state.StateStore(_work_dir(work_dir, series_opt))
 
 
 def _store(series_opt: str | None, work_dir: str | None) -> StateStore:
-    return StateStore(_work_dir(work_dir, series_opt))
+    return _state.StateStore(_work_dir(work_dir, series_opt))
 
 
 def _state_series(state: BisectState, series_opt: str | None) -> Series:
@@ -152,13 +156,13 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
 
     recorded = Path(state.series)
     if series_opt is not None and Path(series_opt).resolve() != recorded.resolve():
-        raise BisectError(
+        raise _state.BisectError(
             f"this bisect was started on {recorded}, not {Path(series_opt).resolve()}; "
             "leave --series out, or 'bisect reset' and start again"
         )
-    series = load_series(recorded)
+    series = _series.load_series(recorded)
     if state.series_hash and series_hash(series) != state.series_hash:
-        raise BisectError(
+        raise _state.BisectError(
             f"{recorded} changed since 'bisect start' (a patch was edited, added or removed): "
             "the recorded positions no longer name the same code; 'bisect reset' and start again"
         )
@@ -234,7 +238,7 @@ def start_cmd(
     series, store = _load(series_opt, work_dir)
     with store.locked():
         if store.exists():
-            raise BisectError(f"a bisect is already in progress in {store.dir}; 'bisect reset' first")
+            raise _state.BisectError(f"a bisect is already in progress in {store.dir}; 'bisect reset' first")
         state = session.start(
             series=str(series.path),
             n_patches=len(series.patches),
@@ -274,7 +278,7 @@ def next_cmd(series_opt, work_dir) -> None:
             step = session.decide(state)
             if step.status != "run":
                 store.save(state)
-                click.echo(render(state, step, patch_names(series)))
+                click.echo(render(state, step, _candidates.patch_names(series)))
                 _finish(0 if step.status == "found" else 1)
                 return
             position, repeats = step.runs[0]
@@ -286,7 +290,7 @@ def next_cmd(series_opt, work_dir) -> None:
                 session.skip(state, position)
         session.note_candidate(state, position, cand.materialization_id)
         store.save(state)
-    name = patch_names(series).get(position, "(upstream alone)")
+    name = _candidates.patch_names(series).get(position, "(upstream alone)")
     click.echo(f"position {position} {name}")
     click.echo(f"id {cand.materialization_id}")
     click.echo(f"dir {cand.directory}")
@@ -404,7 +408,7 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
         state = store.load()
         series = _state_series(state, series_opt)
         checked = check_records(
-            iter_ledger(runfiles), SeriesIndex(series), id_checker(series, state, check_ids)
+            iter_ledger(runfiles), _candidates.SeriesIndex(series), id_checker(series, state, check_ids)
         )
         bad = [c for c in checked if not c.ok]
         _print_problems(bad)
@@ -442,7 +446,7 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
     from materialize.bisect.runner import LocalExecutor, run_loop
 
     if jobs < 1:
-        raise BisectError("--jobs must be at least 1")
+        raise _state.BisectError("--jobs must be at least 1")
     store = _store(series_opt, work_dir)
     with store.locked():  # for the whole run: a second run or a 'good' meanwhile gets exit 5
         state = store.load()
@@ -452,7 +456,7 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
             from materialize.bisect.ray_executor import RayExecutor
 
             executor = RayExecutor([h for h in ray_hosts.split(",") if h])
-        index = SeriesIndex(series)
+        index = _candidates.SeriesIndex(series)
         step = run_loop(
             store,
             list(command),
@@ -465,7 +469,7 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
             echo=click.echo,
         )
         state = store.load()
-    click.echo(render(state, step, patch_names(series)))
+    click.echo(render(state, step, _candidates.patch_names(series)))
     _finish(0 if step.status == "found" else 1)
 
 
@@ -478,7 +482,7 @@ def status_cmd(series_opt, work_dir, plot_path) -> None:
     state = store.load()
     series = _state_series(state, series_opt)
     step = session.decide(state)
-    names = patch_names(series)
+    names = _candidates.patch_names(series)
     click.echo(render(state, step, names))
     if plot_path:
         from materialize.bisect.plot import plot
@@ -491,8 +495,8 @@ def status_cmd(series_opt, work_dir, plot_path) -> None:
 @common
 def log_cmd(series_opt, work_dir) -> None:
     """Print the replayable log."""
-    store = StateStore(_work_dir(work_dir, series_opt))
-    click.echo(render_log(store.load()), nl=False)
+    store = _state.StateStore(_work_dir(work_dir, series_opt))
+    click.echo(_state.render_log(store.load()), nl=False)
     _finish(0)
 
 
@@ -505,10 +509,10 @@ def replay_cmd(series_opt, work_dir, logfile) -> None:
     try:
         text = Path(logfile).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BisectError(f"{logfile}: no such log file") from None
+        raise _state.BisectError(f"{logfile}: no such log file") from None
     from materialize.bisect.candidates import series_hash
 
-    state = session.replay(parse_log(text, logfile), logfile, str(series.path), len(series.patches))
+    state = session.replay(_state.parse_log(text, logfile), logfile, str(series.path), len(series.patches))
     state.series_hash = series_hash(series)
     with store.locked():
         store.reset()
@@ -521,7 +525,7 @@ def replay_cmd(series_opt, work_dir, logfile) -> None:
 @common
 def reset_cmd(series_opt, work_dir) -> None:
     """Forget the bisect in progress (run records in the ledger are kept)."""
-    store = StateStore(_work_dir(work_dir, series_opt))
+    store = _state.StateStore(_work_dir(work_dir, series_opt))
     with store.locked():
         existed = store.reset()
     click.echo("bisect state removed" if existed else "no bisect in progress")
@@ -565,7 +569,7 @@ def infer_cmd(
             state = store.load()
             series = _state_series(state, series_opt)
         else:
-            series = load_series(_series_path(series_opt))
+            series = _series.load_series(_series_path(series_opt))
             state = session.start(
                 series=str(series.path),
                 n_patches=len(series.patches),
@@ -580,7 +584,7 @@ def infer_cmd(
             )
             state.series_hash = series_hash(series)
         checked = check_records(
-            iter_ledger(paths), SeriesIndex(series), id_checker(series, state, check_ids)
+            iter_ledger(paths), _candidates.SeriesIndex(series), id_checker(series, state, check_ids)
         )
         bad_records = [c for c in checked if not c.ok]
         _print_problems(bad_records)
@@ -597,7 +601,7 @@ def infer_cmd(
         f"used {used} past run(s) from {len(_ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
     )
     click.echo(narrow)
-    click.echo(render(state, step, patch_names(series)))
+    click.echo(render(state, step, _candidates.patch_names(series)))
     _finish(0)
 
 
@@ -664,9 +668,9 @@ def runs_show_cmd(where, runs_paths) -> None:
 )
 def runs_validate_cmd(paths, series_opt, check_ids) -> None:
     """Flag records that are not evidence: wrong schema, unknown prefix/id, banner mismatch, degenerate output."""
-    series = load_series(_series_path(series_opt))
+    series = _series.load_series(_series_path(series_opt))
     checked = check_records(
-        iter_ledger(paths or (DEFAULT_RUNS,)), SeriesIndex(series), id_checker(series, None, check_ids)
+        iter_ledger(paths or (DEFAULT_RUNS,)), _candidates.SeriesIndex(series), id_checker(series, None, check_ids)
     )
     bad = [c for c in checked if not c.ok]
     _print_problems(bad)
