@@ -73,25 +73,32 @@ class Materialization:
     display_root: str | None = None
     empty_dirs: dict[str, list[str]] = field(default_factory=dict)
     """Per target, the upstream's empty directories that a full output recreates (see ``surviving_empty_dirs``)."""
+    _changed: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     def tree(self, target: str) -> StoreTree:
         root = f"{self.display_root}/{target}" if self.display_root else None
         return StoreTree(self.store, self.trees[target], target, root)
 
     def changed_paths(self, target: str) -> tuple[list[str], list[str]]:
-        """(changed or added, deleted) files of ``target`` against its pinned base."""
-        return self.store.changed_paths(self.base_trees[target], self.trees[target])
+        """(changed or added, deleted) files of ``target`` against its pinned base.
+
+        Asked by the manifest and again by an overlay: one ``git diff-tree`` per target, remembered.
+        """
+        if target not in self._changed:
+            self._changed[target] = self.store.changed_paths(self.base_trees[target], self.trees[target])
+        return self._changed[target]
 
 
-def surviving_empty_dirs(recorded: Sequence[str], reports: Iterable[PatchReport]) -> list[str]:
-    """The upstream's empty directories still there after GNU patch applied ``reports``' patches.
+def surviving_empty_dirs(dirs: Sequence[str], deleted: Sequence[str]) -> list[str]:
+    """The empty directories of ``dirs`` still there after a patch deleted (or renamed away) ``deleted``.
 
-    GNU patch removes a deleted file's parent directories while they are empty, so an empty
-    directory that received a file which a later patch deleted (or renamed away) is gone; one
-    that only got new files is no longer empty, and recreating it is harmless.
+    GNU patch removes a deleted file's parent directories while they are empty, so an upstream empty
+    directory that received a file which a later patch deleted is gone; one that only got new files
+    is no longer empty, and recreating it is harmless.
     """
-    deleted = [path for report in reports for path in report.deleted]
-    return [d for d in recorded if not any(path.startswith(d + "/") for path in deleted)]
+    if not deleted:
+        return list(dirs)
+    return [d for d in dirs if not any(path.startswith(d + "/") for path in deleted)]
 
 
 def materialization_id(trees: dict[str, str]) -> str:
@@ -232,10 +239,10 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     base_trees: dict[str, str] = {}
     pins: dict[str, dict] = {}
     keys: dict[str, str] = {}
-    recorded_empty: dict[str, tuple[str, ...]] = {}
+    empty: dict[str, list[str]] = {}  # per target, the upstream's empty directories still there
     for target, spec in sorted(series.targets.items()):
         resolved = resolve(spec.pin, store, base_dir=series.base_dir, progress=progress)
-        recorded_empty[target] = resolved.empty_dirs
+        empty[target] = list(resolved.empty_dirs)
         base_trees[target] = resolved.tree
         pins[target] = {"pin": spec.pin.model_dump(), "resolved": resolved.identity}
         # Empty directories change what applies (a file cannot replace one), so they key the chain too.
@@ -261,9 +268,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                     trees[entry.target] = store.tree_of(cached)
                 else:
                     try:
-                        empty = surviving_empty_dirs(recorded_empty[entry.target],
-                                                     (r for r in reports if r.target == entry.target))
-                        tree, report = apply_patch(store, trees[entry.target], entry, data, empty)
+                        tree, report = apply_patch(store, trees[entry.target], entry, data, empty[entry.target])
                     except PatchApplyError as exc:
                         exc.entry = entry  # type: ignore[attr-defined]  # status shows where it stopped
                         exc.reports = reports  # type: ignore[attr-defined]
@@ -274,6 +279,8 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                     trees[entry.target] = tree
                 keys[entry.target] = key
                 commits[entry.target] = commit
+                if empty[entry.target]:
+                    empty[entry.target] = surviving_empty_dirs(empty[entry.target], report.deleted)
                 reports.append(report)
                 bar.advance(task)
     finally:
@@ -281,8 +288,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     return Materialization(
         id=materialization_id(trees), series=series, position=position, applied=tuple(selected), store=store,
         trees=trees, base_trees=base_trees, pins=pins, commits=commits, reports=reports,
-        empty_dirs={t: surviving_empty_dirs(dirs, (r for r in reports if r.target == t))
-                    for t, dirs in recorded_empty.items() if dirs},
+        empty_dirs={t: dirs for t, dirs in empty.items() if dirs},
     )
 
 

@@ -161,6 +161,7 @@ def _discard(trash: Path) -> None:
     """Delete a replaced output in the background: removing a 20k-file tree takes seconds that the
     user should not wait for once the new output is published. The ``rm`` outlives us (its own
     session); if it is killed, the next publish in this folder sweeps the ``.old-*`` it left."""
+    _DISCARDS[:] = [proc for proc in _DISCARDS if proc.poll() is None]  # reap finished ones (no zombies)
     _DISCARDS.append(subprocess.Popen(["rm", "-rf", "--", str(trash)], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
 

@@ -274,12 +274,7 @@ class Store:
         writer.start()
         try:
             for sha in shas:
-                header = proc.stdout.readline().split()
-                if len(header) != 3:
-                    raise MaterializeError(f"store {self.git_dir}: object {sha} is missing")
-                data = proc.stdout.read(int(header[2]))
-                proc.stdout.read(1)
-                yield sha, data
+                yield sha, self._batch_answer(proc.stdout, sha)[1]
         finally:
             proc.stdout.close()
             proc.kill()
@@ -339,6 +334,15 @@ class Store:
                 raise
         return sha
 
+    def _batch_answer(self, stdout: Any, sha: str) -> tuple[str, bytes]:
+        """One answer of ``git cat-file --batch``: its header line, the object, the newline after it."""
+        header = stdout.readline().split()
+        if len(header) != 3:
+            raise MaterializeError(f"store {self.git_dir}: object {sha} is missing")
+        data = stdout.read(int(header[2]))
+        stdout.read(1)
+        return header[1].decode(), data
+
     def read_object(self, sha: str) -> tuple[str, bytes]:
         """(type, content) of an object: loose objects are read in-process, packed ones through git."""
         try:
@@ -349,12 +353,7 @@ class Store:
             assert reader.stdin is not None and reader.stdout is not None
             reader.stdin.write(f"{sha}\n".encode())
             reader.stdin.flush()
-            header = reader.stdout.readline().split()
-            if len(header) != 3:
-                raise MaterializeError(f"store {self.git_dir}: object {sha} is missing") from None
-            data = reader.stdout.read(int(header[2]))
-            reader.stdout.read(1)  # the newline after each object
-            return header[1].decode(), data
+            return self._batch_answer(reader.stdout, sha)
         header, _, body = raw.partition(b"\0")
         return header.split(b" ", 1)[0].decode(), body
 
