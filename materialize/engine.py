@@ -18,7 +18,7 @@ from operator import add, itemgetter
 
 from materialize.errors import PatchApplyError
 from materialize.patching.model import HunkResult
-from materialize.patching.tree import TreeApply, apply_to_tree
+from materialize.patching.tree import TreeApply, apply_to_tree, collector_paused
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
 from materialize.store import SYMLINK, TREE, Store
@@ -192,6 +192,12 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
                 empty_dirs: Iterable[str] = ()) -> tuple[str, PatchReport]:
     """Apply one series entry to ``tree`` (whose upstream ``empty_dirs`` are still there); returns
     the new tree and the per-hunk report."""
+    with collector_paused():  # one pause over applying and the per-hunk reports (see collector_paused)
+        return _apply_patch(store, tree, entry, data, empty_dirs)
+
+
+def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
+                 empty_dirs: Iterable[str]) -> tuple[str, PatchReport]:
     result = apply_to_tree(StoreView(store, tree, empty_dirs), data, source=str(entry.path), strip=entry.strip,
                            max_fuzz=entry.max_fuzz, reverse=entry.reverse)
     if result.error is not None:

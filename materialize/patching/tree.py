@@ -175,7 +175,7 @@ def apply_to_tree(
     With ``partial`` (quilt's ``push -f``), a failed section's hunks that did apply are kept in
     ``changes``, through the same path and link checks as a clean section; the report still fails.
     """
-    with _collector_paused():
+    with collector_paused():
         if isinstance(data, PatchSet):
             patchset: PatchSet | None = data
         else:
@@ -198,10 +198,12 @@ def apply_to_tree(
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Parsing and applying allocate a tuple or two per hunk and make no reference cycles, so the
     cyclic garbage collector, which would run many times over a 100k-hunk patch and walk every
-    tuple made so far each time, has nothing to find: it is paused meanwhile (and runs after)."""
+    tuple made so far each time, has nothing to find: it is paused meanwhile (and runs after).
+    The engine holds it over its per-hunk reports too: re-enabled between the two, the collector
+    would walk the patch's hundreds of thousands of young tuples once or twice for nothing."""
     if not gc.isenabled():
         yield
         return
