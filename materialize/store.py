@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from materialize.errors import BusyError, MaterializeError
+from materialize.locking import Held, exclusive
 from materialize.paths import check_links
 
 CACHE_ENV = "MATERIALIZE_CACHE"
-_LOCKS: dict[str, FileLock] = {}
 _counter = itertools.count()
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 REGULAR = "100644"
@@ -144,22 +142,19 @@ class Store:
     def lock(self, *, wait: bool = True) -> Iterator[None]:
         """Exclusive lock for work that fills the cache or moves a ref; two runs at once serialize here.
 
-        Re-entrant within a process (one FileLock per cache root, counted), so a pin import that holds
+        Re-entrant (``materialize.locking``: an flock, counted per thread), so a pin import that holds
         it can record its ref through :meth:`set_refs`, which takes it too. The kernel drops the flock
         of a killed process, so a ``kill -9`` never leaves this lock held.
         """
-        with cache_errors(self.root):
-            self.root.mkdir(parents=True, exist_ok=True)
-            key = str(self.root / ".lock")
-            lock = _LOCKS.setdefault(key, FileLock(key))
-            try:
-                lock.acquire(timeout=-1 if wait else 0)
-            except Timeout:
-                raise BusyError(f"another materialize run holds {key}") from None
-        try:
+        with contextlib.ExitStack() as held:
+            with cache_errors(self.root):
+                self.root.mkdir(parents=True, exist_ok=True)
+                key = str(self.root / ".lock")
+                try:
+                    held.enter_context(exclusive(key, wait=wait))
+                except Held:
+                    raise BusyError(f"another materialize run holds {key}") from None
             yield
-        finally:
-            lock.release()
 
     def _reader(self) -> subprocess.Popen:
         """One ``git cat-file --batch`` per store, started on first use, for packed objects.

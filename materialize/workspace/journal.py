@@ -23,18 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from materialize.errors import BusyError, MaterializeError
+from materialize.locking import Held, exclusive
 
 
 class PendingOperationError(MaterializeError):
     """A previous operation was interrupted; it must be recovered before anything else runs."""
 
     exit_code = 1
-
-
-_HELD: dict[str, list] = {}  # lock file -> [FileLock, depth]: the workspace lock is re-entrant per process
 
 
 @contextlib.contextmanager
@@ -46,29 +42,15 @@ def workspace_lock(meta: Path, command: str = "materialize") -> Iterator[None]:
     rolls back a live journal). Re-entrant within one process: a command's own journals nest inside.
     """
     meta.mkdir(parents=True, exist_ok=True)
-    key = str((meta / "lock").absolute())
-    held = _HELD.get(key)
-    if held is not None:
-        held[1] += 1
+    with contextlib.ExitStack() as held:
         try:
-            yield
-        finally:
-            held[1] -= 1
-        return
-    lock = FileLock(key)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise BusyError(
-            f"busy: another materialize command is working in {meta.parent}; wait for it to finish and run "
-            f"`{command}` again"
-        ) from None
-    _HELD[key] = [lock, 1]
-    try:
+            held.enter_context(exclusive(str(meta / "lock"), wait=False))
+        except Held:
+            raise BusyError(
+                f"busy: another materialize command is working in {meta.parent}; wait for it to finish and run "
+                f"`{command}` again"
+            ) from None
         yield
-    finally:
-        del _HELD[key]
-        lock.release()
 
 
 def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
