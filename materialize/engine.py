@@ -15,14 +15,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add, itemgetter
+from typing import TYPE_CHECKING
 
 from materialize.errors import PatchApplyError
-from materialize.patching.model import HunkResult
-from materialize.patching.tree import TreeApply, apply_to_tree, collector_paused
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
 from materialize.store import SYMLINK, TREE, Store
 from materialize.upstream import resolve
+
+if TYPE_CHECKING:  # the applier loads in apply_patch: a run whose every prefix is cached never needs it
+    from materialize.patching.model import HunkResult
+    from materialize.patching.tree import TreeApply
 
 PREFIX_REF = "refs/materialize/prefix/"
 # The version of the applier's rules, part of every prefix key: a cached prefix was computed by the
@@ -192,12 +195,16 @@ def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
                 empty_dirs: Iterable[str] = ()) -> tuple[str, PatchReport]:
     """Apply one series entry to ``tree`` (whose upstream ``empty_dirs`` are still there); returns
     the new tree and the per-hunk report."""
+    from materialize.patching.tree import collector_paused
+
     with collector_paused():  # one pause over applying and the per-hunk reports (see collector_paused)
         return _apply_patch(store, tree, entry, data, empty_dirs)
 
 
 def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
                  empty_dirs: Iterable[str]) -> tuple[str, PatchReport]:
+    from materialize.patching.tree import apply_to_tree
+
     result = apply_to_tree(StoreView(store, tree, empty_dirs), data, source=str(entry.path), strip=entry.strip,
                            max_fuzz=entry.max_fuzz, reverse=entry.reverse)
     if result.error is not None:

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,6 @@ from materialize.store import (
     Store,
     die_with_parent,
 )
-from materialize.upstream.archive import single_top_folder, stream_archive
-from materialize.upstream.net import network_timeouts
 
 
 @dataclass(frozen=True)
@@ -82,6 +81,9 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
     which is known once every path has been seen. Anything that goes wrong before the tree is built
     leaves no pack, no ref and no pin behind.
     """
+    # tarfile and zipfile load for archive pins only
+    from materialize.upstream.archive import single_top_folder, stream_archive
+
     with PackWriter(store) as pack:
         marks: dict[str, tuple[str, int]] = {}
         dirs: set[str] = set()
@@ -147,6 +149,9 @@ def _resolve_tarball(pin: TarballPin, store: Store, base_dir: Path) -> ResolvedP
         raise UpstreamError(f"{path}: sha256 mismatch: pinned {pin.sha256}, file has {actual}")
     identity = {"kind": "tarball", "path": str(path), "sha256": actual, "root": pin.root}
     return _cached_or_import(store, identity, lambda: _import_archive(store, path, pin.root, str(path)))
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def _sha256_remembered(store: Store, path: Path) -> str:
@@ -230,19 +235,75 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
     return changes, sorted(empty)
 
 
+def _directory_stamp(root: str) -> str | None:
+    """What every entry of the directory ``_walk_directory`` reads looks like to ``lstat``: (name,
+    device, inode, mode, size, mtime, ctime) in walk order, hashed. Any write, chmod, rename, new or
+    removed entry changes it (a write moves the ctime, which no user call can set back). None when an
+    entry changed in the last two seconds: a change within the same clock tick as our read would
+    leave the stamp as it was (git's "racily clean" rule), so such a walk is not remembered.
+    """
+    digest = hashlib.sha256()
+    fresh = time.time_ns() - 2_000_000_000
+    pending = [(root, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            digest.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
+            continue
+        subfolders = []
+        for entry in entries:
+            if entry.name in (".git", "__pycache__") and entry.is_dir(follow_symlinks=False):
+                digest.update(f"skipped {prefix}{entry.name}\0".encode("utf-8", "surrogateescape"))
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if st.st_ctime_ns >= fresh or st.st_mtime_ns >= fresh:
+                return None
+            digest.update(f"{prefix}{entry.name}\0{st.st_dev} {st.st_ino} {st.st_mode} {st.st_size} "
+                          f"{st.st_mtime_ns} {st.st_ctime_ns}\0".encode("utf-8", "surrogateescape"))
+            if entry.is_dir(follow_symlinks=False):
+                subfolders.append((entry.path, prefix + entry.name + "/"))
+        pending.extend(reversed(subfolders))
+    return digest.hexdigest()
+
+
 def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
+    """The directory as a tree. Every workspace command resolves the pin, and reading and hashing every
+    file of it cost more than the rest of a `push`: the tree is remembered beside the store against
+    the directory's stamp (``_directory_stamp``, one ``lstat`` per entry), as git's index does."""
     root = (base_dir / pin.path / pin.root).resolve()
     if not root.is_dir():
         raise UpstreamError(f"path pin: {root} is not a directory")
+    stamp = _directory_stamp(str(root))
+    memo = store.root / "hashes" / hashlib.sha256(f"dir\0{root}".encode()).hexdigest()
+    if stamp is not None:
+        try:
+            kept = json.loads(memo.read_text())
+            if kept["stamp"] == stamp and _SHA.fullmatch(kept["tree"]) and \
+                    os.path.exists(store._loose_path(kept["tree"])):
+                return _path_pin(root, kept["tree"], kept["empty_dirs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
     changes, empty_dirs = _walk_directory(root)
     tree = store.write_tree(EMPTY_TREE, changes)
+    if stamp is not None:
+        try:
+            memo.parent.mkdir(exist_ok=True)
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"path": str(root), "stamp": stamp, "tree": tree, "empty_dirs": empty_dirs}))
+            os.replace(tmp, memo)
+        except OSError:
+            pass  # a read-only cache only costs the next run the walk again
+    return _path_pin(root, tree, empty_dirs)
+
+
+def _path_pin(root: Path, tree: str, empty_dirs: list[str]) -> ResolvedPin:
     identity: dict[str, Any] = {"kind": "path", "path": str(root), "tree": tree}
     if empty_dirs:
-        identity["empty_dirs"] = empty_dirs
+        identity["empty_dirs"] = list(empty_dirs)
     return ResolvedPin(tree, identity)
-
-
-_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
@@ -253,6 +314,8 @@ def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
     then move the objects into the store. A mismatch, a failure or a kill leaves nothing in the store:
     no objects, no ref. Called under the store lock.
     """
+    from materialize.upstream.net import network_timeouts
+
     where = f"git pin {pin.url}@{pin.rev}"
     for leftover in store.root.glob(".incoming-*"):  # quarantines of killed runs (we hold the lock)
         shutil.rmtree(leftover, ignore_errors=True)

@@ -145,3 +145,61 @@ def test_a_tarball_is_hashed_again_only_when_it_changed(tmp_path):
     os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back; ctime moved
     with pytest.raises(UpstreamError, match="sha256 mismatch"):
         resolve(pin, store, base_dir=tmp_path)
+
+
+def test_a_path_pin_is_read_again_only_when_it_changed(tmp_path, monkeypatch):
+    """A directory pin's tree is remembered against every entry's lstat (inode, mode, size, mtime,
+    ctime): unchanged, no file is read; a rewrite that restores size and mtime, a new file, a chmod
+    or a removed folder is read again. Entries changed in the last two seconds are never trusted."""
+    import importlib
+    import os
+    import time
+    import types
+
+    from materialize.series import PathPin
+
+    module = importlib.import_module("materialize.upstream.resolve")
+
+    up = tmp_path / "up"
+    (up / "src" / "deep").mkdir(parents=True)
+    (up / "src" / "a.py").write_text("A = 1\n")
+    (up / "src" / "deep" / "b.py").write_text("B = 1\n")
+    store = Store.open()
+    pin = PathPin(kind="path", path="up")
+    fresh = resolve(pin, store, base_dir=tmp_path)
+    assert not (store.root / "hashes").exists()  # just written: too fresh to remember
+    real = time.time_ns
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(time_ns=lambda: real() + 10_000_000_000))  # 10 s on
+    first = resolve(pin, store, base_dir=tmp_path)
+    assert first == fresh and len(list((store.root / "hashes").iterdir())) == 1
+
+    def no_walk(_root):
+        raise AssertionError("the pin was read although nothing changed")
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "_walk_directory", no_walk)
+        assert resolve(pin, store, base_dir=tmp_path) == first
+
+    def changed(edit) -> str:
+        edit()
+        tree = resolve(pin, store, base_dir=tmp_path).tree
+        with monkeypatch.context() as m:  # and remembered again
+            m.setattr(module, "_walk_directory", no_walk)
+            assert resolve(pin, store, base_dir=tmp_path).tree == tree
+        return tree
+
+    a = up / "src" / "a.py"
+    before = a.stat()
+
+    def rewrite() -> None:
+        a.write_text("A = 2\n")  # same size
+        os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    trees = [first.tree, changed(rewrite)]
+    assert store.read_blob(trees[-1], "src/a.py") == b"A = 2\n"
+    trees.append(changed(lambda: (up / "src" / "deep" / "c.py").write_text("C\n")))
+    trees.append(changed(lambda: a.chmod(0o755)))
+    assert store.lookup(trees[-1], "src/a.py").mode == "100755"
+    trees.append(changed(lambda: [p.unlink() for p in (up / "src" / "deep").iterdir()]))
+    assert len(set(trees)) == len(trees)
+    assert resolve(pin, store, base_dir=tmp_path).empty_dirs == ("src/deep",)
