@@ -8,9 +8,7 @@ new patch reproduces the workspace by applying it with the engine before anythin
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -18,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
-from materialize.workspace import mailheader, patchtext
 from materialize.workspace.journal import Journal
 from materialize.workspace.stack import check_stack_matches, move_to
 from materialize.workspace.state import State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
-if TYPE_CHECKING:  # (the applier, diffgen and ruamel load inside the commands that use them)
+# The patch parser (patchtext), the mail header, diffgen, the applier and ruamel load inside the
+# functions that use them: `add` and `edit` need none of them.
+if TYPE_CHECKING:
     from materialize.series import PatchEntry, Series
     from materialize.workspace.seriesedit import SeriesDoc
 
@@ -55,11 +54,14 @@ def top_entry(ws: Workspace, state: State) -> PatchEntry:
 
 def _patch_files(entry: PatchEntry, data: bytes) -> list[tuple[str, str]]:
     """(source path, destination path) of every file a patch touches."""
+    from materialize.workspace import patchtext
+
     return patchtext.touched(data, source=str(entry.path), strip=entry.strip)
 
 
 def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     """Regenerate ``entry`` from the disk and check the result applies back to exactly the disk."""
+    from materialize.workspace import patchtext
     from materialize.workspace.diffgen import FileChange, regenerate
 
     target = entry.target
@@ -162,17 +164,25 @@ def _series_doc(ws: Workspace) -> SeriesDoc:
 
 
 def _identity(root: Path) -> str:
-    def config(key: str) -> str:
-        proc = subprocess.run(["git", "-C", str(root), "config", key], capture_output=True, text=True)
-        return proc.stdout.strip()
-
-    name = os.environ.get("GIT_AUTHOR_NAME") or config("user.name") or "materialize user"
-    mail = os.environ.get("GIT_AUTHOR_EMAIL") or config("user.email") or "user@localhost"
-    return f"{name} <{mail}>"
+    """The author for a new patch: GIT_AUTHOR_NAME/EMAIL, else git's user.name/user.email (both read
+    by one git process), else placeholders."""
+    name = os.environ.get("GIT_AUTHOR_NAME")
+    mail = os.environ.get("GIT_AUTHOR_EMAIL")
+    if not (name and mail):
+        proc = subprocess.run(["git", "-C", str(root), "config", "--get-regexp", r"^user\.(name|email)$"],
+                              capture_output=True, text=True)
+        config = dict(line.partition(" ")[::2] for line in proc.stdout.splitlines())
+        name = name or config.get("user.name", "").strip()
+        mail = mail or config.get("user.email", "").strip()
+    return f"{name or 'materialize user'} <{mail or 'user@localhost'}>"
 
 
 def new_header(root: Path, subject: str, body: str = "") -> bytes:
     """A git-format-patch style header: export-git takes author, date and subject from it."""
+    import datetime
+
+    from materialize.workspace import mailheader
+
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.UTC) if epoch else \
         datetime.datetime.now(datetime.UTC).astimezone()
@@ -200,11 +210,12 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     path = ws.series.resolve(ws.series.spec.patches_dir) / rel
     if path.exists():
         raise MaterializeError(f"new: {path} already exists")
-    doc = _series_doc(ws)
+    from materialize.workspace.seriesedit import with_entry
+
+    series_bytes = with_entry(ws.series.path, pos, {"patch": rel, "target": target})
     with Journal.run(ws.meta, "new", [name, "--target", target] + (["--after", after] if after else [])) as journal:
         journal.write(path, new_header(ws.series.base_dir, subject or Path(stem).name))
-        doc.insert(pos, {"patch": rel, "target": target})
-        journal.write(ws.series.path, doc.render())
+        journal.write(ws.series.path, series_bytes)
         ws.reload_series()
         if pos == state.position:
             state.position += 1
@@ -247,6 +258,8 @@ def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list
 def open_editor(files: list[str]) -> None:
     """$VISUAL or $EDITOR on ``files`` (nothing when neither is set); the CLI calls it outside the
     workspace lock, so `materialize diff` works while the editor is open."""
+    import shlex
+
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor:
         subprocess.run([*shlex.split(editor), *files], check=False)
@@ -406,11 +419,15 @@ def move(ws: Workspace, ref: str, after: str) -> Series:
 
 
 def header_of(data: bytes) -> bytes:
+    from materialize.workspace import patchtext
+
     return patchtext.parse(data).header
 
 
 def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry:
     """Replace a patch's description; the diff part is kept byte for byte."""
+    from materialize.workspace import patchtext
+
     state = ws.load()
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     data = entry.read()

@@ -29,10 +29,16 @@ class Description:
         return self.subject + ("\n\n" + self.body if self.body else "") + "\n"
 
 
-def mail_date(when: dt.datetime) -> str:
-    import email.utils  # loads with the first date written, not with every workspace command
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
-    return email.utils.format_datetime(when)
+
+def mail_date(when: dt.datetime) -> str:
+    """RFC 2822's date, exactly as ``email.utils.format_datetime`` writes it (whose import, the email
+    package, cost more than the rest of ``materialize new``)."""
+    zone = when.strftime("%z") if when.tzinfo is not None else "-0000"
+    return (f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year:04d} "
+            f"{when.hour:02d}:{when.minute:02d}:{when.second:02d} {zone}")
 
 
 def _unfold(lines: list[str], i: int) -> tuple[str, int]:
