@@ -220,8 +220,8 @@ def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
         dest = outcome.path
         hunk_reports.extend(_hunk_reports(dest, outcome.result.hunks))
         for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
-            added += len(hunk.body) - hunk.source_length
-            removed += len(hunk.body) - hunk.target_length
+            added += len(hunk.kinds) - hunk.source_length
+            removed += len(hunk.kinds) - hunk.target_length
         if outcome.fp.is_rename and outcome.source is not None and outcome.source != dest:
             deleted.append(outcome.source)
         if outcome.result.content is None:

@@ -13,19 +13,17 @@ from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, ge, itemgetter, sub
 
 from materialize.errors import PatchApplyError
-from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult, HunkStatus
-from materialize.patching.parse import split_lines
+from materialize.patching.model import FilePatch, FileResult, Hunk, HunkResult, HunkStatus, split_lines
 from materialize.patching.reject import format_reject
 
 _TAIL = itemgetter(slice(1, None))  # a body line without its kind character: the line of the file
 _OLD_SIDE = bytes.maketrans(b" -+", b"\x01\x01\x00")  # kinds -> selectors for itertools.compress
 _NEW_SIDE = bytes.maketrans(b" -+", b"\x01\x00\x01")
 _PLUS = bytes.maketrans(b" -+", b"\x00\x00\x01")
-_BODY = itemgetter(5)  # Hunk.body, Hunk.kinds: C-level field access for map()
+_BODY = itemgetter(5)  # Hunk.body, Hunk.kinds, Hunk.unterminated: C-level field access for map()
 _KINDS = itemgetter(6)
+_UNTERMINATED = itemgetter(8)
 _SOURCE_START = itemgetter(0)
-_LAST = itemgetter(-1)
-_LAST_BYTE = itemgetter(slice(-1, None))
 _new_tuple = tuple.__new__
 
 
@@ -36,7 +34,7 @@ class _Prepared:
 
     def __init__(self, hunk: Hunk, strip_cr: bool) -> None:
         """Split a hunk into GNU's pattern (old) and replacement (new) sides with bytes operations."""
-        body, kinds = hunk.body, hunk.kinds
+        body, kinds = hunk.body_lines, hunk.kinds
         if strip_cr:
             body = tuple(_strip_cr(text) for text in body)
         self.old = tuple(map(_TAIL, compress(body, kinds.translate(_OLD_SIDE))))
@@ -77,7 +75,7 @@ class _GnuAbort(Exception):
 
 
 class _Sides:
-    """Every hunk's old side and added lines of one file, split off in two C-level passes.
+    """Every hunk's old side and added lines of one file, split off in C-level passes.
 
     ``exact_in_place`` compares and copies slices of these instead of splitting each hunk on its
     own; ``old_at``/``plus_at`` index the current hunk and advance after every hunk, applied or not.
@@ -87,8 +85,9 @@ class _Sides:
 
     def __init__(self, hunks: tuple[Hunk, ...]) -> None:
         kinds = b"".join(map(_KINDS, hunks))
-        self.old = list(map(_TAIL, compress(chain.from_iterable(map(_BODY, hunks)), kinds.translate(_OLD_SIDE))))
-        self.plus = list(map(_TAIL, compress(chain.from_iterable(map(_BODY, hunks)), kinds.translate(_PLUS))))
+        lines = split_lines(b"".join(map(_BODY, hunks)))  # every body line ends in "\n": one per kind
+        self.old = list(map(_TAIL, compress(lines, kinds.translate(_OLD_SIDE))))
+        self.plus = list(map(_TAIL, compress(lines, kinds.translate(_PLUS))))
         self.old_at = self.plus_at = 0
 
 
@@ -238,15 +237,12 @@ class _Applier:
         no per-line Python); every other case (an offset search, fuzz, a missing newline, a hunk GNU
         refuses at the top of a new file) returns None and goes through ``locate``/``apply`` unchanged.
         """
-        if not self.after_newline:
+        if not self.after_newline or hunk.unterminated:  # a missing newline: GNU's careful path
             return None
         kinds = hunk.kinds
         count = len(kinds)
         prefix = count - len(kinds.lstrip(b" "))
         if not prefix or count - len(kinds.rstrip(b" ")) != prefix:
-            return None
-        body = hunk.body
-        if body[-1][-1] != 10:  # the shared last context line lacks its newline; all others have one
             return None
         inp = self.input
         where = hunk.source_start + self.in_offset
@@ -262,7 +258,7 @@ class _Applier:
         end = count - prefix
         changes = kinds[prefix:end]
         if 32 in changes:  # context between two changes: the middle's own lines
-            out.extend(map(_TAIL, compress(body[prefix:end], changes.translate(_NEW_SIDE))))
+            out.extend(map(_TAIL, compress(split_lines(hunk.body)[prefix:end], changes.translate(_NEW_SIDE))))
         elif plus:
             at = sides.plus_at
             out.extend(sides.plus[at : at + plus])
@@ -326,8 +322,8 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], sides: _Sides, refu
     context = list(map(bytes.count, kinds, repeat(b" ")))
     if 0 in prefix or prefix != suffix or context != list(map(add, prefix, suffix)):
         return None  # no context, uneven context, or context between two changes
-    if b"".join(map(_LAST_BYTE, map(_LAST, map(_BODY, hunks)))).count(b"\n") != len(hunks):
-        return None  # a missing newline (only the shared last context line can lack one here)
+    if any(map(_UNTERMINATED, hunks)):
+        return None  # a missing newline
     plus = list(map(bytes.count, kinds, repeat(b"+")))
     starts = list(map(sub, map(_SOURCE_START, hunks), repeat(1)))  # GNU's where - 1
     ends = list(map(add, starts, map(sub, counts, plus)))

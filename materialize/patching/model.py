@@ -34,21 +34,30 @@ class HunkLine(NamedTuple):
         return body if self.no_newline else body + b"\n"
 
 
-def body_line(kind: str, content: bytes, no_newline: bool) -> bytes:
-    """A hunk body line as the model stores it: kind character, content, ``\\n`` unless no newline."""
-    return kind.encode() + content if no_newline else kind.encode() + content + b"\n"
+def split_lines(data: bytes) -> list[bytes]:
+    """Split on LF only, keeping terminators (``bytes.splitlines`` would also split on lone CR)."""
+    if b"\r" not in data:
+        return data.splitlines(keepends=True)  # the same split without CRs, done in C
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
 
 
 class Hunk(NamedTuple):
     """One ``@@`` hunk; line numbers are as written in the header (1-based, 0 for empty ranges).
 
-    ``body`` holds the hunk's lines as they stand in the patch (kind character, content, ``\\n``),
-    normally the very bytes objects the parser split the patch into, so a hunk costs no per-line
-    copies; a line followed by ``\\ No newline at end of file`` is stored without its ``\\n``, and
-    GNU's eaten-space context lines (TAB-led or empty) are stored with their `` `` restored.
-    ``kinds`` is the string of kind characters (``b" --+ "``): counting, context lengths and the
-    old/new sides are computed from it with C-level bytes operations. A NamedTuple rather than a
-    frozen dataclass: a 100k-hunk patch makes 100k of these, and tuples are several times cheaper.
+    ``body`` is the hunk's lines as they stand in the patch (kind character, content, ``\\n``),
+    joined into one bytes object: one allocation per hunk instead of one per line, so once parsed,
+    a 100k-hunk patch no longer holds its ~1M line objects (``body_lines`` splits it again, and the
+    bulk applier splits a whole file's hunks at once). Every line in ``body`` ends in ``\\n``;
+    ``unterminated`` holds the (rare) indices of lines that a ``\\ No newline at end of file``
+    marker followed, which have no terminator at all. GNU's eaten-space context lines (TAB-led or
+    empty) are stored with their `` `` restored. ``kinds`` is the string of kind characters
+    (``b" --+ "``): counting, context lengths and the old/new sides are computed from it with
+    C-level bytes operations. A NamedTuple rather than a frozen dataclass: a 100k-hunk patch makes
+    100k of these, and tuples are several times cheaper.
     """
 
     source_start: int
@@ -56,15 +65,24 @@ class Hunk(NamedTuple):
     target_start: int
     target_length: int
     section_header: str
-    body: tuple[bytes, ...]
+    body: bytes
     kinds: bytes
     patch_line: int
+    unterminated: tuple[int, ...] = ()
+
+    @property
+    def body_lines(self) -> list[bytes]:
+        """The body's lines as in the patch, an unterminated one without its ``\\n``."""
+        lines = split_lines(self.body)
+        for k in self.unterminated:
+            lines[k] = lines[k][:-1]
+        return lines
 
     @property
     def lines(self) -> tuple[HunkLine, ...]:
         """The body as HunkLine tuples (built on each call: for messages, rejects and tests)."""
         out = []
-        for text in self.body:
+        for text in self.body_lines:
             terminated = text.endswith(b"\n")
             out.append(HunkLine(chr(text[0]), text[1:-1] if terminated else text[1:], not terminated))  # type: ignore[arg-type]
         return tuple(out)

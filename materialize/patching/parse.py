@@ -29,7 +29,7 @@ from itertools import accumulate, repeat
 from operator import add, eq, itemgetter, lt, sub
 
 from materialize.errors import PatchFormatError
-from materialize.patching.model import FilePatch, Hunk, PatchSet, body_line
+from materialize.patching.model import FilePatch, Hunk, PatchSet, split_lines
 from materialize.patching.paths import (
     DEV_NULL,
     decode_path,
@@ -60,17 +60,6 @@ _BLOCK = re.compile(rb"(?:@[ +\-]*)+")  # "@" lines and body runs: the hunks of 
 _FIRST = itemgetter(slice(0, 1))
 _FIRST_BYTE = itemgetter(0)
 _new_hunk = tuple.__new__
-
-
-def split_lines(data: bytes) -> list[bytes]:
-    """Split on LF only, keeping terminators (``bytes.splitlines`` would also split on lone CR)."""
-    if b"\r" not in data:
-        return data.splitlines(keepends=True)  # the same split without CRs, done in C
-    lines = data.split(b"\n")
-    out = [line + b"\n" for line in lines[:-1]]
-    if lines[-1]:
-        out.append(lines[-1])
-    return out
 
 
 @dataclass
@@ -344,9 +333,13 @@ class _Parser:
         append = hunks.append
         raw, kinds, n = self.raw, self.kinds, self.n
         while i <= n and raw[i - 1].startswith(b"@@ -"):
-            block, i = self._hunk_block(i)
+            block, after = self._hunk_block(i)
             if block:
                 hunks.extend(block)
+                # The block's lines now live on joined in its hunks' bodies: drop them from ``raw`` as
+                # the parse goes, so a large patch is not held twice (b"" matches nothing behind us).
+                raw[i - 1 : after - 1] = repeat(b"", after - i)
+                i = after
                 continue
             m = _HUNK.match(raw[i - 1])
             if m is None:
@@ -366,7 +359,7 @@ class _Parser:
             ):
                 append(_new_hunk(Hunk, (int(start), old_count, int(new_start), new_count,
                                         section.decode("utf-8", "replace") if section else "",
-                                        tuple(raw[i:end]), run, i)))
+                                        b"".join(raw[i:end]), run, i, ())))
                 i = end + 1
             else:
                 hunk, i = self._hunk(i, m)
@@ -406,10 +399,11 @@ class _Parser:
         if not k:
             return [], i
         firsts = [h + 1 for h in heads[:k]]  # 0-based first body line = 1-based header line
-        bodies = map(tuple, map(raw.__getitem__, map(slice, firsts, map(add, firsts, lengths))))
+        bodies = map(b"".join, map(raw.__getitem__, map(slice, firsts, map(add, firsts, lengths))))
         texts = [x.decode("utf-8", "replace") if x else "" for x in sections[:k]]
         hunks = list(map(_new_hunk, repeat(Hunk), zip(map(int, starts[:k]), old_counts, map(int, new_starts[:k]),
-                                                       new_counts, texts, bodies, runs, firsts, strict=False)))
+                                                       new_counts, texts, bodies, runs, firsts, repeat(()),
+                                                       strict=False)))
         return hunks, (after + 1 if k == len(runs) else heads[k] + 1)
 
     def _hunk(self, header_line: int, m: re.Match[bytes]) -> tuple[Hunk, int]:
@@ -420,7 +414,8 @@ class _Parser:
         target_length = int(m.group(4)) if m.group(4) is not None else 1
         section = m.group(5).decode("utf-8", "replace")
         old_left, new_left = source_length, target_length
-        lines: list[bytes] = []
+        lines: list[bytes] = []  # every one ends in "\n"; ``unterminated`` says which have none
+        unterminated: list[int] = []
         changed = False
         i = header_line + 1
         raw = self.raw
@@ -470,16 +465,15 @@ class _Parser:
                 last_of_side = new_left == 0 if kind_s == "+" else old_left == 0
                 if not last_of_side:
                     raise self.error(i + 1, "malformed patch: misplaced '\\ No newline' marker")
-                lines.append(body_line(kind_s, content, True))
+                unterminated.append(len(lines))
                 i += 2
             else:
-                lines.append(body_line(kind_s, content, False))
                 i += 1
+            lines.append(kind_s.encode() + content + b"\n")
         if not changed:
             raise self.error(header_line, "malformed patch: hunk contains no changed lines")
-        body = tuple(lines)
-        hunk = Hunk(source_start, source_length, target_start, target_length, section, body,
-                    b"".join(map(_FIRST, body)), header_line)
+        hunk = Hunk(source_start, source_length, target_start, target_length, section, b"".join(lines),
+                    b"".join(map(_FIRST, lines)), header_line, tuple(unterminated))
         return hunk, i
 
 

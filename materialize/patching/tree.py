@@ -26,7 +26,7 @@ from typing import Protocol
 
 from materialize.errors import MaterializeError, PatchApplyError, UnsafePathError
 from materialize.patching.apply import apply_file
-from materialize.patching.model import FilePatch, FileResult, PatchSet
+from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
 from materialize.paths import resolve_link, safe_relpath
 
@@ -146,7 +146,7 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
             source_length=h.target_length,
             target_start=h.source_start,
             target_length=h.source_length,
-            body=tuple(text[:1].translate(_SWAP) + text[1:] for text in h.body),
+            body=b"".join(text[:1].translate(_SWAP) + text[1:] for text in split_lines(h.body)),
             kinds=h.kinds.translate(_SWAP),
         )
         for h in fp.hunks
