@@ -55,3 +55,46 @@ def test_a_file_deleted_to_make_room_for_a_directory_in_either_order(tmp_path):
 
     with pytest.raises(MaterializeError, match="a file and a directory would share the name 's'"):
         store.write_tree(base, {"s": ("100644", b"file\n"), "s/f": ("100644", b"f\n")})
+
+
+def test_git_children_die_with_a_killed_materialize(tmp_path):
+    """A ``kill -9`` of materialize takes its git processes with it (the parent-death signal, set by
+    ``setpriv`` where it works, else by a preexec_fn), whichever way they were started."""
+    import os
+    import signal
+    import sys
+    import time
+
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from materialize.store import Store, dying_with_parent\n"
+        "import subprocess\n"
+        "store = Store.open(Path(sys.argv[1]))\n"
+        "reader = store._reader()\n"
+        "argv, preexec = dying_with_parent(['sleep', '60'])\n"
+        "sleeper = subprocess.Popen(argv, preexec_fn=preexec)\n"
+        "print(reader.pid, sleeper.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "cache")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    children = [int(pid) for pid in proc.stdout.readline().split()]
+    assert len(children) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    alive = children
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = []
+        for pid in children:
+            try:
+                state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                continue
+            if state != "Z":  # a zombie is dead (its parent, killed, never reaped it)
+                alive.append(pid)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"still running after their parent was killed: {alive}"
