@@ -138,10 +138,11 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
     with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
         journal.write(entry.path, plan.new)
         ws.reload_series()
+        # Through the engine even for the top: it records the new prefix, so popping and pushing the
+        # refreshed patch again (quilt's daily loop) finds it cached instead of applying it again.
+        trees = trees_at(ws.series, ws.store, state.position)
         if entry.position == state.position:
-            trees = {**state.trees, entry.target: plan.new_tree}  # the engine's own apply, done in the plan
-        else:
-            trees = trees_at(ws.series, ws.store, state.position)
+            trees[entry.target] = plan.new_tree  # the plan's apply, which the disk was checked against
         for target, tree in trees.items():
             state.trees[target] = tree
             tracked = state.files.setdefault(target, {})

@@ -301,3 +301,23 @@ def test_fold_refuses_a_path_out_of_the_workspace(project: Path, tmp_path: Path)
         run(project, "fold", str(tmp_path / "evil.diff"))
     assert not any(p.name == "escaped.txt" for p in tmp_path.rglob("escaped.txt"))
     assert not (project.parent / "escaped.txt").exists() and not (project / "escaped.txt").exists()
+
+
+def test_a_refreshed_patch_pops_and_pushes_from_the_prefix_cache(project: Path, monkeypatch) -> None:
+    """refresh records the new prefix through the engine: the daily pop/push after it finds the patch
+    cached (no apply), and the files are the refreshed ones."""
+    from materialize import engine
+
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# refreshed\n")
+    assert run(project, "refresh") == 0
+    assert run(project, "pop") == 0
+
+    def no_apply(*_args, **_kwargs):
+        raise AssertionError("the refreshed patch was applied again")
+
+    monkeypatch.setattr(engine, "apply_patch", no_apply)
+    assert run(project, "push") == 0
+    assert f.read_text().endswith("# refreshed\n")
