@@ -1,4 +1,5 @@
 import subprocess
+from pathlib import Path
 
 from materialize.store import EMPTY_TREE, Store
 
@@ -90,7 +91,7 @@ def test_git_children_die_with_a_killed_materialize(tmp_path):
         alive = []
         for pid in children:
             try:
-                state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except FileNotFoundError:
                 continue
             if state != "Z":  # a zombie is dead (its parent, killed, never reaped it)
