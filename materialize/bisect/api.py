@@ -19,6 +19,29 @@ if TYPE_CHECKING:
 
 DEFAULT_SERIES = "series/default.yaml"
 
+# numpy/scipy's BLAS and OpenMP pools start one thread per core when they load. The posterior's
+# matrices are tiny, and the machine a bisect runs on is shared with the gate it drives (2 cores in
+# CI): extra threads only spin. Set before numpy is first imported, unless the user chose a value.
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_capped: dict[str, str] = {}
+
+
+def cap_threads(threads: int = 1) -> None:
+    """Cap numpy/scipy's thread pools for this process (call before numpy is imported)."""
+    for var in THREAD_VARS:
+        if var not in os.environ:
+            os.environ[var] = _capped[var] = str(threads)
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment without the caps ``cap_threads`` added: the gate command (a
+    benchmark, a server) gets the threads its user gave it, not the bisect's own limit."""
+    env = dict(os.environ)
+    for var, value in _capped.items():
+        if env.get(var) == value:
+            del env[var]
+    return env
+
 
 def series_path(value: str | None) -> Path:
     """The series file: the option, else ``$MATERIALIZE_SERIES``, else ``series/default.yaml``."""

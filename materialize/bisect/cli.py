@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from materialize.bisect.api import DEFAULT_SERIES, id_checker, series_path
+from materialize.bisect.api import DEFAULT_SERIES, cap_threads, id_checker, series_path
 from materialize.bisect.api import work_dir as _work_dir
 from materialize.errors import MaterializeError
+
+cap_threads()  # before any bisect command imports numpy/scipy (see materialize.bisect.api)
 
 
 class _OnFirstUse:

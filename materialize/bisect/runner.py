@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from materialize.bisect import session
+from materialize.bisect.api import child_environ
 from materialize.bisect.candidates import Candidate
 from materialize.bisect.state import BisectError, BisectState, StateStore
 from materialize.errors import MaterializeError
@@ -103,7 +104,7 @@ def run_task(task: Task) -> TaskResult:
     import signal
     import sys
 
-    env = dict(os.environ)
+    env = child_environ()
     env.update(task.env)
     read_end, write_end = os.pipe()
     try:
