@@ -107,22 +107,6 @@ def test_run_finds_a_flaky_culprit_and_writes_valid_records(gen_series, tmp_path
     assert "first bad patch" in out and "position 9" in out
 
 
-def test_run_survives_being_stopped_and_resumes(gen_series, tmp_path: Path) -> None:
-    series, hw = gen_series(8)
-    common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "8", "--requests", "32")
-    cmd = [*hw, "3", "0.002", "0.1", "32", "seed-b", "exit"]
-    first = cli("bisect", "run", *common, "--max-runs", "3", "--", *cmd)
-    assert first.exit_code == 1 and "--max-runs 3 reached" in first.output
-    assert len(StateStore(tmp_path / "work").load().observations) == 3
-    again = cli("bisect", "run", *common, "--max-runs", "3", "--", *cmd)  # the budget is the bisect's
-    assert again.exit_code == 1 and "--max-runs 3 reached (3 runs in this bisect)" in again.output
-    assert len(StateStore(tmp_path / "work").load().observations) == 3
-    second = cli("bisect", "run", *common, "--", *cmd)
-    assert second.exit_code == 0, second.output
-    assert "position 3 is the first bad patch" in second.output
-
-
 def test_run_metric_bisect_from_json_lines(gen_series, tmp_path: Path) -> None:
     series, hw = gen_series(10)
     common = ["--series", series, "--work-dir", tmp_path / "work"]
@@ -393,3 +377,47 @@ def test_commands_use_the_series_the_bisect_started_on(gen_series, tmp_path: Pat
     patch.write_text(patch.read_text() + "\n")
     changed = cli("bisect", "next")
     assert isinstance(changed.exception, BisectError) and "changed since 'bisect start'" in str(changed.exception)
+
+
+def test_the_real_cli_keeps_to_the_state_its_budget_and_its_own_directory(gen_series, tmp_path: Path) -> None:
+    """Issue 15 items 6, 8, 9 through the console entry point (a fresh process per command): the run
+    uses the series in the state even when the default names another, --max-runs is the bisect's
+    budget across commands, candidates stay in work/bisect, `latest` never moves, no stray files."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import SeriesBuilder
+
+    from .conftest import model_text
+
+    series, hw = gen_series(8)
+    shipped = SeriesBuilder(tmp_path / "shipped", {"src/model.py": model_text(0)})
+    shipped.add_patch("0001-step-1", {"src/model.py": model_text(1)})
+    env = {**os.environ, "MATERIALIZE_SERIES": str(shipped.write())}  # the default series: 1 patch
+    latest = tmp_path / "build" / "materialized" / "latest"
+    latest.parent.mkdir(parents=True)
+    latest.symlink_to("somewhere-else")
+    work = tmp_path / "work"
+
+    def materialize(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "materialize", "bisect", *map(str, args)], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    started = materialize("start", "--series", series, "--work-dir", work, "--good", "0", "--bad", "8",
+                          "--requests", "32")
+    assert started.returncode == 0, started.stderr
+    cmd = ["--", *hw, "6", "0.001", "0.2", "32", "seed-r", "exit"]
+    first = materialize("run", "--work-dir", work, "--max-runs", "4", *cmd)  # no --series: the state's
+    assert first.returncode == 1 and "--max-runs 4 reached" in first.stdout, (first.stdout, first.stderr)
+    again = materialize("run", "--work-dir", work, "--max-runs", "4", *cmd)
+    assert again.returncode == 1 and "(4 runs in this bisect)" in again.stdout
+    assert len(StateStore(work).load().observations) == 4
+    done = materialize("run", "--work-dir", work, *cmd)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "0006-step-6 at position 6 is the first bad patch" in done.stdout
+    state = StateStore(work).load()
+    assert state.skipped == [] and max(o.position for o in state.observations) == 8, len(state.observations)
+    assert os.readlink(latest) == "somewhere-else" and os.listdir(latest.parent) == ["latest"]
+    assert all(p.parent == work / "bisect" / "candidates" for p in (work / "bisect" / "candidates").iterdir())
+    assert [p.name for p in (work / "bisect").iterdir() if p.name.startswith(".")] == []
