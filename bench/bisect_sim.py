@@ -14,6 +14,7 @@ run`` sees an exit status); baseline 1/256 per request in every prefix, 1/32 wit
   * weak culprit: 1/128 over 1/256 at position 16.
   * broken harness: the command crashes (exit 1) everywhere; the right answer is "the good end
     is not good", as early as possible.
+  * no culprit / culprit at 16 with ``--min-effect 3`` (only a tripled rate counts as a regression).
 
 Metric scenarios: 32 patches, Gaussian noise of 1% per sample, a noise band of 1%, culprit at a
 random position, shift 0 / 0.5 / 1 / 2%. Right answers: 2% -> the culprit; 0 and 0.5% -> no
@@ -56,6 +57,7 @@ class GateScenario:
     culprit: int | None  # None: no culprit
     p1: float = P1
     broken: bool = False
+    min_effect: float = 1.5  # the bisect's --min-effect
 
     @property
     def expected(self) -> str:
@@ -69,6 +71,8 @@ GATES = [
     GateScenario("gate: no culprit", None),
     GateScenario("gate: weak culprit 1/128 (16)", 16, P1_WEAK),
     GateScenario("gate: broken harness (exit 1)", None, broken=True),
+    GateScenario("gate: no culprit, --min-effect 3", None, min_effect=3.0),
+    GateScenario("gate: culprit at 16, --min-effect 3", 16, min_effect=3.0),
 ]
 METRICS = [0.0, 0.005, 0.01, 0.02]
 TARGET_CAP = 0.99  # a fixed rule is asked for our accuracy, at most 99% (100% of 200 is not 100%)
@@ -78,7 +82,8 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int]:
     """One bisect through the session state machine; (right, confident-wrong, runs, runs at the ends)."""
     sc, seed = args
     rng = np.random.default_rng(seed)
-    state = session.start(series="sim", n_patches=N, good=0, bad=N, gate="exit", requests=REQUESTS)
+    state = session.start(series="sim", n_patches=N, good=0, bad=N, gate="exit", requests=REQUESTS,
+                          min_effect=sc.min_effect)
     runs = 0
     while runs < MAX_RUNS:
         step = session.decide(state)
@@ -294,7 +299,7 @@ def main() -> None:
                 options = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
                 rule = best_rule(retry_gate, options, min(acc, TARGET_CAP), 4000, a.seed)
                 print_row(sc.label, res, acc, rule, secs)
-                if sc.culprit is not None and sc.p1 == P1:
+                if sc.culprit is not None and sc.p1 == P1 and sc.min_effect == 1.5:
                     positional.append((sc, res))
                     ends = np.mean([r[3] for r in res])
                     notes.append(f"{sc.label}: {ends:.1f} of our runs were at the ends (0 and {N})")

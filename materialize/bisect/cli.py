@@ -212,6 +212,14 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
     help="prior probability that no patch in the range is the culprit",
 )
 @click.option(
+    "--min-effect",
+    type=float,
+    default=1.5,
+    show_default=True,
+    help="gate: the smallest regression worth finding, as a factor on the per-request failure rate; "
+    "a larger one lets 'no regression' be concluded in far fewer runs",
+)
+@click.option(
     "--full-trees",
     is_flag=True,
     help="write whole trees per candidate (default: an overlay of changed files) under work/bisect/candidates",
@@ -232,6 +240,7 @@ def start_cmd(
     baseline_rate,
     culprit_rate,
     prior_no_culprit,
+    min_effect,
     full_trees,
 ) -> None:
     """Start a bisect between two series positions."""
@@ -257,6 +266,7 @@ def start_cmd(
             baseline_rate=_rate(baseline_rate),
             culprit_rate=_rate(culprit_rate),
             none_prior=prior_no_culprit,
+            min_effect=min_effect,
         )
         state.series_hash = series_hash(series)
         state.layout = "full" if full_trees else "overlay"

@@ -40,6 +40,7 @@ def start(
     baseline_rate: float | None = None,
     culprit_rate: float | None = None,
     none_prior: float = 0.25,
+    min_effect: float = 1.5,
 ) -> BisectState:
     """A fresh bisect between two series positions (0 = upstream alone)."""
     if not 0 <= good < bad <= n_patches:
@@ -57,6 +58,8 @@ def start(
             raise BisectError(f"{name} must be a per-request rate in (0, 1); got {rate}")
     if not 0 < none_prior < 1:
         raise BisectError(f"--prior-no-culprit must be in (0, 1); got {none_prior}")
+    if min_effect <= 1:
+        raise BisectError(f"--min-effect must be above 1 (a factor on the failure rate); got {min_effect}")
     if baseline_rate is not None and culprit_rate is not None and culprit_rate <= baseline_rate:
         raise BisectError("--culprit-rate must be above --baseline-rate")
     mode = "metric" if metric else "gate"
@@ -77,6 +80,7 @@ def start(
         baseline_rate=baseline_rate,
         culprit_rate=culprit_rate,
         none_prior=none_prior,
+        min_effect=min_effect,
     )
     state.log.append(start_line(state))
     return state
@@ -96,6 +100,8 @@ def start_line(state: BisectState) -> str:
             parts += ["--baseline-rate", repr(state.baseline_rate)]
         if state.culprit_rate is not None:
             parts += ["--culprit-rate", repr(state.culprit_rate)]
+        if state.min_effect != 1.5:
+            parts += ["--min-effect", _fmt(state.min_effect)]
     parts += ["--confidence", _fmt(state.confidence), "--switch-cost", _fmt(state.switch_cost)]
     parts += ["--prior-no-culprit", _fmt(state.none_prior)]
     return " ".join(parts)
@@ -256,6 +262,7 @@ def gate_model(state: BisectState) -> GateModel:
         baseline_rate=state.baseline_rate,
         culprit_rate=state.culprit_rate,
         none_prior=state.none_prior,
+        min_ratio=state.min_effect,
     )
 
 
@@ -332,6 +339,21 @@ ENDS_BAD_FAILS = 3  # failing runs wanted at the bad end (they measure the culpr
 ENDS_BAD_RUNS = 12  # ... within this many runs; then the posterior takes over (maybe "no culprit")
 
 
+VERDICT_COMPETITORS = 2
+
+
+def verdict_threshold(confidence: float) -> float:
+    """The posterior a verdict needs so that it is wrong at most ``1 - confidence`` of the time.
+
+    A posterior of c is calibrated on average over the prior, not for every truth: with the truth
+    fixed, the posterior odds of one wrong answer against the truth reach c/(1-c) with probability
+    up to (1-c)/c (Ville's inequality, nearly attained when each run carries little evidence and the
+    bisect takes hundreds of looks), and a true culprit has two such rivals, its neighbours (a weak
+    culprit also has "no culprit"). Each rival gets half the error budget.
+    """
+    return 1.0 - (1.0 - confidence) / VERDICT_COMPETITORS
+
+
 def _no_regression(state: BisectState, post: Posterior) -> Step:
     bound = post.none_rate_bound(state.confidence)
     pct = f"{state.confidence * 100:g}%"
@@ -368,15 +390,17 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
     ends = [r for r in ends_runs(state) if r[0] not in state.skipped]
     if ends:
         return Step("run", ends, best, prob, "checking the ends first", post)
-    if post.p_none >= state.confidence:
+    need = verdict_threshold(state.confidence)
+    if post.p_none >= need:
         return _no_regression(state, post)
-    if prob >= state.confidence:
+    if prob >= need:
         return Step(
             "found",
             [],
             best,
             prob,
-            f"decided: position {best} is the first bad prefix (P={prob:.3f} >= {state.confidence:g})",
+            f"decided at {state.confidence * 100:g}% confidence: position {best} is the first bad prefix "
+            f"(posterior P={prob:.3f} >= {need:g}, the bar for {state.confidence:g})",
             post,
         )
     choices = choose(post, state.skipped, jobs, current=state.current)
@@ -443,6 +467,7 @@ def apply_line(
                 baseline_rate=float(opts["baseline-rate"]) if "baseline-rate" in opts else None,
                 culprit_rate=float(opts["culprit-rate"]) if "culprit-rate" in opts else None,
                 none_prior=float(opts.get("prior-no-culprit", 0.25)),
+                min_effect=float(opts.get("min-effect", 1.5)),
             )
         if state is None:
             raise BisectError(f"{source}: '{verb}' before 'start'")

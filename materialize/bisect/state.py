@@ -65,6 +65,7 @@ class BisectState:
     baseline_rate: float | None = None
     culprit_rate: float | None = None
     none_prior: float = 0.25  # prior mass of "no patch in the range changed the gate/metric"
+    min_effect: float = 1.5  # gate: a culprit multiplies the per-request failure rate at least by this
     series_hash: str = ""  # patch names and contents at start: a changed series is refused
     layout: Literal["overlay", "full"] = "overlay"  # how candidates are written under bisect/candidates
     run_count: int = 0  # runs 'bisect run' has done in this bisect (all invocations): --max-runs counts it

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from materialize.bisect import session
-from materialize.bisect.state import BisectError, parse_log, render_log
+from materialize.bisect.state import BisectError, BisectState, parse_log, render_log
 
 
 def test_start_checks_its_arguments() -> None:
@@ -61,8 +61,9 @@ def test_a_range_without_culprit_ends_with_no_regression() -> None:
     import numpy as np
 
     rng = np.random.default_rng(3)
-    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="stage3", requests=32)
-    for _ in range(3000):  # seed 3 is a long one: 2233 runs (a 1.5x culprit must be ruled out)
+    # --min-effect 3: ruling out a 1.5x culprit (the default) takes ~900 runs, too long for a unit test
+    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="stage3", requests=32, min_effect=3)
+    for _ in range(3000):
         step = session.decide(state)
         if step.status != "run":
             break
@@ -118,3 +119,43 @@ def test_metric_log_replays_samples() -> None:
 def test_malformed_logs_name_the_line(text: str, message: str) -> None:
     with pytest.raises(BisectError, match=message):
         session.replay(parse_log(text, "log"), "log", "s", 8)
+
+
+def _gate_state(spec: list[tuple[int, int, int]], **rates: float) -> BisectState:
+    """A 32-patch gate bisect (32 requests, exit codes) with (position, passes, failing runs) observed."""
+    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="exit", requests=32, **rates)
+    for position, passes, fails in spec:
+        for _ in range(passes):
+            session.observe(state, position, source="t", requests=32, failures=0)
+        for _ in range(fails):
+            session.observe(state, position, source="t", requests=32, failures=1, censored=True)
+    return state
+
+
+def test_a_verdict_at_095_needs_the_posterior_past_0975() -> None:
+    """With the truth fixed, a wrong neighbour's posterior reaches c with probability up to 1-c
+    (Ville), and a culprit has two neighbours: P=0.97 at --confidence 0.95 is not a verdict yet."""
+    known = {"baseline_rate": 1 / 256, "culprit_rate": 1 / 32}
+    spec = [(0, 4, 0), (32, 0, 3), (4, 0, 3), (1, 4, 0), (2, 0, 4)]
+    step = session.decide(_gate_state(spec, **known))
+    assert step.status == "run" and step.culprit == 2 and 0.95 < step.probability < 0.975
+    assert step.runs == [(1, 1)]  # the predecessor, whose passes separate 2 from 1
+    step = session.decide(_gate_state([*spec, (1, 1, 0)], **known))
+    assert step.status == "found" and step.culprit == 2 and step.probability >= 0.975
+    assert "decided at 95% confidence" in step.message
+
+
+
+def test_min_effect_is_the_smallest_regression_worth_finding() -> None:
+    """80 runs at each end failing 9 times each: a 1.5x culprit is not ruled out yet, a tripled
+    rate is; --min-effect is kept in the log, so replay decides the same."""
+    spec = [(0, 71, 9), (32, 71, 9)]
+    assert session.decide(_gate_state(spec)).status == "run"
+    state = _gate_state(spec, min_effect=3)
+    step = session.decide(state)
+    assert step.status == "no-regression" and step.posterior.p_none >= 0.975
+    assert "--min-effect 3" in state.log[0]
+    replayed = session.replay(parse_log("\n".join(state.log), "log"), "log", "s", 32)
+    assert replayed.min_effect == 3 and session.decide(replayed).status == "no-regression"
+    with pytest.raises(BisectError, match="--min-effect"):
+        session.start(series="s", n_patches=4, good=0, bad=4, min_effect=1)
