@@ -190,6 +190,13 @@ def _keep_parsed(cache: Path, digest: str, data: Any, lines: dict[PathKey, int])
         pass
 
 
+def remember(path: Path, raw: bytes, data: Any, lines: dict[PathKey, int]) -> None:
+    """Keep ``data``/``lines`` as the parse of ``raw``, the bytes about to be written at ``path``, for a
+    writer that knows the result without parsing (the workspace's ``new`` adds one series entry as
+    lines): the next ``load_located`` of those bytes imports no YAML library."""
+    _keep_parsed(_parsed_file(str(path)), hashlib.sha256(raw).hexdigest(), data, lines)
+
+
 def load_located(path: Path) -> LocatedYaml:
     """Parse ``path`` with the safe loader; syntax errors name the file and line."""
     source = str(path)

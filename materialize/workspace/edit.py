@@ -220,7 +220,8 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         ws.reload_series()
         if pos == state.position:
             state.position += 1
-            state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+            top = ws.series.patches[state.position - 1]  # the ones below are unchanged (checked above)
+            state.applied = [*state.applied, {"name": top.name, "sha256": top.sha256()}]
             state.added = {}
         ws.save(state, journal)
     return ws.series.find(Path(stem).name)

@@ -122,6 +122,9 @@ _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]*")
 # Plain scalars YAML 1.1 would read as something else than a string (bools, nulls, numbers, dates).
 _NOT_A_STRING = re.compile(r"(?i)(y|n|yes|no|true|false|on|off|null|~|[-+]?[0-9._]+([eE][-+]?[0-9]+)?|[0-9]+[-:].*)")
 _PATCHES_KEY = re.compile(r"patches:[ \t]*(#.*)?")
+# A field ``insert_entry`` can step over: one line, a plain key, a value of plain words (or none of the
+# characters that start quoting, flow, block scalars, anchors, aliases or tags), maybe a comment.
+_SIMPLE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*: +[A-Za-z0-9_./+=~][A-Za-z0-9_./+=~-]*( +#.*)?")
 
 
 def _scalar(value: str) -> str:
@@ -132,19 +135,15 @@ def _scalar(value: str) -> str:
     return json.dumps(value)
 
 
-def insert_entry(text: str, index: int, entry: dict[str, str]) -> str | None:
-    """``text`` with ``entry`` added as the ``index``-th patch, as lines of the file's own list style;
-    every other byte stays. None unless ``patches:`` is a plain, non-empty block list (then the caller
-    edits through :class:`SeriesDoc`, whose ruamel import and round trip cost ~0.1 s: ``new`` is a
-    daily command). The caller checks the result parses to the intended series.
-    """
+def _insertion(text: str, index: int, entry: dict[str, str]) -> tuple[str, int, int] | None:
+    """(new text, 0-based line where the entry's lines go, how many) for ``insert_entry``."""
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if _PATCHES_KEY.fullmatch(line.rstrip("\r\n"))), None)
     if start is None:
         return None
     items: list[int] = []  # line index of each "- " item
     last = start  # the last line that belongs to the list (comments and blank lines after it do not)
-    indent = None
+    indent = key_indent = None
     for i in range(start + 1, len(lines)):
         body = lines[i].rstrip("\r\n")
         stripped = body.lstrip(" ")
@@ -152,24 +151,21 @@ def insert_entry(text: str, index: int, entry: dict[str, str]) -> str | None:
             continue
         column = len(body) - len(stripped)
         if indent is None:
-            if not stripped.startswith("- "):
-                return None
             indent = column
-        if column == indent and stripped.startswith("- "):
-            items.append(i)
-        elif column <= indent:
+        if column < indent:
             break  # the next top-level key
-        if "\t" in body[:column]:
-            return None
+        if column == indent and stripped.startswith("- ") and _SIMPLE_FIELD.fullmatch(stripped[2:]):
+            items.append(i)
+        elif column > indent and (key_indent is None or column == key_indent) and _SIMPLE_FIELD.fullmatch(stripped):
+            key_indent = column
+        elif column == indent and indent == 0 and not stripped.startswith("-"):
+            break  # the next top-level key after a list at column 0
+        else:
+            return None  # nested values, flow or block scalars, anchors, quoting: ruamel's job
         last = i
-    if not items or not 0 <= index <= len(items):
+    if not items or not 0 <= index <= len(items) or indent is None:
         return None
-    key_indent = indent + 2
-    for line in lines[items[0] + 1 : (items[1] if len(items) > 1 else last + 1)]:
-        stripped = line.lstrip(" ")
-        if stripped.strip() and not stripped.startswith("#"):
-            key_indent = len(line) - len(stripped)
-            break
+    key_indent = indent + 2 if key_indent is None else key_indent
     newline = "\r\n" if lines[items[0]].endswith("\r\n") else "\n"
     block = []
     for n, (key, value) in enumerate(entry.items()):
@@ -178,31 +174,47 @@ def insert_entry(text: str, index: int, entry: dict[str, str]) -> str | None:
     at = items[index] if index < len(items) else last + 1
     if at == len(lines) and lines and not lines[-1].endswith("\n"):
         lines[-1] += newline
-    return "".join(lines[:at] + block + lines[at:])
+    return "".join(lines[:at] + block + lines[at:]), at, len(block)
+
+
+def insert_entry(text: str, index: int, entry: dict[str, str]) -> str | None:
+    """``text`` with ``entry`` added as the ``index``-th patch, as lines of the file's own list style;
+    every other byte stays. None unless ``patches:`` is a non-empty block list whose items hold only
+    one-line ``key: value`` fields of plain words (then the caller edits through :class:`SeriesDoc`,
+    whose ruamel import and round trip cost ~0.1 s: ``new`` is a daily command).
+    """
+    found = _insertion(text, index, entry)
+    return None if found is None else found[0]
 
 
 def with_entry(path: Path, index: int, entry: dict[str, str]) -> bytes:
-    """The series file's new bytes with ``entry`` as its ``index``-th patch (``new``): added as lines
-    when the layout allows and the result parses to exactly the old document plus the entry, else
-    through :class:`SeriesDoc`."""
-    text = path.read_bytes().decode("utf-8")
-    lines = insert_entry(text, index, entry)
-    if lines is not None and _adds_only(text, lines, index, entry):
-        return lines.encode("utf-8")
-    doc = SeriesDoc(path, text.replace("\r\n", "\n"))
-    doc.insert(index, entry)
-    return doc.render()
+    """The series file's new bytes with ``entry`` as its ``index``-th patch (``new``).
 
+    Added as lines when ``insert_entry`` can; then what the new bytes parse to is known without a
+    parser (the old parse, the entry inserted, later lines moved down), and is kept as their parse
+    (``yamlpos.remember``): the reload after writing imports no YAML library. Else ruamel's round trip.
+    """
+    from materialize.yamlpos import load_located, remember
 
-def _adds_only(old_text: str, new_text: str, index: int, entry: dict[str, str]) -> bool:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        old = yaml.load(old_text, Loader=loader)  # noqa: S506 - a safe loader
-        new = yaml.load(new_text, Loader=loader)  # noqa: S506
-    except yaml.YAMLError:
-        return False
-    if not isinstance(old, dict) or not isinstance(old.get("patches"), list):
-        return False
-    return new == {**old, "patches": [*old["patches"][:index], dict(entry), *old["patches"][index:]]}
+    raw = path.read_bytes()
+    found = _insertion(raw.decode("utf-8"), index, entry)
+    if found is None:
+        doc = SeriesDoc(path, raw.decode("utf-8").replace("\r\n", "\n"))
+        doc.insert(index, entry)
+        return doc.render()
+    text, at, count = found
+    old = load_located(path)
+    first = at + 1  # the 1-based line of the entry's first line
+    lines = {}
+    for key, line in old.lines.items():
+        if key[:1] == ("patches",) and len(key) > 1 and isinstance(key[1], int) and key[1] >= index:
+            key = ("patches", key[1] + 1, *key[2:])
+        lines[key] = line + count if line >= first else line
+    lines[("patches", index)] = first
+    for n, field in enumerate(entry):
+        lines[("patches", index, field)] = first + n
+    data = dict(old.data)
+    data["patches"] = [*old.data["patches"][:index], dict(entry), *old.data["patches"][index:]]
+    new = text.encode("utf-8")
+    remember(path, new, data, lines)
+    return new

@@ -1,15 +1,18 @@
-"""`new` adds its series entry as lines (no ruamel round trip): every other byte of the file stays,
-the result parses to the old document plus the entry, and layouts it does not handle go through
-ruamel's round trip instead."""
+"""`new` adds its series entry as lines (no ruamel round trip, no YAML parse): every other byte of the
+file stays, the parse it keeps for the new bytes is exactly what parsing them gives (data and every
+line), and layouts it does not handle go through ruamel's round trip instead."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from materialize import yamlpos
 from materialize.workspace.seriesedit import insert_entry, with_entry
+from materialize.yamlpos import load_located
 
 HEAD = "version: 1\n# the pins\ntargets:\n  tt-metal:\n    pin: {kind: path, path: ../up}\n"
 INDENTED = HEAD + ("patches:\n  - patch: tt-metal/0001-a.patch\n    target: tt-metal\n    # why b\n"
@@ -48,14 +51,45 @@ def test_values_yaml_would_misread_are_quoted(value: str) -> None:
     assert yaml.safe_load(new)["patches"][2]["target"] == value
 
 
-@pytest.mark.parametrize("text", [HEAD + "patches: []\n", HEAD, HEAD + "patches: [{patch: a.patch, target: t}]\n",
-                                  HEAD + "patches:\n\t- patch: a.patch\n"])
+@pytest.mark.parametrize("text", [
+    HEAD + "patches: []\n",
+    HEAD,
+    HEAD + "patches: [{patch: a.patch, target: t}]\n",
+    HEAD + "patches:\n\t- patch: a.patch\n",
+    FLUSH + "- patch: tt-metal/x.patch\n  target: tt-metal\n  tests:\n    - a\n",  # a nested value
+    FLUSH + "- patch: \"tt-metal/q.patch\"\n  target: tt-metal\n",  # quoting
+    FLUSH + "- patch: tt-metal/y.patch\n  target: tt-metal\n  note: |\n    - patch: z\n",  # a block scalar
+    FLUSH + "- &a\n  patch: tt-metal/z.patch\n  target: tt-metal\n",  # an anchor
+    FLUSH + "- patch: tt-metal/w.patch\n  target: -1\n",
+])
 def test_layouts_it_does_not_handle_are_left_to_ruamel(text: str, tmp_path: Path) -> None:
     assert insert_entry(text, 0, ENTRY) is None
     path = tmp_path / "default.yaml"
     path.write_text(text.replace("\t", "  "))
+    old = yaml.safe_load(path.read_text())
     data = yaml.safe_load(with_entry(path, 0, ENTRY))
-    assert data["patches"][0] == ENTRY
+    assert data["patches"] == [ENTRY, *(old.get("patches") or [])]
+
+
+@pytest.mark.parametrize("text", [INDENTED, FLUSH, FLUSH + "defaults: {strip: 1}\n# after\nother: 2\n",
+                                  FLUSH.rstrip("\n"), INDENTED.replace("\n", "\r\n")])
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_the_parse_kept_for_the_new_bytes_is_the_parse_of_them(text: str, index: int, tmp_path: Path) -> None:
+    """with_entry keeps a parse for the bytes it returns; reading them back (kept) and parsing a copy
+    of them elsewhere (not kept) agree on the data and on the line of every key and item."""
+    path = tmp_path / "series" / "default.yaml"
+    path.parent.mkdir()
+    path.write_bytes(text.encode())
+    load_located(path)  # the old bytes' parse, as every command has it
+    new = with_entry(path, index, ENTRY)
+    assert yamlpos._read_parsed(yamlpos._parsed_file(str(path)), hashlib.sha256(new).hexdigest()) is not None
+    path.write_bytes(new)
+    kept = load_located(path)
+    copy = tmp_path / "copy.yaml"
+    copy.write_bytes(new)
+    parsed = load_located(copy)
+    assert kept.data == parsed.data and kept.lines == parsed.lines
+    assert kept.data["patches"][index] == ENTRY
 
 
 def test_with_entry_keeps_bytes_and_crlf(tmp_path: Path) -> None:
