@@ -98,3 +98,29 @@ def test_a_user_error_is_one_plain_line_without_rich(tmp_path):
     modules, proc = imported("status", "--series", str(tmp_path / "missing.yaml"))
     assert proc.returncode == 2 and "materialize: error: " in proc.stderr and "missing.yaml" in proc.stderr
     assert "rich" not in top_level(modules)
+
+
+def test_the_daily_workspace_loop_imports_only_what_it_runs(builder, monkeypatch):
+    """quilt's daily loop (new, add, edit, refresh, pop, push): no file-lock library, no ruamel, no
+    email package, no archive readers; new/add/edit no YAML parser and no applier; the pop and push of
+    a just-refreshed patch no applier (refresh cached its prefix)."""
+    b = builder(BASE)
+    b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
+    series = str(b.write())
+    monkeypatch.setenv("EDITOR", "true")
+    never = {"filelock", "ruamel", "email", "tarfile", "zipfile", "rich", *HEAVY}
+    modules, proc = imported("push", "--series", series)  # the first run parses the series
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    work = Path(series).parent.parent / "work" / "plugin" / "a.txt"
+    for args, also_never in ((["new", "0002-y"], {"yaml", "materialize.patching"}),
+                             (["add", "a.txt"], {"yaml", "materialize.patching", "materialize.engine"}),
+                             (["edit", "a.txt"], {"yaml", "materialize.patching", "materialize.engine"}),
+                             (["refresh"], set()),
+                             (["pop"], {"materialize.patching"}),
+                             (["push"], {"materialize.patching"})):
+        if args == ["refresh"]:
+            work.write_text(work.read_text() + "six\n")
+        modules, proc = imported(*args, "--series", series)
+        assert proc.returncode == 0, (args, proc.stderr[-2000:])
+        loaded = top_level(modules) | {m for m in modules if m.startswith("materialize.")}
+        assert not loaded & (never | also_never), (args, sorted(loaded & (never | also_never)))
