@@ -77,23 +77,43 @@ def die_with_parent() -> None:
 
 
 @functools.cache
-def _setpriv() -> str | None:
-    """util-linux's ``setpriv``, when it can set the parent-death signal here (checked once)."""
+def _setpriv(cache: Path | None) -> str | None:
+    """util-linux's ``setpriv``, when it can set the parent-death signal (util-linux 2.33 and later).
+
+    Checked by running it once; a success is remembered in ``cache`` against the binary's identity,
+    so later commands skip that extra process."""
     path = shutil.which("setpriv") if sys.platform == "linux" else None
-    if path is None or subprocess.run([path, "--pdeathsig", "KILL", "--", "true"], capture_output=True).returncode:
+    if path is None:
         return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    stamp = f"{os.path.realpath(path)} {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n"
+    memo = cache / "setpriv-works" if cache is not None else None
+    with contextlib.suppress(OSError):
+        if memo is not None and memo.read_text() == stamp:
+            return path
+    if subprocess.run([path, "--pdeathsig", "KILL", "--", "true"], capture_output=True).returncode:
+        return None
+    if memo is not None:
+        with contextlib.suppress(OSError):  # a read-only cache only costs the next command the check again
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(stamp)
+            os.replace(tmp, memo)
     return path
 
 
-def dying_with_parent(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+def dying_with_parent(argv: list[str], cache: Path | None = None) -> tuple[list[str], Callable[[], None] | None]:
     """``argv`` and the ``preexec_fn`` that make a child die with us (``die_with_parent``'s promise).
 
     Where ``setpriv --pdeathsig`` works, the child runs under it and needs no preexec_fn: Python then
     starts it with vfork and exec (~4 ms), where a preexec_fn forces a fork that runs Python in the
     child (~11 ms; every workspace command runs three or four git plumbing commands). The signal is
     set after we return, so a shell between setpriv and the command checks that its parent is still
-    us: killed in that window, the child would otherwise never get the signal."""
-    setpriv = _setpriv()
+    us: killed in that window, the child would otherwise never get the signal. ``cache`` (the store's
+    root) remembers that setpriv works."""
+    setpriv = _setpriv(cache)
     if setpriv is None:
         return argv, die_with_parent
     return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", 'test "$PPID" = "$0" && exec "$@"',
@@ -189,7 +209,7 @@ class Store:
         directory when an object is missing, so packs written after it started are found too.
         """
         if self._cat is None or self._cat.poll() is not None:
-            argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"])
+            argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"], self.root)
             self._cat = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=preexec)
         return self._cat
 
@@ -206,7 +226,7 @@ class Store:
     def git(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> bytes:
         """Run one git plumbing command on the store and return its stdout."""
         full_env = {**os.environ, **(env or {})}
-        argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), *args])
+        argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), *args], self.root)
         proc = subprocess.run(argv, input=input, capture_output=True, env=full_env, preexec_fn=preexec)
         if proc.returncode != 0:
             raise MaterializeError(
@@ -273,7 +293,7 @@ class Store:
 
         One subprocess instead of gitpython's import and reader: what publishing needs for thousands
         of files, or checking every symlink of a tree."""
-        argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"])
+        argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"], self.root)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=preexec)
         assert proc.stdin is not None and proc.stdout is not None
 

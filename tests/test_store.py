@@ -99,3 +99,31 @@ def test_git_children_die_with_a_killed_materialize(tmp_path):
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"still running after their parent was killed: {alive}"
+
+
+def test_that_setpriv_works_is_checked_once_per_binary(tmp_path, monkeypatch):
+    """The check runs setpriv once; later commands read the answer from the cache (keyed by the
+    binary's identity) instead of starting one more process."""
+    import shutil
+
+    import pytest
+
+    from materialize import store as module
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv here: children die through the preexec_fn")
+    module._setpriv.cache_clear()
+    path = module._setpriv(tmp_path)
+    assert path is not None and (tmp_path / "setpriv-works").read_text().startswith(str(Path(path).resolve()))
+    module._setpriv.cache_clear()
+
+    def no_check(*_args, **_kwargs):
+        raise AssertionError("setpriv was run again")
+
+    monkeypatch.setattr(module.subprocess, "run", no_check)
+    assert module._setpriv(tmp_path) == path
+    (tmp_path / "setpriv-works").write_text("another binary\n")
+    module._setpriv.cache_clear()
+    with pytest.raises(AssertionError, match="run again"):
+        module._setpriv(tmp_path)
+    module._setpriv.cache_clear()
