@@ -21,10 +21,10 @@ import errno
 import os
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from materialize.store import EXECUTABLE, SYMLINK, Store, cache_errors
+from materialize.store import EXECUTABLE, SYMLINK, Entry, Store, cache_errors
 
 FIXED_MTIME_NS = 1_000_000_000 * 86_400  # 1970-01-02: any write through a link moves it
 _NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP}
@@ -83,11 +83,60 @@ class FileCache:
         With ``paths``, only those files (an overlay): looked up one by one instead of listing the
         whole tree.
         """
-        if paths is None:
-            entries = self.store.list_tree(tree)
-        else:
-            found = {path: self.store.lookup(tree, path) for path in paths}
-            entries = {path: entry for path, entry in found.items() if entry is not None}
+        entries = self.store.list_tree(tree) if paths is None else self._lookup(tree, paths)
+        root = str(dest)
+        os.makedirs(root)
+        self._place(root, entries, {""})
+        for directory in empty_dirs:
+            if not self._file_on_path(directory, entries.__contains__):
+                os.makedirs(f"{root}/{directory}", exist_ok=True)
+
+    def update_tree(self, tree: str, dest: Path, *, write: Iterable[str], remove: Iterable[str],
+                    empty_dirs: Iterable[str] = (), drop_dirs: Iterable[str] = ()) -> None:
+        """Bring an existing output ``dest`` to ``tree`` by touching only ``write`` (files whose entry
+        in ``tree`` is new or changed: linked again) and ``remove`` (files to delete).
+
+        Directories a removal leaves empty are removed as GNU patch and a fresh output would, except
+        the ``empty_dirs`` of the tree, which are (re)created; ``drop_dirs`` are empty directories
+        the previous output had and this one must not. The caller has checked that ``dest`` is the
+        untouched output it thinks it is (``output._untouched``).
+        """
+        root = str(dest)
+        keep = set(empty_dirs)
+        emptied: set[str] = set(drop_dirs)
+        for rel in remove:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{root}/{rel}")
+            emptied.add(rel.rpartition("/")[0])
+        for directory in sorted(emptied, key=len, reverse=True):  # deepest first
+            while directory and directory not in keep:
+                try:
+                    os.rmdir(f"{root}/{directory}")
+                except OSError:  # not empty (or already gone): the parents are not empty either
+                    break
+                directory = directory.rpartition("/")[0]
+        entries = self._lookup(tree, write)
+        for rel in entries:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{root}/{rel}")  # replaced by a new link (a changed blob, mode or link target)
+        self._place(root, entries, set())
+        for directory in keep:
+            if not self._file_on_path(directory, lambda rel: self.store.lookup(tree, rel) is not None):
+                os.makedirs(f"{root}/{directory}", exist_ok=True)
+
+    def _lookup(self, tree: str, paths: Iterable[str]) -> dict[str, Entry]:
+        found = {path: self.store.lookup(tree, path) for path in paths}
+        return {path: entry for path, entry in found.items() if entry is not None}
+
+    @staticmethod
+    def _file_on_path(directory: str, is_file: Callable[[str], bool]) -> bool:
+        """Whether a file of the tree sits on ``directory`` or one of its parents (then it is not made)."""
+        parts = directory.split("/")
+        return any(is_file("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+    def _place(self, root: str, entries: Mapping[str, Entry], made: set[str]) -> None:
+        """Link every entry under ``root`` (parents created as needed; ``made`` are known to exist),
+        writing the cache entries that are missing or were tampered with first."""
         sources = {rel: self._path(e.sha, e.mode) for rel, e in entries.items() if e.mode != SYMLINK}
         with cache_errors(self.store.root):
             missing = {(entries[rel].sha, entries[rel].mode) for rel, source in sources.items()
@@ -98,9 +147,6 @@ class FileCache:
                     for mode in ("100644", EXECUTABLE):
                         if (sha, mode) in missing:
                             self._store(self._path(sha, mode), mode, data)
-        root = str(dest)
-        os.makedirs(root)
-        made: set[str] = {""}
         for rel in sorted(entries):
             entry = entries[rel]
             parent = rel.rpartition("/")[0]
@@ -112,10 +158,6 @@ class FileCache:
                 os.symlink(self.store.read_blob_by_id(entry.sha).decode("utf-8", "surrogateescape"), out)
             else:
                 self._link(sources[rel], out, entry.sha, entry.mode)
-        for directory in empty_dirs:
-            parts = directory.split("/")
-            if not any("/".join(parts[:i]) in entries for i in range(1, len(parts) + 1)):
-                os.makedirs(f"{root}/{directory}", exist_ok=True)
 
     def _link(self, source: str, out: str, sha: str, mode: str) -> None:
         try:

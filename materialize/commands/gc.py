@@ -36,9 +36,11 @@ def run(keep: int, dry_run: bool, root: Path = DEFAULT_ROOT) -> int:
     out.print(f"kept {len(outputs(root)) if not dry_run else len(outputs(root)) - len(doomed)} outputs")
     if not dry_run:
         # Replaced outputs are deleted in the background (output._discard); finish that now, so
-        # the prune below sees their links gone. A .old-* is never in use.
-        for leftover in root.glob(".old-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+        # the prune below sees their links gone. A .old-* is never in use, nor an .upd-* (what an
+        # in-place update killed outright left; the next publish there builds afresh).
+        for pattern in (".old-*", ".upd-*"):
+            for leftover in root.glob(pattern):
+                shutil.rmtree(leftover, ignore_errors=True)
         from materialize.filecache import FileCache  # noqa: PLC0415 - the store only when collecting
         from materialize.store import Store  # noqa: PLC0415
 
