@@ -16,18 +16,25 @@ output on another filesystem than the cache, a link-count limit), the file is co
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from materialize.store import EXECUTABLE, SYMLINK, Entry, Store, cache_errors
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
 FIXED_MTIME_NS = 1_000_000_000 * 86_400  # 1970-01-02: any write through a link moves it
 _NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP}
+_WARM_THREADS = 3  # file creation waits on the kernel; a few at once go faster, more do not help
+_WARM_BYTES = 64 << 20  # file bytes handed to the writers and not yet written (bounded memory)
 
 
 def _perms(mode: str) -> int:
@@ -158,6 +165,46 @@ class FileCache:
                 os.symlink(self.store.read_blob_by_id(entry.sha).decode("utf-8", "surrogateescape"), out)
             else:
                 self._link(sources[rel], out, entry.sha, entry.mode)
+
+    @contextlib.contextmanager
+    def warming(self) -> Iterator[None]:
+        """While active, every file a cold import streams is written to the cache as it passes
+        (``Store.blob_sink``), by a few threads beside the import: a full output of that tree then
+        only links. Creating 20k files is the slow part of a cold run on most disks; here it
+        overlaps decompression and ``git fast-import`` instead of following them, and the blobs are
+        never read back out of the pack."""
+        from concurrent.futures import ThreadPoolExecutor  # only a full output of a cold import needs it
+
+        pending: collections.deque[tuple[Future[None], int]] = collections.deque()
+        held = 0
+        seen: set[tuple[str, str]] = set()
+
+        def write(sha: str, mode: str, data: bytes) -> None:
+            path = self._path(sha, mode)
+            if not self._intact(path, mode):
+                self._store(path, mode, data)
+
+        def sink(sha: str, mode: str, data: bytes) -> None:
+            nonlocal held
+            mode = EXECUTABLE if mode == EXECUTABLE else "100644"
+            if (sha, mode) in seen:
+                return
+            seen.add((sha, mode))
+            pending.append((pool.submit(write, sha, mode, data), len(data)))
+            held += len(data)
+            while held > _WARM_BYTES or (pending and pending[0][0].done()):
+                future, size = pending.popleft()
+                held -= size
+                future.result()
+
+        with cache_errors(self.store.root), ThreadPoolExecutor(_WARM_THREADS) as pool:
+            self.store.blob_sink = sink
+            try:
+                yield
+            finally:
+                self.store.blob_sink = None
+                while pending:
+                    pending.popleft()[0].result()
 
     def _link(self, source: str, out: str, sha: str, mode: str) -> None:
         try:

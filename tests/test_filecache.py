@@ -70,3 +70,45 @@ def test_gc_prunes_entries_no_output_uses(builder, tmp_path, monkeypatch):
     assert len(after) == 3  # the old mod.py content is gone; everything `new` uses stays
     shutil.rmtree(new)
     assert cache.prune()[0] == 3
+
+
+def test_a_cold_import_warms_the_cache_as_it_streams(tmp_path, monkeypatch):
+    """With ``warming``, a tarball import writes every file's cache entry (right bytes, right bit)
+    while it streams, so the full output that follows only links: nothing is read back from git."""
+    import json
+    import tarfile
+
+    src = tmp_path / "proj-1"
+    files = {f"d{i % 5}/f{i}.py": f"V = {i}\n" * (i + 1) for i in range(40)}
+    files["bin/run"] = "#!/bin/sh\n"
+    files["big.bin"] = "x" * 300_000
+    for rel, text in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    (src / "bin" / "run").chmod(0o755)
+    (src / "link").symlink_to("d0/f0.py")
+    with tarfile.open(tmp_path / "proj-1.tar.xz", "w:xz") as tar:
+        tar.add(src, arcname="proj-1")
+    series_path = tmp_path / "series.yaml"
+    series_path.write_text(json.dumps({"version": 1, "targets": {"plugin": {"pin": {
+        "kind": "tarball", "path": "proj-1.tar.xz"}}}, "patches": []}))
+    store = Store.open(tmp_path / "cache")
+    cache = FileCache(store)
+    with cache.warming():
+        m = materialize(load_series(series_path), store=store)
+    listing = store.list_tree(m.trees["plugin"])
+    for rel, entry in listing.items():
+        if entry.mode == "120000":
+            continue
+        path = cache.path(entry.sha, entry.mode)
+        assert path.read_bytes() == files[rel].encode()
+        assert stat.S_IMODE(os.stat(path).st_mode) == (0o555 if rel == "bin/run" else 0o444)
+
+    def no_reads(*_args, **_kwargs):
+        raise AssertionError("the warmed cache must not be read back from git")
+
+    monkeypatch.setattr(store, "read_blobs", no_reads)
+    out = write_output(m, tmp_path / "out")
+    assert (out / "plugin" / "big.bin").read_text() == files["big.bin"]
+    assert os.readlink(out / "plugin" / "link") == "d0/f0.py"
+    assert store.blob_sink is None

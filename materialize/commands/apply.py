@@ -8,6 +8,7 @@ also every hunk, ``--json`` the manifest. Rows are plain aligned text (colored o
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from materialize.console import columns, emit_json, paint, progress_wanted, write
@@ -77,11 +78,16 @@ def report_text(reports: list[PatchReport], verbose: int) -> str:
 def run(series_path: Path, upto: str | None, without: tuple[str, ...], overlay: bool, out_dir: Path | None,
         as_json: bool, verbose: int) -> int:
     from materialize.engine import materialize
+    from materialize.filecache import FileCache
     from materialize.output import manifest, write_output
     from materialize.series import load_series
+    from materialize.store import Store
 
     series = load_series(series_path)
-    m = materialize(series, upto=upto, without=without, progress=progress_wanted())
+    store = Store.open()
+    # A full output of a tree imported now: write the file cache while the import streams.
+    with contextlib.nullcontext() if overlay else FileCache(store).warming():
+        m = materialize(series, upto=upto, without=without, store=store, progress=progress_wanted())
     directory = write_output(m, out_dir, overlay=overlay)
     if as_json:
         emit_json({**manifest(m, overlay=overlay), "directory": str(directory)})

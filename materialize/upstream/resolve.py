@@ -94,7 +94,8 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
             if member.same_as is not None:  # a tar hard link: the same blob under a second name
                 marks[member.path] = marks[member.same_as]
                 continue
-            marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}"))
+            marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}",
+                                                                member.mode))
         chosen = single_top_folder(list(marks)) if root is None else root.strip("/")
         prefix = f"{chosen}/" if chosen else ""
         files = {path[len(prefix):]: entry for path, entry in marks.items() if path.startswith(prefix)}
