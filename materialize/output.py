@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from materialize.engine import Materialization
 from materialize.errors import MaterializeError
 from materialize.filecache import FIXED_MTIME_NS, FileCache
+from materialize.locking import exclusive
 from materialize.store import Store
 
 MANIFEST = "manifest.json"
@@ -150,7 +149,7 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     final = (DEFAULT_ROOT / (m.id + ("-overlay" if overlay else ""))) if default else out
     final = final.absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final.parent / ".materialize-output.lock")):
+    with exclusive(str(final.parent / ".materialize-output.lock")):
         audit = _Audit(final, m.store)  # runs beside the work below
         try:
             _remove_leftovers(final.parent)
