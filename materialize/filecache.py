@@ -47,6 +47,7 @@ class FileCache:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.root = store.root / "files"
+        self._parents: set[str] = set()
 
     def path(self, sha: str, mode: str) -> Path:
         return Path(self._path(sha, mode))
@@ -69,7 +70,9 @@ class FileCache:
     def _store(self, path: str, mode: str, data: bytes) -> None:
         """Publish one entry atomically (temp file + rename): a reader never sees half a file."""
         parent, name = path.rsplit("/", 1)
-        os.makedirs(parent, exist_ok=True)
+        if parent not in self._parents:  # 512 fan-out folders: one mkdir each, not one per file
+            os.makedirs(parent, exist_ok=True)
+            self._parents.add(parent)
         tmp = f"{parent}/.tmp-{os.getpid()}-{threading.get_ident()}-{name}"
         try:
             with open(tmp, "wb") as handle:
