@@ -132,7 +132,7 @@ def _resolve_pypi(pin: PypiPin, store: Store, progress: bool) -> ResolvedPin:
                 "root": pin.root}
 
     def build() -> tuple[str, str]:
-        from materialize.upstream import pypi  # requests and the index client load only when fetching
+        from materialize.upstream import pypi  # httpx and the index client load only when fetching
 
         artifact = pypi.fetch(name, version, pin.file, pin.sha256, store.artifacts, index=pin.index_url,
                               progress=progress)
