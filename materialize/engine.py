@@ -35,6 +35,7 @@ APPLY_RULES = 2
 _new_tuple = tuple.__new__
 _HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
 _HUNK_OF, _RANGES, _SECTION, _OUTCOME = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4), itemgetter(1, 2, 3, 4)
+_KINDS_OF, _OLD_LENGTH, _NEW_LENGTH = itemgetter(6), itemgetter(1), itemgetter(3)  # Hunk.kinds, source/target_length
 ID_LENGTH = 16
 
 
@@ -219,9 +220,10 @@ def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
         assert outcome.result is not None and outcome.path is not None
         dest = outcome.path
         hunk_reports.extend(_hunk_reports(dest, outcome.result.hunks))
-        for hunk in outcome.fp.hunks:  # every body line is context, removed or added: O(1) per hunk
-            added += len(hunk.kinds) - hunk.source_length
-            removed += len(hunk.kinds) - hunk.target_length
+        hunks = outcome.fp.hunks  # every body line is context, removed or added: summed in C per file
+        lines = sum(map(len, map(_KINDS_OF, hunks)))
+        added += lines - sum(map(_OLD_LENGTH, hunks))
+        removed += lines - sum(map(_NEW_LENGTH, hunks))
         if outcome.fp.is_rename and outcome.source is not None and outcome.source != dest:
             deleted.append(outcome.source)
         if outcome.result.content is None:

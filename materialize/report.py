@@ -6,7 +6,9 @@ its report), written to manifest.json, and printed as a table; nothing here form
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 
@@ -20,6 +22,9 @@ class HunkReport(NamedTuple):
     offset: int
     fuzz: int
     applied_at: int | None
+
+
+_STATUS = itemgetter(2)  # HunkReport.status
 
 
 @dataclass(frozen=True)
@@ -38,8 +43,7 @@ class PatchReport:
     def counts(self) -> dict[str, int]:
         """Hunks per status; ``check`` refuses any fuzz so the series stays exact."""
         out = {"clean": 0, "offset": 0, "fuzz": 0, "failed": 0}
-        for hunk in self.hunks:
-            out[hunk.status] += 1
+        out.update(Counter(map(_STATUS, self.hunks)))  # counted in C: a patch may have 100k hunks
         return out
 
     def to_json(self) -> dict[str, Any]:

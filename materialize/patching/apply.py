@@ -316,18 +316,20 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], sides: _Sides, refu
     """
     inp = state.input
     kinds = list(map(_KINDS, hunks))
-    counts = list(map(len, kinds))
-    prefix = list(map(sub, counts, map(len, map(bytes.lstrip, kinds, repeat(b" ")))))
-    suffix = list(map(sub, counts, map(len, map(bytes.rstrip, kinds, repeat(b" ")))))
-    context = list(map(bytes.count, kinds, repeat(b" ")))
-    if 0 in prefix or prefix != suffix or context != list(map(add, prefix, suffix)):
+    # A hunk's shape follows from its kinds string alone, and a large patch repeats few of them:
+    # each distinct one is looked at once, and every hunk's numbers are dictionary look-ups.
+    shapes = {k: _common_shape(k) for k in set(kinds)}
+    if None in shapes.values():
         return None  # no context, uneven context, or context between two changes
     if any(map(_UNTERMINATED, hunks)):
         return None  # a missing newline
-    plus = list(map(bytes.count, kinds, repeat(b"+")))
+    prefix_of, old_of, plus_of = ({k: v[i] for k, v in shapes.items() if v} for i in range(3))
+    prefix = list(map(prefix_of.__getitem__, kinds))
+    n_old = list(map(old_of.__getitem__, kinds))
+    plus = list(map(plus_of.__getitem__, kinds))
     starts = list(map(sub, map(_SOURCE_START, hunks), repeat(1)))  # GNU's where - 1
-    ends = list(map(add, starts, map(sub, counts, plus)))
-    frozen = list(map(sub, ends, suffix))  # GNU's last_frozen after each hunk
+    ends = list(map(add, starts, n_old))
+    frozen = list(map(sub, ends, prefix))  # GNU's last_frozen after each hunk (suffix = prefix)
     if starts[0] < 0 or (refuse_top and starts[0] == 0) or max(ends) > len(inp):
         return None
     if not all(map(ge, islice(starts, 1, None), frozen)):  # each hunk after what the previous consumed
@@ -340,9 +342,20 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], sides: _Sides, refu
     state.out.extend(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True))))
     state.zero_output = False
     state.last_frozen = frozen[-1]
-    state.out_offset = 2 * plus_ends[-1] + sum(context) - sum(counts)  # added minus removed lines
+    state.out_offset = plus_ends[-1] - (sum(n_old) - 2 * sum(prefix))  # added minus removed lines
     wheres = map(add, starts, repeat(1))
     return list(map(_new_tuple, repeat(HunkResult), zip(hunks, repeat("clean"), repeat(0), repeat(0), wheres)))
+
+
+def _common_shape(kinds: bytes) -> tuple[int, int, int] | None:
+    """(context lines on each side, old lines, added lines) of a hunk whose changes are one block
+    with as much context before as after; None for any other hunk."""
+    count = len(kinds)
+    prefix = count - len(kinds.lstrip(b" "))
+    if not prefix or count - len(kinds.rstrip(b" ")) != prefix or kinds.count(b" ") != 2 * prefix:
+        return None
+    plus = kinds.count(b"+")
+    return prefix, count - plus, plus
 
 
 def _status(fuzz: int, offset: int) -> HunkStatus:
