@@ -60,6 +60,7 @@ _BLOCK = re.compile(rb"(?:@[ +\-]*)+")  # "@" lines and body runs: the hunks of 
 _FIRST = itemgetter(slice(0, 1))
 _FIRST_BYTE = itemgetter(0)
 _new_hunk = tuple.__new__
+_BLOCK_HUNKS = 4096  # hunks parsed in one go by _hunk_block (bounds the lines and lists it holds)
 
 
 @dataclass
@@ -370,14 +371,16 @@ class _Parser:
         """The fast path of ``_hunks`` for all the hunks of a file section at once, in C-level passes.
 
         Takes the block of "@" lines and body runs at line ``i`` from the kinds string (it ends at
-        the next file's ``---`` line, marked "F" there, or at any other line), splits it into runs,
+        the next file's ``---`` line, marked "F" there, or at any other line), splits its first
+        ``_BLOCK_HUNKS`` off into runs (the run after them starts with an "@": no marker can follow),
         and accepts the leading hunks whose header parses and whose run holds exactly the announced
         counts (the last one also not followed by a "\\ No newline" marker). Returns them and the
         line after them; an empty list when the first hunk is not such (``_hunks`` takes it alone).
         """
         raw, kinds = self.raw, self.kinds
         block = _BLOCK.match(kinds, i - 1).group()  # type: ignore[union-attr]  # kinds[i - 1] is "@"
-        runs = block.split(b"@")[1:]
+        # At most _BLOCK_HUNKS at a time: ``_hunks`` drops their lines before taking the next ones.
+        runs = block.split(b"@", _BLOCK_HUNKS + 1)[1 : _BLOCK_HUNKS + 1]
         lengths = list(map(len, runs))
         heads = list(accumulate(map(add, lengths, repeat(1)), initial=i - 1))  # 0-based header lines
         after = heads.pop()
