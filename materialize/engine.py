@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from materialize.errors import PatchApplyError
@@ -34,7 +34,8 @@ PREFIX_REF = "refs/materialize/prefix/"
 APPLY_RULES = 2
 _new_tuple = tuple.__new__
 _HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
-_HUNK_OF, _RANGES, _SECTION, _OUTCOME = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4), itemgetter(1, 2, 3, 4)
+_HUNK_OF, _RANGES, _SECTION = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4)
+_OUTCOME = tuple(map(itemgetter, (1, 2, 3, 4)))  # HunkResult's status, offset, fuzz, applied_at
 _KINDS_OF, _OLD_LENGTH, _NEW_LENGTH = itemgetter(6), itemgetter(1), itemgetter(3)  # Hunk.kinds, source/target_length
 ID_LENGTH = 16
 
@@ -185,10 +186,11 @@ def _hunk_reports(dest: str, results: tuple[HunkResult, ...]) -> list[HunkReport
     ``Hunk.header``'s, the rest is the HunkResult's status, offset, fuzz and line."""
     hunks = list(map(_HUNK_OF, results))
     headers = list(map(_HEADER.__mod__, map(_RANGES, hunks)))
-    for k, section in enumerate(map(_SECTION, hunks)):
-        if section:
-            headers[k] += " " + section
-    rows = map(add, zip(repeat(dest), headers, strict=False), map(_OUTCOME, results))
+    if any(map(_SECTION, hunks)):
+        for k, section in enumerate(map(_SECTION, hunks)):
+            if section:
+                headers[k] += " " + section
+    rows = zip(repeat(dest), headers, *(map(column, results) for column in _OUTCOME), strict=False)
     return list(map(_new_tuple, repeat(HunkReport), rows))
 
 

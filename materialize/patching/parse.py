@@ -115,6 +115,8 @@ class _Parser:
                 kinds[line] = 70
             at = data.find(b"\n--- ", pos)
         self.kinds = bytes(kinds)
+        # Hunks of the same shape share one kinds string: a large patch repeats a few shapes.
+        self.kinds_seen: dict[bytes, bytes] = {}
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -390,8 +392,8 @@ class _Parser:
         if not matches:
             return [], i
         starts, olds, new_starts, news, sections = zip(*map(re.Match.groups, matches), strict=True)
-        old_counts = [1 if x is None else int(x) for x in olds]
-        new_counts = [1 if x is None else int(x) for x in news]
+        old_counts = list(map(int, olds)) if None not in olds else [1 if x is None else int(x) for x in olds]
+        new_counts = list(map(int, news)) if None not in news else [1 if x is None else int(x) for x in news]
         both = list(map(bytes.count, runs, repeat(b" ")))
         minus = list(map(bytes.count, runs, repeat(b"-")))
         good = list(map(all, zip(map(eq, map(add, both, minus), old_counts),
@@ -403,9 +405,10 @@ class _Parser:
             return [], i
         firsts = [h + 1 for h in heads[:k]]  # 0-based first body line = 1-based header line
         bodies = map(b"".join, map(raw.__getitem__, map(slice, firsts, map(add, firsts, lengths))))
-        texts = [x.decode("utf-8", "replace") if x else "" for x in sections[:k]]
+        texts = [x.decode("utf-8", "replace") if x else "" for x in sections[:k]] if any(sections[:k]) else repeat("")
+        shared = map(self.kinds_seen.setdefault, runs, runs)
         hunks = list(map(_new_hunk, repeat(Hunk), zip(map(int, starts[:k]), old_counts, map(int, new_starts[:k]),
-                                                       new_counts, texts, bodies, runs, firsts, repeat(()),
+                                                       new_counts, texts, bodies, shared, firsts, repeat(()),
                                                        strict=False)))
         return hunks, (after + 1 if k == len(runs) else heads[k] + 1)
 
