@@ -136,23 +136,28 @@ class Journal:
         return journal
 
     # -- recording ------------------------------------------------------------------------------
-    def protect(self, path: Path) -> None:
-        """Back ``path`` up (or note that it did not exist) before its first change."""
-        key = str(path.absolute())
-        if key in self._protected:
-            return
-        self._protected.add(key)
-        index = len(self.data["files"])
-        record: dict[str, Any] = {"path": key, "backup": None, "link": None, "mode": None}
-        if path.is_symlink():
-            record["link"] = os.readlink(path)
-        elif path.exists():
-            backup = self.dir / "backup" / str(index)
-            shutil.copyfile(path, backup)
-            record["backup"] = str(index)
-            record["mode"] = stat.S_IMODE(path.stat().st_mode)
-        self.data["files"].append(record)
-        self._save()
+    def protect(self, *paths: Path) -> None:
+        """Back each path up (or note that it did not exist) before its first change; the journal is
+        saved once for all of them (a move protects its files together: one save, not one per file)."""
+        recorded = False
+        for path in paths:
+            key = str(path.absolute())
+            if key in self._protected:
+                continue
+            self._protected.add(key)
+            index = len(self.data["files"])
+            record: dict[str, Any] = {"path": key, "backup": None, "link": None, "mode": None}
+            if path.is_symlink():
+                record["link"] = os.readlink(path)
+            elif path.exists():
+                backup = self.dir / "backup" / str(index)
+                shutil.copyfile(path, backup)
+                record["backup"] = str(index)
+                record["mode"] = stat.S_IMODE(path.stat().st_mode)
+            self.data["files"].append(record)
+            recorded = True
+        if recorded:
+            self._save()
 
     def write(self, path: Path, data: bytes, *, executable: bool = False) -> None:
         self.protect(path)

@@ -9,6 +9,7 @@ target, the store tree the files on disk were written from and the blob id of ea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 from materialize.errors import MaterializeError
 from materialize.paths import safe_relpath
 from materialize.series import Series, load_series
-from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Store
+from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store
 from materialize.workspace.journal import Journal, atomic_write
 
 WORK_ENV = "MATERIALIZE_WORK"
@@ -32,6 +33,11 @@ class DirtyWorkspaceError(MaterializeError):
     """The workspace holds changes no patch records yet (unrefreshed, or files of no patch)."""
 
     exit_code = 1
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of ``data`` (what the store names its copy)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def work_root(series: Series) -> Path:
@@ -189,13 +195,19 @@ class Workspace:
 
     # -- reading the disk -----------------------------------------------------------------------
     def disk_entry(self, target: str, path: str) -> tuple[str, bytes] | None:
-        full = self.target_dir(target) / path
-        if full.is_symlink():
-            return SYMLINK, os.readlink(full).encode("utf-8", "surrogateescape")
-        if not full.is_file():
+        """(mode, bytes) at ``path`` in work/<target>/ (a link: its target), None when no file or link is
+        there. One ``lstat`` on a plain string: push and pop look at every tracked file twice."""
+        full = os.path.join(self.root, target, path)
+        try:
+            st = os.lstat(full)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        mode = EXECUTABLE if full.stat().st_mode & stat.S_IXUSR else REGULAR
-        return mode, full.read_bytes()
+        if stat.S_ISLNK(st.st_mode):
+            return SYMLINK, os.readlink(full).encode("utf-8", "surrogateescape")
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(full, "rb") as handle:
+            return EXECUTABLE if st.st_mode & stat.S_IXUSR else REGULAR, handle.read()
 
     def tree_entry(self, tree: str, path: str) -> tuple[str, bytes] | None:
         entry = self.store.lookup(tree, path)
@@ -214,12 +226,21 @@ class Workspace:
                 out.append(Path(dirpath, name).relative_to(root).as_posix())
         return sorted(out)
 
+    def holds(self, target: str, path: str, entry: Entry | None) -> bool:
+        """Whether the disk has exactly ``entry`` (mode and bytes; None: nothing) at ``path``, compared by
+        git blob id: the store's copy is not read (push and pop compare every tracked file)."""
+        disk = self.disk_entry(target, path)
+        if entry is None or disk is None:
+            return entry is None and disk is None
+        return disk[0] == entry.mode and blob_id(disk[1]) == entry.sha
+
     def changes(self, state: State) -> Changes:
         """Every difference between disk and the recorded trees: modified tracked files, stray files."""
         result = Changes()
         for target in sorted(state.trees):
             tracked = state.files.get(target, {})
-            modified = [p for p in sorted(tracked) if self.disk_entry(target, p) != self.tree_entry(state.trees[target], p)]
+            tree = state.trees[target]
+            modified = [p for p in sorted(tracked) if not self.holds(target, p, self.store.lookup(tree, p))]
             rejects = set(state.rejects.get(target, []))
             stray = [p for p in self.disk_files(target) if p not in tracked and p not in rejects]
             if modified:
@@ -301,13 +322,18 @@ class Workspace:
             wanted = set(changed) | set(deleted) | keep.get(target, set())
             old = state.files.get(target, {})
             new_files: dict[str, str | None] = {}
+            stale: list[tuple[str, Entry | None]] = []
             for path in sorted(set(old) | wanted):
                 entry = self.store.lookup(tree, path) if path in wanted else None
                 if path in wanted:
                     new_files[path] = entry.sha if entry else None
+                if not self.holds(target, path, entry):
+                    stale.append((path, entry))
+            if stale:
+                journal.protect(*(self.target_dir(target) / path for path, _entry in stale))
+            for path, entry in stale:
                 desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
-                if self.disk_entry(target, path) != desired:
-                    self.write_file(journal, target, path, desired)
+                self.write_file(journal, target, path, desired)
             state.files[target] = new_files
             state.trees[target] = tree
 

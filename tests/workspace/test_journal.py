@@ -24,18 +24,19 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def crash_after(monkeypatch: pytest.MonkeyPatch, changes: int, op: str | None = None,
                 args: list[str] | None = None) -> pytest.MonkeyPatch:
     # (a private MonkeyPatch: undoing it must not undo the project fixture's environment)
-    """The process dies (KeyboardInterrupt: not a user error, so no automatic rollback) before the
-    ``changes + 1``-th file change of the next operation (of kind ``op``, when given)."""
+    """The process dies (KeyboardInterrupt: not a user error, so no automatic rollback) at the
+    ``changes + 1``-th time the next operation (of kind ``op``, when given) records files before
+    changing them (once per file changed, plus once for a move's whole batch)."""
     real = Journal.protect
     count = {"n": 0}
 
-    def dying(self, path):
+    def dying(self, *paths):
         if (op is not None and self.data.get("op") != op) or (args is not None and self.data.get("args") != args):
-            return real(self, path)
+            return real(self, *paths)
         count["n"] += 1
         if count["n"] > changes:
             raise KeyboardInterrupt
-        return real(self, path)
+        return real(self, *paths)
 
     monkeypatch.setattr(Journal, "protect", dying)
     return monkeypatch

@@ -132,8 +132,8 @@ from pathlib import Path
 from materialize.workspace.journal import Journal
 ready, go = Path(sys.argv[1]), Path(sys.argv[2])
 real = Journal.protect
-def slow(self, path):
-    real(self, path)
+def slow(self, *paths):
+    real(self, *paths)
     ready.touch()
     while not go.exists():
         time.sleep(0.02)
