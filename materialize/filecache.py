@@ -41,6 +41,15 @@ def _perms(mode: str) -> int:
     return 0o555 if mode == EXECUTABLE else 0o444
 
 
+def _write_stamped(fd: int, mode: str, data: bytes) -> None:
+    """All of ``data``, then the entry's permissions (whatever the umask) and, last, the fixed mtime."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fchmod(fd, _perms(mode))
+    os.utime(fd, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
+
+
 class FileCache:
     """``<cache root>/files/{r,x}/<sha[:2]>/<sha[2:]>``: one read-only file per blob and executable bit."""
 
@@ -68,17 +77,42 @@ class FileCache:
         return st.st_mtime_ns == FIXED_MTIME_NS and (st.st_mode & 0o7777) == _perms(mode)
 
     def _store(self, path: str, mode: str, data: bytes) -> None:
-        """Publish one entry atomically (temp file + rename): a reader never sees half a file."""
+        """Write one entry so that no reader ever takes half a file for a whole one.
+
+        A new entry is created in place (``O_EXCL``) and stamped with the fixed mtime only once all
+        its bytes are written: until then ``_intact`` says no, so nothing links it. That is about
+        half the cost of a temporary file, ``chmod``, ``utime`` and a rename, which matters for the
+        20k files of a cold import. An entry that exists but is not intact (half-written by a killed
+        run, or changed through a link) is replaced atomically by a temporary file and a rename.
+        """
         parent, name = path.rsplit("/", 1)
         if parent not in self._parents:  # 512 fan-out folders: one mkdir each, not one per file
             os.makedirs(parent, exist_ok=True)
             self._parents.add(parent)
-        tmp = f"{parent}/.tmp-{os.getpid()}-{threading.get_ident()}-{name}"
         try:
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-            os.chmod(tmp, _perms(mode))
-            os.utime(tmp, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _perms(mode))
+        except FileExistsError:
+            if self._intact(path, mode):  # another run wrote it meanwhile
+                return
+            self._replace(f"{parent}/.tmp-{os.getpid()}-{threading.get_ident()}-{name}", path, mode, data)
+            return
+        try:
+            _write_stamped(fd, mode, data)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _replace(tmp: str, path: str, mode: str, data: bytes) -> None:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _perms(mode))
+            try:
+                _write_stamped(fd, mode, data)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
