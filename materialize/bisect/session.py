@@ -348,8 +348,8 @@ def verdict_threshold(confidence: float) -> float:
     A posterior of c is calibrated on average over the prior, not for every truth: with the truth
     fixed, the posterior odds of one wrong answer against the truth reach c/(1-c) with probability
     up to (1-c)/c (Ville's inequality, nearly attained when each run carries little evidence and the
-    bisect takes hundreds of looks), and a true culprit has two such rivals, its neighbours (a weak
-    culprit also has "no culprit"). Each rival gets half the error budget.
+    bisect takes hundreds of looks). A true culprit has two rivals that can come that close: its
+    neighbours (for a weak culprit, one of them and "no culprit"). Each gets half the error budget.
     """
     return 1.0 - (1.0 - confidence) / VERDICT_COMPETITORS
 
