@@ -72,7 +72,7 @@ GATES = [
     GateScenario("gate: weak culprit 1/128 (16)", 16, P1_WEAK),
     GateScenario("gate: broken harness (exit 1)", None, broken=True),
     GateScenario("gate: no culprit, --min-effect 3", None, min_effect=3.0),
-    GateScenario("gate: culprit at 16, --min-effect 3", 16, min_effect=3.0),
+    GateScenario("gate: culprit 16, --min-effect 3", 16, min_effect=3.0),
 ]
 METRICS = [0.0, 0.005, 0.01, 0.02]
 TARGET_CAP = 0.99  # a fixed rule is asked for our accuracy, at most 99% (100% of 200 is not 100%)
