@@ -365,7 +365,7 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], refuse_top: bool) -
     state.zero_output = False
     state.last_frozen = frozen[-1]
     state.out_offset = sum(plus) - (sum(n_old) - 2 * sum(prefix))  # added minus removed lines
-    wheres = map(add, starts, repeat(1))
+    wheres = map(_SOURCE_START, hunks)  # each applied at its header's line: that line's own int object
     return list(map(_new_tuple, repeat(HunkResult), zip(hunks, repeat("clean"), repeat(0), repeat(0), wheres)))
 
 
