@@ -315,12 +315,13 @@ class _Audit:
         if names.pop(MANIFEST, None) is not False or not all(names.values()) or os.lstat(final).st_mtime_ns > st.st_mtime_ns:
             return
         fixed = FIXED_MTIME_NS // 1_000_000_000
-        self.proc = subprocess.Popen(
-            ["find", *(str(final / name) for name in sorted(names)), "(", "-newer", str(final / MANIFEST),
-             "-o", "-type", "f", "(", "!", "-perm", "444", "!", "-perm", "555", "-o", "-links", "1",
-             "-o", "-newermt", f"@{fixed}", "-o", "!", "-newermt", f"@{fixed - 1}.999999999", ")",
-             "-o", "!", "-type", "f", "!", "-type", "d", "!", "-type", "l", ")", "-print", "-quit"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        with contextlib.suppress(OSError):  # no find here: the output is simply built afresh
+            self.proc = subprocess.Popen(
+                ["find", *(str(final / name) for name in sorted(names)), "(", "-newer", str(final / MANIFEST),
+                 "-o", "-type", "f", "(", "!", "-perm", "444", "!", "-perm", "555", "-o", "-links", "1",
+                 "-o", "-newermt", f"@{fixed}", "-o", "!", "-newermt", f"@{fixed - 1}.999999999", ")",
+                 "-o", "!", "-type", "f", "!", "-type", "d", "!", "-type", "l", ")", "-print", "-quit"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
 
     def untouched(self) -> bool:
         """Waits for ``find``: True when nothing in the output changed since ``seal``."""
@@ -335,10 +336,16 @@ class _Audit:
         manifest_path = self.final / MANIFEST
         os.utime(manifest_path)
         st = os.lstat(manifest_path)
-        self.stamp.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.stamp.with_name(f".tmp-{os.getpid()}-{self.stamp.name}")
-        tmp.write_text(json.dumps([str(self.final), st.st_ino, st.st_size, st.st_ctime_ns]))
-        os.replace(tmp, self.stamp)
+        try:
+            self.stamp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps([str(self.final), st.st_ino, st.st_size, st.st_ctime_ns]))
+            os.replace(tmp, self.stamp)
+        except OSError:  # a read-only or full cache: the next publish builds afresh, nothing worse
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            with contextlib.suppress(OSError):
+                self.stamp.unlink()
 
     def close(self) -> None:
         if self.proc is not None:
