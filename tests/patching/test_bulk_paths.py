@@ -130,6 +130,43 @@ def test_hunks_touching_an_unterminated_last_line(tmp_path: Path) -> None:
     assert not out["a.txt"].endswith(b"\n")
 
 
+def _ten_hunks(odd: int | None, kind: str) -> tuple[bytes, bytes]:
+    """a.txt and ten regular hunks on it (a 5, a 9, ...); hunk ``odd`` is made irregular as ``kind`` says."""
+    lines = _lines("a", 50).splitlines(keepends=True)
+    out = [b"--- a/a.txt\n+++ b/a.txt\n"]
+    for k in range(10):
+        at = 5 + 4 * k
+        body = b" a %d\n-a %d\n+A %d\n a %d\n" % (at - 1, at, at, at + 1)
+        start = at - 1
+        if k == odd and kind == "offset":
+            start += 1  # its lines sit one line above where the header says: GNU finds them at offset -1
+        elif k == odd and kind == "tab":  # GNU's eaten-space context line: a TAB-led line of the file
+            lines[at - 2] = b"\ta %d\n" % (at - 1)
+            body = b"\ta %d\n-a %d\n+A %d\n a %d\n" % (at - 1, at, at, at + 1)
+        elif k == odd and kind == "shape":  # more context after the change than before: not the bulk shape
+            body = b" a %d\n-a %d\n+A %d\n a %d\n a %d\n" % (at - 1, at, at, at + 1, at + 2)
+        old = body.count(b"\n") - body.count(b"\n+") - body.startswith(b"+")
+        new = body.count(b"\n") - body.count(b"\n-") - body.startswith(b"-")
+        out.append(b"@@ -%d,%d +%d,%d @@\n" % (start, old, start, new) + body)
+    return b"".join(lines), b"".join(out)
+
+
+@needs_gnu
+@pytest.mark.parametrize(("odd", "kind"), [(None, ""), (7, "offset"), (4, "tab"), (5, "shape"), (0, "offset")])
+def test_blocks_and_bulk_chunks_smaller_than_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: int | None, kind: str
+) -> None:
+    """Blocks of 3 hunks and bulk chunks of 4: every boundary falls inside the file, and one
+    irregular hunk (an offset, a TAB-led context line, uneven context) sits in a later chunk."""
+    original, patch = _ten_hunks(odd, kind)
+    whole = parse_patch(patch, source="t.patch").files[0].hunks
+    monkeypatch.setattr(parse_module, "_BLOCK_HUNKS", 3)
+    monkeypatch.setattr(apply_module, "_BULK_CHUNK", 4)
+    assert parse_patch(patch, source="t.patch").files[0].hunks == whole
+    result, out = compare(tmp_path, {"a.txt": original}, patch)
+    assert result.ok and out["a.txt"].count(b"A ") == 10
+
+
 def test_block_and_walk_give_the_same_hunks() -> None:
     patch = (
         b"--- a/a.txt\n+++ b/a.txt\n@@ -4,3 +4,3 @@\n a 4\n-a 5\n+A 5\n a 6\n"
