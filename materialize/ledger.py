@@ -34,10 +34,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from materialize.errors import MaterializeError
+from materialize.locking import exclusive
 
 SCHEMA_VERSION = 1
 _HEX = r"^[0-9a-f]{6,128}$"
@@ -270,7 +270,7 @@ def append_record(path: str | Path, record: RunRecord | dict[str, Any]) -> RunRe
             raise LedgerError(f"{path}: refusing to append an invalid record: {exc}") from None
     line = (record.to_json() + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with exclusive(str(path) + ".lock"):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             # A previous writer killed mid-line would glue our record onto its fragment: start fresh.

@@ -160,17 +160,10 @@ def _is_flag(prep: Prepared, key: str) -> bool:
 
 
 def append_run(ledger_dir: Path, record: dict[str, Any]) -> Path:
-    """Append through the ledger module (validates the schema); if it is absent, one locked line."""
-    path = ledger_dir / f"{record['profile']}.jsonl"
-    try:
-        from materialize.ledger import append_record
-    except ImportError:  # the ledger module is owned elsewhere; the record is a plain schema-1 dict
-        from filelock import FileLock
+    """Append through the ledger module: it validates the schema and takes the ledger's lock."""
+    from materialize.ledger import append_record
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock"), open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-        return path
+    path = ledger_dir / f"{record['profile']}.jsonl"
     append_record(path, record)
     return path
 

@@ -155,13 +155,12 @@ def test_records_validate_against_the_ledger_schema(up, tmp_path):
     assert good.gate("tool_call_stream").failures == 0 and never_ready.gate("ready").failures == 1
 
 
-def test_record_is_written_even_without_the_ledger_module(tmp_path, monkeypatch):
-    import sys
-
+def test_a_run_record_goes_through_the_ledger_and_its_schema(tmp_path):
+    """One way to append a run record: the ledger's (its schema check and its lock), never a raw line."""
+    from materialize.ledger import LedgerError
     from materialize.serve.up import append_run
 
-    monkeypatch.setitem(sys.modules, "materialize.ledger", None)  # import now raises ImportError
     record = {"schema": 1, "profile": "p", "materialization_id": "ab" * 8, "series_prefix": []}
-    path = append_run(tmp_path / "runs", record)
-    append_run(tmp_path / "runs", record)
-    assert [json.loads(line) for line in path.read_text().splitlines()] == [record, record]
+    with pytest.raises(LedgerError, match="refusing to append an invalid record"):
+        append_run(tmp_path / "runs", record)
+    assert not (tmp_path / "runs" / "p.jsonl").exists() or not (tmp_path / "runs" / "p.jsonl").read_text()
