@@ -155,6 +155,20 @@ def _changes_a_link(result: TreeApply) -> bool:
     return any(f.before is not None and f.before[0] == SYMLINK for f in result.files)
 
 
+def tree_after(store: Store, tree: str, result: TreeApply, *, origin: str, empty_dirs: Iterable[str] = ()) -> str:
+    """``tree`` with ``result``'s changes, refused (exit 4) if a link of it now escapes.
+
+    The applier judges each link a patch adds, but a removed or retargeted link can change where
+    older links lead (a link "s" replaced by a real directory makes "x -> s/../.." climb out), so
+    then every link of the new tree is re-checked. Every path that writes an applier's result (the
+    engine, a forced push, a rebase, a fold) goes through here.
+    """
+    new_tree = store.write_tree(tree, result.changes) if result.changes else tree
+    if _changes_a_link(result):
+        store.check_tree_links(new_tree, origin=origin, extra_dirs=empty_dirs)
+    return new_tree
+
+
 def describe_failure(entry: PatchEntry, result: TreeApply) -> str:
     """The message of a patch that does not apply: patch, files, hunks, GNU's hints, the reject."""
     source = result.source
@@ -232,11 +246,7 @@ def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
             deleted.append(dest)
         else:
             files.append(dest)
-    new_tree = store.write_tree(tree, result.changes) if result.changes else tree
-    if _changes_a_link(result):
-        # A removed or retargeted link can change where older links lead (a link "s" replaced by a
-        # real directory makes "x -> s/../.." climb out): re-check every link of the new tree.
-        store.check_tree_links(new_tree, origin=f"{entry.path} (patch {entry.name})", extra_dirs=empty_dirs)
+    new_tree = tree_after(store, tree, result, origin=f"{entry.path} (patch {entry.name})", empty_dirs=empty_dirs)
     report = PatchReport(entry.position, entry.name, entry.target, hashlib.sha256(data).hexdigest(),
                          files, hunk_reports, added, removed, deleted=deleted)
     return new_tree, report

@@ -269,6 +269,7 @@ def open_editor(files: list[str]) -> None:
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
     """Apply another patch to the workspace files of the top patch's target and add them to the top."""
+    from materialize.engine import tree_after
     from materialize.patching.tree import apply_to_tree
 
     state = ws.load()
@@ -283,6 +284,7 @@ def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
     result = apply_to_tree(view, data, source=str(patch_file), strip=strip, max_fuzz=0)
     if result.error is not None:
         raise result.error
+    tree_after(ws.store, tree, result, origin=str(patch_file))  # no older link set free
     if not result.ok:
         lines = [f"fold {patch_file}: does not apply:"]
         for outcome in result.failed:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from materialize.engine import StoreView
+from materialize.engine import StoreView, tree_after
 from materialize.errors import MaterializeError, PatchApplyError, UpstreamError
 from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
@@ -84,6 +84,7 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
                            max_fuzz=max_fuzz, reverse=entry.reverse)
     if result.error is not None:
         raise result.error
+    tree_after(store, tree, result, origin=f"{entry.path} (patch {entry.name})")  # no link set free
     statuses: list[tuple[str, str, str]] = []
     failed: list[str] = []
     placed: list[tuple[str, Any]] = []

@@ -108,7 +108,7 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
     """Apply what applies of ``entry`` onto the disk, each failed hunk into ``<file>.rej`` (GNU patch's
     reject format), and make it the top patch with its files unrefreshed: ``refresh`` records the
     repair; until then pop/push refuse (``--force`` saves the half-applied files aside)."""
-    from materialize.engine import StoreView
+    from materialize.engine import StoreView, tree_after
     from materialize.patching.tree import apply_to_tree
 
     target = entry.target
@@ -116,6 +116,7 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
                             strip=entry.strip, max_fuzz=entry.max_fuzz, reverse=entry.reverse, partial=True)
     if applied.error is not None:
         raise applied.error  # a refusal (unsafe path or link, bad mode, garbage): nothing is written
+    tree_after(ws.store, state.trees[target], applied, origin=f"{entry.path} (patch {entry.name})")  # links, chains
     rejects: list[str] = []
     for outcome in applied.failed:
         rej = f"{outcome.path}.rej"

@@ -137,3 +137,37 @@ def test_push_force_goes_through_the_one_applier_and_refuses_a_link_out(project:
     assert main(["push", "-f", *series]) == 4
     assert "points outside the tree" in capsys.readouterr().err
     assert not wfile(project, "evil").is_symlink() and not wfile(project, "evil").exists()
+
+
+def test_push_force_cannot_set_an_older_link_free(project: Path, store: Store, capsys) -> None:
+    """The chain case through a forced push: patch 1 adds ``s -> models/tt`` and ``x -> s/../..`` (x
+    resolves to the tree's root, through s); patch 2 replaces the link ``s`` by a real folder, so x
+    would climb out of the tree. Patch 2 adds no link itself: only a re-check of the tree's links
+    finds it. Exit 4, and the workspace keeps ``s`` as the link it was."""
+    series = ["--series", str(project / "series" / "default.yaml")]
+
+    def new_link(name: str, target: str) -> str:
+        return (f"diff --git a/{name} b/{name}\nnew file mode 120000\n--- /dev/null\n+++ b/{name}\n"
+                f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n")
+
+    run(project, "new", "0001-links", "--target", "tt-metal")
+    run(project, "pop")
+    first = patch_file(project, "0001-links")
+    first.write_text(first.read_text() + new_link("s", "models/tt") + new_link("x", "s/../.."))
+    assert main(["push", *series]) == 0
+    assert wfile(project, "x").is_symlink()
+    run(project, "new", "0002-free", "--target", "tt-metal")
+    run(project, "pop")
+    second = patch_file(project, "0002-free")
+    second.write_text(second.read_text()
+                      + "diff --git a/s b/s\ndeleted file mode 120000\n--- a/s\n+++ /dev/null\n@@ -1 +0,0 @@\n"
+                        "-models/tt\n\\ No newline at end of file\n"
+                        "diff --git a/s/f b/s/f\nnew file mode 100644\n--- /dev/null\n+++ b/s/f\n@@ -0,0 +1 @@\n+f\n"
+                        # and a hunk that fails, so that only the forced path applies the rest
+                        "--- a/scripts/run.sh\n+++ b/scripts/run.sh\n@@ -1,2 +1,2 @@\n #!/bin/sh\n-echo nope\n+echo yes\n")
+    capsys.readouterr()
+    assert main(["push", *series]) == 1  # the failing hunk: a plain push refuses the whole patch
+    capsys.readouterr()
+    assert main(["push", "-f", *series]) == 4
+    assert "symlink x -> 's/../..' points outside" in capsys.readouterr().err
+    assert wfile(project, "s").is_symlink() and not wfile(project, "s/f").exists()
