@@ -302,7 +302,8 @@ class _Audit:
         self.proc: subprocess.Popen | None = None
         self.ok = False
         try:
-            if not stat.S_ISDIR(os.lstat(final).st_mode):
+            folder = os.lstat(final)
+            if not stat.S_ISDIR(folder.st_mode):
                 return
             st = os.lstat(final / MANIFEST)
             recorded = json.loads(self.stamp.read_text())
@@ -312,7 +313,7 @@ class _Audit:
             return
         with os.scandir(final) as entries:
             names = {entry.name: entry.is_dir(follow_symlinks=False) for entry in entries}
-        if names.pop(MANIFEST, None) is not False or not all(names.values()) or os.lstat(final).st_mtime_ns > st.st_mtime_ns:
+        if names.pop(MANIFEST, None) is not False or not all(names.values()) or folder.st_mtime_ns > st.st_mtime_ns:
             return
         fixed = FIXED_MTIME_NS // 1_000_000_000
         with contextlib.suppress(OSError):  # no find here: the output is simply built afresh

@@ -607,33 +607,27 @@ class PackWriter:
         cache while it streams, instead of reading 20k blobs back out of the pack afterwards.
         """
         self._marks += 1
-        header = f"blob\nmark :{self._marks}\ndata {size}\n".encode()
+        self._write(f"blob\nmark :{self._marks}\ndata {size}\n".encode())
         sink = self.store.blob_sink
-        if sink is not None and mode != SYMLINK and size <= self.BIG_FILE:
-            data = reader.read(size)
-            while len(data) < size:
-                chunk = reader.read(size - len(data))
-                if not chunk:
-                    raise MaterializeError(f"{origin}: ended after {len(data)} of its {size} bytes")
-                data += chunk
-            if reader.read(1):
-                raise MaterializeError(f"{origin}: longer than the {size} bytes it declares")
-            self._write(header + data + b"\n")
-            digest = hashlib.sha1(b"blob %d\0" % size)
-            digest.update(data)
-            sink(digest.hexdigest(), mode, data)
-            return self._marks
-        self._write(header)
+        whole = sink is not None and mode != SYMLINK and size <= self.BIG_FILE
+        digest = hashlib.sha1(b"blob %d\0" % size) if whole else None
+        kept: list[bytes] = []
         left = size
         while left:
             chunk = reader.read(min(left, 1 << 20))
             if not chunk:
                 raise MaterializeError(f"{origin}: ended after {size - left} of its {size} bytes")
             self._write(chunk)
+            if digest is not None:
+                digest.update(chunk)
+                kept.append(chunk)
             left -= len(chunk)
         if reader.read(1):
             raise MaterializeError(f"{origin}: longer than the {size} bytes it declares")
         self._write(b"\n")
+        if digest is not None:
+            assert sink is not None
+            sink(digest.hexdigest(), mode, b"".join(kept))
         return self._marks
 
     def finish(self, files: Mapping[str, tuple[str, int]]) -> str:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,21 +203,13 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
     changes: dict[str, tuple[str, bytes] | None] = {}
     empty: list[str] = []
     origin = str(root)
-    pending = [(origin, "")]  # (folder, its path relative to root); depth-first in name order
-    while pending:
-        folder, prefix = pending.pop()
-        try:
-            with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
-        except OSError:
+    for prefix, entries in _folders(origin):
+        if entries is None:  # unreadable: skipped
             continue
-        subfolders = []
-        if prefix and all(e.is_dir(follow_symlinks=False) and e.name in (".git", "__pycache__") for e in entries):
+        if prefix and all(e.is_dir(follow_symlinks=False) and e.name in _SKIPPED for e in entries):
             empty.append(safe_relpath(prefix.rstrip("/"), origin=origin))
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if entry.name not in (".git", "__pycache__"):
-                    subfolders.append((entry.path, prefix + entry.name + "/"))
                 continue
             rel = safe_relpath(prefix + entry.name, origin=origin)
             if entry.is_symlink():
@@ -230,7 +223,6 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
                     changes[rel] = (mode, handle.read())
             else:
                 raise UnsafePathError(f"{entry.path}: device, fifo or special file refused")
-        pending.extend(reversed(subfolders))
     links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
     check_links(links, {p for p in changes if p not in links}, origin=origin)  # chains of links
     return changes, sorted(empty)
@@ -245,18 +237,12 @@ def _directory_stamp(root: str) -> str | None:
     """
     digest = hashlib.sha256()
     fresh = time.time_ns() - 2_000_000_000
-    pending = [(root, "")]
-    while pending:
-        folder, prefix = pending.pop()
-        try:
-            with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
-        except OSError:
+    for prefix, entries in _folders(root):
+        if entries is None:
             digest.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
             continue
-        subfolders = []
         for entry in entries:
-            if entry.name in (".git", "__pycache__") and entry.is_dir(follow_symlinks=False):
+            if entry.name in _SKIPPED and entry.is_dir(follow_symlinks=False):
                 digest.update(f"skipped {prefix}{entry.name}\0".encode("utf-8", "surrogateescape"))
                 continue
             st = entry.stat(follow_symlinks=False)
@@ -264,10 +250,28 @@ def _directory_stamp(root: str) -> str | None:
                 return None
             digest.update(f"{prefix}{entry.name}\0{st.st_dev} {st.st_ino} {st.st_mode} {st.st_size} "
                           f"{st.st_mtime_ns} {st.st_ctime_ns}\0".encode("utf-8", "surrogateescape"))
-            if entry.is_dir(follow_symlinks=False):
-                subfolders.append((entry.path, prefix + entry.name + "/"))
-        pending.extend(reversed(subfolders))
     return digest.hexdigest()
+
+
+_SKIPPED = (".git", "__pycache__")  # folders a path pin never reads
+
+
+def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry] | None]]:
+    """(path relative to ``root`` with a trailing "/", or "" for the root; its entries sorted by name,
+    None when unreadable) for every folder, depth-first in name order, never entering ``_SKIPPED``
+    folders or links to folders. The one walk of a path pin: the import and its stamp see the same."""
+    pending = [(root, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            yield prefix, None
+            continue
+        yield prefix, entries
+        pending.extend(reversed([(e.path, prefix + e.name + "/") for e in entries
+                                 if e.is_dir(follow_symlinks=False) and e.name not in _SKIPPED]))
 
 
 def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
