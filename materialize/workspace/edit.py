@@ -199,9 +199,13 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     if pos < state.position:
         raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
     if target is None:
-        if state.position == 0:
-            raise MaterializeError("new: give --target (one of the series' targets): no patch is applied to take it from")
-        target = ws.series.patches[state.position - 1].target
+        if state.position > 0:
+            target = ws.series.patches[state.position - 1].target
+        elif len(ws.series.targets) == 1:
+            (target,) = ws.series.targets  # the only one there is: quilt has one tree, too
+        else:
+            raise MaterializeError(f"new: give --target (one of {', '.join(sorted(ws.series.targets))}): no patch"
+                                   " is applied to take it from")
     if target not in ws.series.targets:
         raise SeriesError(f"new: target {target!r} has no pin in {ws.series.path}")
     stem = name[:-6] if name.endswith(".patch") else name[:-5] if name.endswith(".diff") else name

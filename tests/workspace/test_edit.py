@@ -321,3 +321,16 @@ def test_a_refreshed_patch_pops_and_pushes_from_the_prefix_cache(project: Path, 
     monkeypatch.setattr(engine, "apply_patch", no_apply)
     assert run(project, "push") == 0
     assert f.read_text().endswith("# refreshed\n")
+
+
+def test_new_on_an_empty_stack_takes_the_only_target_and_names_the_choices_when_there_are_several(
+        project: Path) -> None:
+    """quilt has one tree, so `quilt new` needs no target: with one target neither do we."""
+    with pytest.raises(MaterializeError, match="give --target \\(one of plugin, tt-metal\\)"):
+        run(project, "new", "0001-x")
+    series = project / "series" / "default.yaml"
+    text = series.read_text()
+    series.write_text(text[:text.index("  plugin:")] + text[text.index("patches:"):])
+    assert run(project, "new", "0001-x") == 0
+    assert patch_file(project, "0001-x").exists()
+    assert "target: tt-metal" in series.read_text()
