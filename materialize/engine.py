@@ -289,10 +289,9 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                 key = _chain(keys[entry.target], entry, data)
                 cached = known.get(PREFIX_REF + key)
                 if cached is not None:
-                    report = PatchReport.from_json(json.loads(store.commit_message(cached).split("\n\n", 1)[1]),
-                                                   reused=True)
+                    trees[entry.target], message = store.read_commit(cached)
+                    report = PatchReport.from_json(json.loads(message.split("\n\n", 1)[1]), reused=True)
                     commit = cached
-                    trees[entry.target] = store.tree_of(cached)
                 else:
                     try:
                         tree, report = apply_patch(store, trees[entry.target], entry, data, empty[entry.target])

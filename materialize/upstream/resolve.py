@@ -122,9 +122,8 @@ def _cached_or_import(store: Store, identity: dict[str, Any], build) -> Resolved
                     identity["empty_dirs"] = empty_dirs
                 commit = store.commit(tree, [], "pin " + json.dumps(identity, sort_keys=True) + "\n")
                 store.set_refs({ref: commit})
-    message = store.commit_message(commit)
-    recorded = json.loads(message.split(" ", 1)[1])
-    return ResolvedPin(store.tree_of(commit), recorded)
+    tree, message = store.read_commit(commit)
+    return ResolvedPin(tree, json.loads(message.split(" ", 1)[1]))
 
 
 def _resolve_pypi(pin: PypiPin, store: Store, progress: bool) -> ResolvedPin:
