@@ -281,7 +281,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     new_refs: dict[str, str] = {}
     known = store.read_refs(PREFIX_REF)
     try:
-        with _progress_bar(progress) as bar:
+        with store.batch(), _progress_bar(progress) as bar:  # new objects: one pack, not a file each
             task = bar.add_task("apply", total=len(selected))
             for entry in selected:
                 bar.update(task, description=f"apply {entry.name}")

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,20 @@ class Entry:
 
     mode: str
     sha: str
+
+
+# A pipeline stage (decompressor | us | git fast-import) that can only hand over 64 KiB at a time, in
+# 8 KiB writes, waits on its neighbour at every step: glibc's import spent most of its wall time
+# blocked in read() and write() with both cores half idle. One MiB buffers let each stage run ahead.
+PIPE_BUFFER = 1 << 20
+
+
+def widen_pipe(stream: Any) -> None:
+    """Ask Linux for a 1 MiB pipe buffer (the unprivileged maximum); elsewhere, or refused, keep it."""
+    import fcntl  # noqa: PLC0415 - POSIX only, and only for imports
+
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BUFFER)
 
 
 def die_with_parent() -> None:
@@ -156,6 +171,8 @@ class Store:
         self._listings: dict[str, dict[str, Entry]] = {}
         self.blob_sink: Callable[[str, str, bytes], None] | None = None
         """Given (sha, mode, bytes) of every file an import writes, when set (``FileCache.warming``)."""
+        self._pending: dict[str, tuple[str, bytes]] | None = None  # new objects of a ``batch``, by sha
+        self._pending_bytes = 0
 
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
@@ -227,6 +244,7 @@ class Store:
     # -- plumbing -------------------------------------------------------------------------------
     def git(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> bytes:
         """Run one git plumbing command on the store and return its stdout."""
+        self.flush()  # git reads the object store: what a batch holds must be there first
         full_env = {**os.environ, **(env or {})}
         argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), *args], self.root)
         proc = subprocess.run(argv, input=input, capture_output=True, env=full_env, preexec_fn=preexec)
@@ -237,6 +255,8 @@ class Store:
         return proc.stdout
 
     def has_object(self, sha: str) -> bool:
+        if self._pending and sha in self._pending:
+            return True
         proc = subprocess.run(
             ["git", "--git-dir", str(self.git_dir), "cat-file", "-e", sha], capture_output=True
         )
@@ -348,17 +368,65 @@ class Store:
         return f"{self.git_dir}/objects/{sha[:2]}/{sha[2:]}"
 
     def write_object(self, kind: str, data: bytes) -> str:
-        """Store an object as a loose file, in-process, exactly as git would.
+        """Store an object, in-process, exactly as git would: a loose file, or held for a ``batch``.
 
         No subprocess and no fsync per object: the hash is computed here, an object that already
-        exists is not rewritten, and the file is published with an atomic rename so two runs at once
-        can only ever write the same bytes under the same name.
+        exists is not rewritten, and a loose file is published with an atomic rename so two runs at
+        once can only ever write the same bytes under the same name.
         """
         raw = f"{kind} {len(data)}\0".encode() + data
         sha = hashlib.sha1(raw).hexdigest()
         path = self._loose_path(sha)
         if os.path.exists(path):
             return sha
+        if self._pending is not None:
+            if sha not in self._pending:
+                self._pending[sha] = (kind, data)
+                self._pending_bytes += len(data)
+                if self._pending_bytes > BATCH_BYTES:
+                    self.flush()
+            return sha
+        self._write_loose(path, raw)
+        return sha
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold the objects written meanwhile in memory and store them together at the end.
+
+        Applying glibc's 109 patches to a fresh tree makes ~2,300 new blobs, trees and commits; as
+        loose files that was 2,300 file creations (~0.5 ms each on a discard-mounted disk, 1.3 s of a
+        cold run), as one pack it is two files. Nothing outside sees the difference: this store reads
+        held objects from memory, and every git process or ref update (``git``, ``set_refs``)
+        writes them out first, so a ref never names an object that is not on disk. Re-entrant.
+        """
+        if self._pending is not None:
+            yield
+            return
+        self._pending, self._pending_bytes = {}, 0
+        try:
+            yield
+        finally:
+            try:
+                self.flush()  # also after an error: the prefixes that did apply keep their objects
+            finally:
+                self._pending = None
+
+    def flush(self) -> None:
+        """Write what a ``batch`` holds: a few objects as loose files, many as one pack."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending, self._pending_bytes = {}, 0
+        if len(pending) < PACK_AT:
+            for sha, (kind, data) in pending.items():
+                path = self._loose_path(sha)
+                if not os.path.exists(path):
+                    self._write_loose(path, f"{kind} {len(data)}\0".encode() + data)
+            return
+        with self.lock():  # an import's sweep of partial packs (``PackWriter._sweep``) runs under it
+            write_pack(self.git_dir / "objects" / "pack", pending, self.root)
+
+    def _write_loose(self, path: str, raw: bytes) -> None:
         folder = os.path.dirname(path)
         tmp = Path(folder, f"tmp_obj_{os.getpid()}_{next(_counter)}")
         with cache_errors(self.root):
@@ -369,7 +437,6 @@ class Store:
             except BaseException:
                 tmp.unlink(missing_ok=True)  # a full disk must not leave a half-written object behind
                 raise
-        return sha
 
     def _batch_answer(self, stdout: Any, sha: str) -> tuple[str, bytes]:
         """One answer of ``git cat-file --batch``: its header line, the object, the newline after it."""
@@ -382,6 +449,10 @@ class Store:
 
     def read_object(self, sha: str) -> tuple[str, bytes]:
         """(type, content) of an object: loose objects are read in-process, packed ones through git."""
+        if self._pending:
+            held = self._pending.get(sha)
+            if held is not None:
+                return held
         try:
             with open(self._loose_path(sha), "rb") as handle:
                 raw = zlib.decompress(handle.read())
@@ -497,6 +568,7 @@ class Store:
         """
         if not refs:
             return
+        self.flush()
         script = "".join(f"update {ref} {sha}\n" if sha else f"delete {ref}\n" for ref, sha in refs.items())
         with self.lock():
             self.clear_stale_ref_locks(list(refs))
@@ -566,6 +638,65 @@ def _fast_import_path(path: str) -> bytes:
     return bytes(out + b'"')
 
 
+BATCH_BYTES = 64 << 20  # a batch holding more than this is written out early (memory stays bounded)
+PACK_AT = 64  # fewer objects than this are written loose: every pack is one more index each lookup reads
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
+
+
+def write_pack(folder: Path, objects: Mapping[str, tuple[str, bytes]], root: Path) -> str:
+    """Write ``objects`` (sha -> (type, content)) as one version-2 pack and its version-2 index.
+
+    The format is git's (Documentation/gitformat-pack.txt): each object a type-and-size header and
+    its zlib stream, no deltas; the index lists the shas sorted, with a CRC-32 and an offset each.
+    The pack is renamed into place before its index, and git only reads packs that have one, so a
+    kill at any moment leaves either nothing new or a complete pack. Returns the pack's name.
+    """
+    body = bytearray(b"PACK" + struct.pack(">II", 2, len(objects)))
+    entries: list[tuple[bytes, int, int]] = []  # (sha, crc32, offset)
+    for sha, (kind, data) in objects.items():
+        size = len(data)
+        byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
+        size >>= 4
+        header = bytearray()
+        while size:
+            header.append(byte | 0x80)
+            byte = size & 0x7F
+            size >>= 7
+        header.append(byte)
+        packed = bytes(header) + zlib.compress(data, 1)
+        entries.append((bytes.fromhex(sha), zlib.crc32(packed), len(body)))
+        body += packed
+    if len(body) >= 1 << 31:
+        raise MaterializeError(f"{folder}: a batch of {len(body)} bytes is too large for one pack")
+    checksum = hashlib.sha1(body).digest()
+    body += checksum
+    entries.sort()
+    fanout = [0] * 256
+    for sha, _crc, _offset in entries:
+        fanout[sha[0]] += 1
+    index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
+    index += struct.pack(">256I", *itertools.accumulate(fanout))
+    index += b"".join(sha for sha, _crc, _offset in entries)
+    index += struct.pack(f">{len(entries)}I", *(crc for _sha, crc, _offset in entries))
+    index += struct.pack(f">{len(entries)}I", *(offset for _sha, _crc, offset in entries))
+    index += checksum
+    index += hashlib.sha1(index).digest()
+    name = f"pack-{checksum.hex()}"
+    with cache_errors(root):
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix, content in ((".pack", body), (".idx", index)):
+            tmp = folder / f"tmp_{name}{suffix}_{os.getpid()}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+                with open(fd, "wb") as handle:
+                    handle.write(content)
+                os.replace(tmp, folder / f"{name}{suffix}")
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+    return name
+
+
 class PackWriter:
     """Write one import's blobs and trees as a single pack through ``git fast-import``.
 
@@ -587,8 +718,10 @@ class PackWriter:
                 ["git", "--git-dir", str(store.git_dir), "fast-import", "--quiet", "--done", "--depth=0",
                  f"--big-file-threshold={self.BIG_FILE}"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=die_with_parent,
+                bufsize=PIPE_BUFFER,
             )
         assert self._proc.stdin is not None
+        widen_pipe(self._proc.stdin)
         self._in = self._proc.stdin
 
     def _write(self, data: bytes) -> None:

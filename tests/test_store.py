@@ -127,3 +127,57 @@ def test_that_setpriv_works_is_checked_once_per_binary(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="run again"):
         module._setpriv(tmp_path)
     module._setpriv.cache_clear()
+
+
+def _loose(store: Store) -> list[Path]:
+    return [p for p in (store.git_dir / "objects").glob("??/*")]
+
+
+def _packs(store: Store) -> list[Path]:
+    return sorted((store.git_dir / "objects" / "pack").glob("pack-*.idx"))
+
+
+def test_a_batch_writes_many_objects_as_one_pack_that_git_verifies(tmp_path):
+    """Sizes that need 1, 2 and 3 header bytes, an empty blob, 1 MiB: git must read each back as is."""
+    store = Store.open(tmp_path)
+    blobs = [b"", b"x", b"y" * 15, b"z" * 16, b"w" * 2047, b"v" * 2048, bytes(range(256)) * 4096]
+    blobs += [b"file %d\n" % i for i in range(100)]
+    with store.batch():
+        shas = [store.write_object("blob", data) for data in blobs]
+        tree = store.write_tree(EMPTY_TREE, {f"d{i % 7}/f{i}": ("100644", data) for i, data in enumerate(blobs)})
+        commit = store.commit(tree, [], "batch\n")
+        assert _loose(store) == [] and _packs(store) == []  # held in memory meanwhile...
+        assert store.read_object(shas[6]) == ("blob", blobs[6])  # ...and read from there
+    assert _loose(store) == [] and len(_packs(store)) == 1
+    for idx in _packs(store):
+        subprocess.run(["git", "verify-pack", str(idx)], check=True, capture_output=True)
+    fsck(store)
+    for sha, data in zip(shas, blobs, strict=True):
+        expected = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+        assert sha == expected.stdout.decode().strip()
+        assert subprocess.run(["git", "--git-dir", str(store.git_dir), "cat-file", "blob", sha],
+                              capture_output=True, check=True).stdout == data
+    assert store.tree_of(commit) == tree
+
+
+def test_a_small_batch_stays_loose_and_a_ref_never_names_an_object_not_on_disk(tmp_path):
+    store = Store.open(tmp_path)
+    with store.batch():
+        commit = store.commit(store.write_tree(EMPTY_TREE, {"f": ("100644", b"one\n")}), [], "one\n")
+        store.set_refs({"refs/materialize/test": commit})  # writes what the batch holds first
+        check = subprocess.run(["git", "--git-dir", str(store.git_dir), "cat-file", "-e", "refs/materialize/test^{tree}"])
+        assert check.returncode == 0
+    assert _packs(store) == [] and len(_loose(store)) == 3
+    fsck(store)
+
+
+def test_a_batch_interrupted_by_an_error_still_stores_what_it_held(tmp_path):
+    store = Store.open(tmp_path)
+    try:
+        with store.batch():
+            sha = store.write_object("blob", b"kept\n")
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert store.git("cat-file", "blob", sha) == b"kept\n"
+    assert not list((store.git_dir / "objects").rglob("tmp_*"))

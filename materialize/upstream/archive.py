@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
-from materialize.store import EXECUTABLE, REGULAR, SYMLINK, TREE, die_with_parent
+from materialize.store import EXECUTABLE, PIPE_BUFFER, REGULAR, SYMLINK, TREE, die_with_parent, widen_pipe
 
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
 DEFAULT_EXPANSION = 100  # real sdists and wheels expand 3-15x; gzip's own ceiling is ~1000x
@@ -136,11 +136,12 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
         return
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen([tool, "-dc", str(archive)], stdout=subprocess.PIPE, stderr=errors,
-                                preexec_fn=die_with_parent)
+                                preexec_fn=die_with_parent, bufsize=PIPE_BUFFER)
         assert proc.stdout is not None
+        widen_pipe(proc.stdout)
         try:
             try:
-                tar = tarfile.open(fileobj=proc.stdout, mode="r|")  # noqa: SIM115 - closed below
+                tar = tarfile.open(fileobj=proc.stdout, mode="r|", bufsize=PIPE_BUFFER)  # noqa: SIM115 - closed below
             except _CORRUPT as exc:
                 raise UpstreamError(f"{origin}: not a readable tar archive: {exc}") from None
             with tar:
