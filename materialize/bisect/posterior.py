@@ -426,6 +426,28 @@ def _spread(post: Posterior, scored: list[tuple[float, Choice]], jobs: int) -> l
     return picked
 
 
+def fresh_log_factor(post: Posterior, culprit: int, fresh: Counts | None, bad: bool) -> tuple[float, float]:
+    """Log Bayes factor of ``fresh`` runs at one position for running at the culprit's rate (``bad``)
+    rather than the baseline (or the reverse), and the expected nats per further run.
+
+    Both rates are integrated over their posterior given ``culprit``.
+    """
+    idx = culprit - post.model.good - 1
+    w0, w1 = post.m0[idx], post.m1[idx]
+    w0, w1 = w0 / w0.sum(), w1 / w1.sum()
+    r = post.model.requests_per_run
+    q = -np.expm1(r * np.log1p(-post.rates))
+    q0, q1 = float(w0 @ q), float(w1 @ q)
+    per_run = _kl(q1, q0) if bad else _kl(q0, q1)
+    if fresh is None or fresh.runs == 0:
+        return 0.0, per_run
+    ll = _loglik(post.rates, fresh)
+    m = float(ll.max())
+    at0 = math.log(float(w0 @ np.exp(ll - m))) + m
+    at1 = math.log(float(w1 @ np.exp(ll - m))) + m
+    return (at1 - at0 if bad else at0 - at1), per_run
+
+
 def _kl(a: float, b: float) -> float:
     """KL divergence between Bernoulli(a) and Bernoulli(b)."""
     eps = 1e-12

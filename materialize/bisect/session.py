@@ -8,6 +8,7 @@ appends one log line with explicit positions; replaying the log rebuilds the sam
 from __future__ import annotations
 
 import functools
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -354,6 +355,82 @@ def verdict_threshold(confidence: float) -> float:
     return 1.0 - (1.0 - confidence) / VERDICT_COMPETITORS
 
 
+# A verdict is given only once runs made *after* its posterior first reached the bar confirm it at
+# its boundary by this Bayes factor, on each side (see ``_confirmation``).
+CONFIRM_FACTOR = 3.0
+
+
+def _first_crossings(state: BisectState, need: float) -> dict[int, int]:
+    """For each culprit position, how many observations it took for its posterior to first reach
+    ``need`` (the verdict's bar); computed once per observation and kept on the state (not saved,
+    so the same observations always give the same answer, however often ``decide`` was called)."""
+    from materialize.bisect.posterior import Counts, posterior
+
+    model = gate_model(state)
+    obs = state.observations
+    cached = state.__dict__.get("_crossings")
+    if cached is not None and cached[0] is obs and cached[1] == (model, need) and cached[2] <= len(obs):
+        done, data, crossed = cached[2], cached[3], cached[4]
+    else:
+        done, data, crossed = 0, {}, {}
+    for i in range(done, len(obs)):
+        o = obs[i]
+        if not o.requests:
+            continue
+        data.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
+        post = posterior(model, data, n_positions=state.n_patches)
+        c, p = post.best()
+        if p >= need and c not in crossed:
+            crossed[c] = i + 1
+    state.__dict__["_crossings"] = (obs, (model, need), len(obs), data, crossed)
+    return crossed
+
+
+def _confirmation(
+    state: BisectState, post: Posterior, culprit: int, need: float
+) -> list[tuple[int, int]] | None:
+    """None when fresh runs confirm ``culprit``, else the runs that can (empty: none can be made).
+
+    A posterior that reached the bar on one early fluke (say 12 passes in a row at a position that
+    fails 22% of its runs) has nothing left to correct it: the runs it would need are never made.
+    So the verdict must also be confirmed by runs made after its posterior first reached the bar,
+    at its boundary: runs at ``culprit - 1`` must look like the baseline rather than the culprit's
+    rate (against the rival ``culprit - 1``), runs at ``culprit`` like the culprit's rate rather than
+    the baseline (against ``culprit + 1`` and "no culprit"), each by a Bayes factor of
+    ``CONFIRM_FACTOR``, with the rates integrated over their posterior given ``culprit``. If the
+    verdict is wrong, each factor is a fresh likelihood ratio against the truth: it reaches K with
+    probability at most 1/K (Ville), so a wrong verdict needs a second, independent fluke.
+    """
+    if state.deterministic:
+        return None
+    from materialize.bisect.posterior import Counts, fresh_log_factor
+
+    start = _first_crossings(state, need).get(culprit)
+    if start is None:  # cannot happen (the posterior is past the bar now); be safe: no confirmation
+        return None
+    fresh: dict[int, Counts] = {}
+    for o in state.observations[start:]:
+        if o.requests and o.position in (culprit - 1, culprit):
+            fresh.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
+    target = math.log(CONFIRM_FACTOR)
+    sides = [(culprit, True)]  # its rivals culprit + 1 and "no culprit" run culprit at the baseline
+    if culprit - 1 > state.good:  # the rival culprit - 1 runs culprit - 1 at the culprit's rate
+        sides.append((culprit - 1, False))
+    lacking = []
+    for position, bad in sides:
+        if position in state.skipped:
+            continue
+        got, per_run = fresh_log_factor(post, culprit, fresh.get(position), bad)
+        if got < target:
+            lacking.append((got - target, position, per_run))
+    if not lacking:
+        return None
+    deficit, position, per_run = min(lacking)
+    if not state.switch_cost:  # a switch is free: one run at a time wastes none
+        return [(position, 1)]
+    return [(position, max(1, min(8, math.ceil(-deficit / max(per_run, 1e-3)))))]
+
+
 def _no_regression(state: BisectState, post: Posterior) -> Step:
     bound = post.none_rate_bound(state.confidence)
     pct = f"{state.confidence * 100:g}%"
@@ -394,15 +471,27 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
     if post.p_none >= need:
         return _no_regression(state, post)
     if prob >= need:
-        return Step(
-            "found",
-            [],
-            best,
-            prob,
-            f"decided at {state.confidence * 100:g}% confidence: position {best} is the first bad prefix "
-            f"(posterior P={prob:.3f} >= {need:g}, the bar for {state.confidence:g})",
-            post,
-        )
+        confirm = _confirmation(state, post, best, need)
+        if confirm is None:
+            return Step(
+                "found",
+                [],
+                best,
+                prob,
+                f"decided at {state.confidence * 100:g}% confidence: position {best} is the first bad prefix "
+                f"(posterior P={prob:.3f} >= {need:g}, the bar for {state.confidence:g}, confirmed by "
+                f"fresh runs at {best - 1} and {best})",
+                post,
+            )
+        if confirm:
+            return Step(
+                "run",
+                confirm,
+                best,
+                prob,
+                f"position {best} leads with P={prob:.3f}: confirming it with fresh runs at {best - 1} and {best}",
+                post,
+            )
     choices = choose(post, state.skipped, jobs, current=state.current)
     if not choices:
         lo, hi = post.credible_range(state.confidence)

@@ -141,6 +141,9 @@ def test_a_verdict_at_095_needs_the_posterior_past_0975() -> None:
     assert step.status == "run" and step.culprit == 2 and 0.95 < step.probability < 0.975
     assert step.runs == [(1, 1)]  # the predecessor, whose passes separate 2 from 1
     step = session.decide(_gate_state([*spec, (1, 1, 0)], **known))
+    assert step.status == "run" and step.culprit == 2 and step.probability >= 0.975
+    assert "confirming" in step.message  # past the bar; the verdict waits for fresh runs at 1 and 2
+    step = session.decide(_gate_state([*spec, (1, 1, 0), (1, 2, 0), (2, 0, 1)], **known))
     assert step.status == "found" and step.culprit == 2 and step.probability >= 0.975
     assert "decided at 95% confidence" in step.message
 
@@ -159,3 +162,40 @@ def test_min_effect_is_the_smallest_regression_worth_finding() -> None:
     assert replayed.min_effect == 3 and session.decide(replayed).status == "no-regression"
     with pytest.raises(BisectError, match="--min-effect"):
         session.start(series="s", n_patches=4, good=0, bad=4, min_effect=1)
+
+
+# A weak culprit at 16 (1/128 per request over 1/256, 32 requests: 22% against 12% of runs failing),
+# seeded bench run: 12 passes in a row at 27 (a 5% fluke) and 4 failures of 4 at 28 named 28 at
+# P=0.99 after 32 runs. (position, failed) in the order they were run.
+EARLY_FLUKE = [(0, 0)] * 4 + [(32, 0), (32, 1), (32, 1), (32, 0), (32, 0), (32, 1)] + [
+    (14, 0), (19, 0), (22, 0), (24, 0), (26, 0), (27, 0), (28, 1), (25, 0), (27, 0), (27, 0), (27, 0),
+    (28, 1), (27, 0), (27, 0), (27, 0), (27, 0), (28, 1), (27, 0), (27, 0), (27, 0), (27, 0), (28, 1),
+]
+
+
+def _run_trajectory(runs: list[tuple[int, int]]) -> session.BisectState:
+    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="exit", requests=32)
+    for position, failed in runs:
+        session.observe(state, position, source="t", requests=32, failures=failed, censored=bool(failed))
+    return state
+
+
+def test_a_verdict_reached_on_one_early_fluke_waits_for_fresh_runs_at_its_boundary() -> None:
+    """The posterior alone is past the bar; the verdict waits for runs made after that, at 27
+    and 28, and a 27 that then fails like a culprit takes it back."""
+    state = _run_trajectory(EARLY_FLUKE)
+    step = session.decide(state)
+    assert step.posterior is not None and step.posterior.best() == (28, pytest.approx(0.99, abs=0.01))
+    assert step.status == "run" and step.culprit == 28, step.message
+    assert step.runs and step.runs[0][0] in (27, 28) and "confirming" in step.message
+    # fresh runs at 27 fail as often as the truth says (it is past the culprit): no verdict for 28
+    state = _run_trajectory(EARLY_FLUKE + [(27, 1), (27, 0), (27, 0), (27, 1), (28, 1), (28, 0)])
+    step = session.decide(state)
+    assert not (step.status == "found" and step.culprit == 28), step.message
+    # fresh runs that agree with it confirm it
+    state = _run_trajectory(EARLY_FLUKE + [(27, 0)] * 4 + [(28, 1)] * 2)
+    step = session.decide(state)
+    assert step.status == "found" and step.culprit == 28 and "confirmed by fresh runs" in step.message
+    # the same observations give the same answer after a replay (nothing of it lives outside the log)
+    replayed = session.replay(parse_log("\n".join(state.log), "log"), "log", "s", 32)
+    assert session.decide(replayed).status == "found"
