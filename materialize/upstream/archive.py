@@ -141,7 +141,9 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
         widen_pipe(proc.stdout)
         try:
             try:
-                tar = tarfile.open(fileobj=proc.stdout, mode="r|", bufsize=PIPE_BUFFER)  # noqa: SIM115 - closed below
+                # tarfile's own stream buffer stays at its 10 KiB: it slices its buffer on every read, so a
+                # larger one costs a copy of it per member (the pipe's 1 MiB reader is below it).
+                tar = tarfile.open(fileobj=proc.stdout, mode="r|")  # noqa: SIM115 - closed below
             except _CORRUPT as exc:
                 raise UpstreamError(f"{origin}: not a readable tar archive: {exc}") from None
             with tar:
