@@ -32,6 +32,7 @@ def logsumexp(a: np.ndarray) -> float:
     return m + math.log(float(np.exp(a - m).sum()))
 
 REPEAT_CHOICES = (1, 2, 3, 4, 6, 8)
+NONE_FOCUS = True  # see choose()
 
 
 @dataclass
@@ -330,7 +331,9 @@ def _model_outcome_liks(model: GateModel, repeats: tuple[int, ...]) -> tuple[np.
     return _outcome_liks(model.rates(), model.requests_per_run, repeats)
 
 
-def gain_table(post: Posterior, positions: list[int], repeats: tuple[int, ...]) -> np.ndarray:
+def gain_table(
+    post: Posterior, positions: list[int], repeats: tuple[int, ...], none_only: bool = False
+) -> np.ndarray:
     """Expected entropy reduction of the culprit posterior from r pass/fail runs at each position.
 
     Returns ``[position, repeats]``. A run at ``k`` has rate p1 for culprits ``c <= k`` and p0 otherwise,
@@ -356,7 +359,17 @@ def gain_table(post: Posterior, positions: list[int], repeats: tuple[int, ...]) 
     flogf = cf1[n_left] + (f0.sum(axis=0) - cf0[n_left])
     with np.errstate(divide="ignore", invalid="ignore"):
         weighted = np.where(p_out > 0, p_out * np.log(p_out), 0.0) - flogf  # P(o) * H(culprit | o)
-    h0 = post.entropy()
+    if none_only:
+        # only "no culprit" against "some culprit": the none row's share of every outcome is the same
+        # wherever the run is made (p0 everywhere), the culprits' share is the rest
+        pn = np.broadcast_to(u0[-1], p_out.shape)
+        pc = np.clip(p_out - pn, 0.0, None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xlogx = lambda x: np.where(x > 0, x * np.log(x), 0.0)  # noqa: E731
+            weighted = xlogx(p_out) - xlogx(pn) - xlogx(pc)
+        h0 = _entropy(np.array([post.p_none, 1.0 - post.p_none]))
+    else:
+        h0 = post.entropy()
     return np.stack([h0 - weighted[:, sl].sum(axis=1) for sl in slices], axis=1)
 
 
@@ -389,7 +402,12 @@ def choose(
     repeats_options = (1,) if model.deterministic else REPEAT_CHOICES
     scored: list[tuple[float, Choice]] = []
     if candidates:
-        gains = gain_table(post, candidates, repeats_options)
+        # While "no culprit" leads, what is left to learn is whether there is a culprit at all: the
+        # culprit entropy would spend runs on telling apart positions that all may be innocent.
+        none_leads = NONE_FOCUS and post.p_none >= post.best()[1]
+        gains = gain_table(post, candidates, repeats_options, none_only=none_leads)
+        if none_leads and float(gains.max()) < 1e-6:
+            gains = gain_table(post, candidates, repeats_options)
         switch = np.where(np.asarray(candidates) == current, 0.0, model.switch_cost)
         per_run = gains / (np.asarray(repeats_options, float)[None, :] + switch[:, None])
         best = np.argmax(per_run, axis=1)

@@ -413,9 +413,10 @@ def _confirmation(
         if o.requests and o.position in (culprit - 1, culprit):
             fresh.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
     target = math.log(CONFIRM_FACTOR)
-    sides = [(culprit, True)]  # its rivals culprit + 1 and "no culprit" run culprit at the baseline
-    if culprit - 1 > state.good:  # the rival culprit - 1 runs culprit - 1 at the culprit's rate
-        sides.append((culprit - 1, False))
+    # its rivals culprit + 1 and "no culprit" run culprit at the baseline, the rival culprit - 1 runs
+    # culprit - 1 at the culprit's rate; at the good end the runs check the baseline itself (a good
+    # end that passed 38 times in a row makes any later position look like a culprit)
+    sides = [(culprit, True), (culprit - 1, False)]
     lacking = []
     for position, bad in sides:
         if position in state.skipped:

@@ -186,3 +186,19 @@ def test_a_weak_culprit_twice_the_baseline_is_found_not_called_no_culprit(culpri
     best, prob = post.best()
     assert best == culprit and prob > 0.99
     assert post.p_none < 1e-3
+
+
+def test_while_no_culprit_leads_runs_go_where_they_tell_it_from_some_culprit() -> None:
+    """The ends alone, both failing at the baseline rate, "no culprit" leading: the culprit entropy
+    would run the middle (to tell positions apart that all may be innocent); what is left to learn
+    is whether the ends differ at all, so the next run is at an end."""
+    q0 = 1 - (1 - 1 / 256) ** 32
+    data = {}
+    for k in (0, 32):
+        c = Counts()
+        for i in range(80):
+            c.add(32, 1 if i < round(80 * q0) else 0, censored=True)
+        data[k] = c
+    post = posterior(GateModel(good=0, bad=32, requests_per_run=32), data)
+    assert post.p_none > post.best()[1]
+    assert [c.position for c in choose(post)] in ([0], [32])

@@ -199,3 +199,18 @@ def test_a_verdict_reached_on_one_early_fluke_waits_for_fresh_runs_at_its_bounda
     # the same observations give the same answer after a replay (nothing of it lives outside the log)
     replayed = session.replay(parse_log("\n".join(state.log), "log"), "log", "s", 32)
     assert session.decide(replayed).status == "found"
+
+
+def test_a_culprit_next_to_the_good_end_is_confirmed_by_fresh_runs_of_the_good_end() -> None:
+    """A good end that passed 38 times in a row makes position 1 look like a culprit (seeded bench
+    run, weak culprit at 16): the fresh runs a verdict for 1 waits for include the good end's."""
+    known = {"baseline_rate": 1 / 256, "culprit_rate": 1 / 32}
+    spec = [(0, 4, 0), (32, 0, 3), (1, 0, 5)]
+    state = _gate_state(spec, **known)
+    step = session.decide(state)
+    assert step.status == "run" and step.culprit == 1 and step.probability >= 0.975, step.message
+    assert "confirming" in step.message and step.runs[0][0] in (0, 1)
+    step = session.decide(_gate_state([*spec, (1, 0, 2)], **known))
+    assert step.status == "run" and step.runs == [(0, 1)], step.message  # culprit's side done: now 0
+    step = session.decide(_gate_state([*spec, (1, 0, 2), (0, 2, 0)], **known))
+    assert step.status == "found" and step.culprit == 1, step.message
