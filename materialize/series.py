@@ -292,6 +292,9 @@ def _pin(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> Any:
 
 
 _TARGET = _str(TARGET_NAME, max_length=100)
+# A name is one path component (it names files under work/ and in a rebase's backup) and not a
+# position: "12" would be read as the 12th patch.
+PATCH_NAME = r"^(?![0-9]+$)(?!\.\.?$)[^/\x00-\x1f]+$"
 _STRIP = _int(0, 16)
 _FUZZ = _int(0, 3)
 
@@ -304,6 +307,9 @@ class TargetSpec(_Model):
 
 class PatchSpec(_Model):
     patch: str = _field(_str())  # patch file, relative to patches_dir
+    # the patch's name where its file name (without .patch/.diff) is taken by another entry: quilt
+    # names patches by path, so riscv/flaky_tests.patch and mips/flaky_tests.patch can share a series
+    name: str | None = _field(_optional(_str(PATCH_NAME, max_length=200)), default=None)
     target: str = _field(_TARGET)
     strip: int | None = _field(_optional(_STRIP), default=None)
     max_fuzz: int | None = _field(_optional(_FUZZ), default=None)
@@ -436,7 +442,8 @@ class Series:
         return self.find(ref).position
 
 
-def _patch_name(patch: str) -> str:
+def patch_name(patch: str) -> str:
+    """The name a series entry gets from its file: the file name without .patch/.diff (and .gz…)."""
     name = Path(patch).name
     return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
@@ -458,9 +465,10 @@ def load_series(path: str | Path) -> Series:
     seen: dict[str, int] = {}
     for index, p in enumerate(spec.patches):
         line = located.line_of(("patches", index))
-        name = _patch_name(p.patch)
+        name = p.name or patch_name(p.patch)
         if name in seen:
-            raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}")
+            raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}"
+                              + ("" if p.name else " (two patch files of that name: give one a `name:`)"))
         if p.target not in spec.targets:
             at = located.line_of(("patches", index, "target"))
             raise SeriesError(f"{source}:{at}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")

@@ -161,3 +161,20 @@ def test_a_refused_document_is_refused_every_time(tmp_path):
     for _ in range(2):
         with pytest.raises(SeriesError, match=r"s.yaml:2: duplicate key 'version'"):
             load_series(path)
+
+
+def test_a_patch_may_carry_its_own_name_which_is_one_path_component_and_not_a_number(tmp_path):
+    (tmp_path / "p" / "a").mkdir(parents=True)
+    (tmp_path / "p" / "b").mkdir()
+    head = "version: 1\npatches_dir: p\ntargets:\n  t:\n    pin: {kind: path, path: up}\npatches:\n"
+    series = tmp_path / "s.yaml"
+    series.write_text(head + "  - {patch: a/x.patch, target: t}\n  - {patch: b/x.patch, target: t}\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:8: patches.1: 'x' is already listed at position 1 .*`name:`"):
+        load_series(series)
+    series.write_text(head + "  - {patch: a/x.patch, target: t}\n  - {patch: b/x.patch, target: t, name: b-x}\n")
+    assert [p.name for p in load_series(series).patches] == ["x", "b-x"]
+    assert load_series(series).find("b-x").position == 2
+    for bad in ("b/x", "12", "..", "a\\tb"):
+        series.write_text(head + '  - {patch: b/x.patch, target: t, name: "' + bad + '"}\n')
+        with pytest.raises(SeriesError, match=r"patches\.0\.name"):
+            load_series(series)

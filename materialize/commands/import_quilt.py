@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from materialize.errors import SeriesError, UpstreamError
+from materialize.series import patch_name
 from materialize.upstream import parse_spec
 
 QUILT_DEFAULT_FUZZ = 2
@@ -100,11 +101,36 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
         "defaults": {"strip": 1, "max_fuzz": QUILT_DEFAULT_FUZZ},
         "targets": {target: {"pin": pin_data}},
         "patches": [
-            {"patch": name, "target": target, **({"strip": strip} if strip != 1 else {}),
-             **({"reverse": True} if reverse else {})}
-            for name, strip, reverse in entries
+            {"patch": path, **({"name": name} if name else {}), "target": target,
+             **({"strip": strip} if strip != 1 else {}), **({"reverse": True} if reverse else {})}
+            for (path, strip, reverse), name in zip(entries, own_names([e[0] for e in entries]), strict=True)
         ],
     }
+
+
+def own_names(paths: list[str]) -> list[str | None]:
+    """A ``name:`` for each entry whose file name another entry shares (None: its file name will do).
+
+    quilt names a patch by its path (riscv/flaky_tests.patch, mips/flaky_tests.patch), we by its file
+    name; the ones that share one are named by their path instead, "/" made "-" (a name is one path
+    component), with "-2", "-3"… if that is taken too.
+    """
+    bases = [patch_name(p) for p in paths]
+    shared = {b for b in bases if bases.count(b) > 1}
+    taken = {b for b in bases if b not in shared}
+    names: list[str | None] = []
+    for path, base in zip(paths, bases, strict=True):
+        if base not in shared:
+            names.append(None)
+            continue
+        stem = patch_name(path.replace("/", "-"))
+        name, n = stem, 1
+        while name in taken:
+            n += 1
+            name = f"{stem}-{n}"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 def run(quilt_dir: Path, upstream: str, target: str, output: Path | None) -> int:

@@ -355,6 +355,8 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
         journal.write(new_path, entry.read())
         journal.remove(entry.path)
         doc.set_field(doc.index_of(old_rel), "patch", new_rel)
+        if entry.spec.name is not None:  # an entry named apart from its file (see PatchSpec.name)
+            doc.set_field(doc.index_of(new_rel), "name", stem)
         journal.write(ws.series.path, doc.render())
         ws.reload_series()
         for item in state.applied:

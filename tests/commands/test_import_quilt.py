@@ -121,3 +121,29 @@ def test_git_pin_by_abbreviated_rev_is_written_as_the_full_sha(tmp_path):
     (quilt / "series").write_text("# none\n")
     doc = build_series(quilt, f"git+{repo}@{full[:7]}", "linux", tmp_path / "s.yaml")
     assert doc["targets"]["linux"]["pin"]["rev"] == full and doc["targets"]["linux"]["pin"]["sha"] == full
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+def test_patches_sharing_a_file_name_in_different_folders_import_and_apply_as_quilt_does(builder, tmp_path):
+    """Debian's nodejs lists riscv/flaky_tests.patch and mips/flaky_tests.patch: quilt names a patch by its
+    path, we by its file name, so the import gives the ones that share a name a name of their own."""
+    b = builder({"src/m.c": "".join(f"int v{i} = {i};\n" for i in range(40))})
+    quilt_dir = b.root / "quilt"
+    for folder, old, new in (("riscv", "v3 = 3", "v3 = 30"), ("mips", "v13 = 13", "v13 = 130"),
+                             ("", "v23 = 23", "v23 = 230"), ("", "v33 = 33", "v33 = 330")):
+        before = (b.current / "src/m.c").read_text()
+        name = "riscv-flaky.patch" if old == "v33 = 33" else f"{folder}/flaky.patch" if folder else "flaky.diff"
+        (quilt_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        b.add_patch(f"p{len(b.patches)}", {"src/m.c": before.replace(old, new)}).rename(quilt_dir / name)
+    (quilt_dir / "series").write_text("riscv/flaky.patch\nmips/flaky.patch\nflaky.diff\nriscv-flaky.patch\n")
+    upstream_tar = tmp_path / "up-1.0.tar.gz"
+    with tarfile.open(upstream_tar, "w:gz") as tar:
+        tar.add(b.upstream, arcname="up-1.0")
+    ours = import_and_apply(quilt_dir, upstream_tar, tmp_path)
+    theirs = quilt_push_all(upstream_tar, quilt_dir, tmp_path / "quilt")
+    assert tree_bytes(ours) == tree_bytes(theirs)
+    from materialize.series import load_series
+
+    names = [p.name for p in load_series(tmp_path / "imported.yaml").patches]
+    # riscv-flaky is the last patch's own file name, so the first one's path-name takes a suffix
+    assert names == ["riscv-flaky-2", "mips-flaky", "flaky", "riscv-flaky"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -334,3 +335,18 @@ def test_new_on_an_empty_stack_takes_the_only_target_and_names_the_choices_when_
     assert run(project, "new", "0001-x") == 0
     assert patch_file(project, "0001-x").exists()
     assert "target: tt-metal" in series.read_text()
+
+
+def test_rename_of_a_patch_that_carries_its_own_name_renames_both(project: Path) -> None:
+    assert run(project, "new", "0001-x", "--target", "tt-metal") == 0
+    assert run(project, "pop") == 0
+    series = project / "series" / "default.yaml"
+    text = series.read_text()
+    indent = re.search(r"\n( *)target: tt-metal\n", text[text.index("patch: tt-metal/0001-x.patch"):]).group(1)
+    series.write_text(text.replace("patch: tt-metal/0001-x.patch", f"patch: tt-metal/0001-x.patch\n{indent}name: own"))
+    assert "name: own" in series.read_text()
+    assert run(project, "push") == 0
+    assert run(project, "rename", "0002-y") == 0
+    text = series.read_text()
+    assert "tt-metal/0002-y.patch" in text and "name: 0002-y" in text and patch_file(project, "0002-y").exists()
+    assert run(project, "refresh") == 0
