@@ -425,6 +425,9 @@ class Series:
         exact = [p for p in self.patches if ref in (p.name, p.spec.patch, Path(p.spec.patch).name)]
         if len(exact) == 1:
             return exact[0]
+        if exact:  # one file name in two folders (see PatchSpec.name): the path or the name tells them apart
+            choices = ", ".join(f"{p.name} ({p.spec.patch})" for p in exact)
+            raise SeriesError(f"{self.path}: {ref!r} is ambiguous ({choices})")
         prefixed = [p for p in self.patches if p.name.startswith(ref)]
         if len(prefixed) == 1:
             return prefixed[0]

@@ -174,6 +174,9 @@ def test_a_patch_may_carry_its_own_name_which_is_one_path_component_and_not_a_nu
     series.write_text(head + "  - {patch: a/x.patch, target: t}\n  - {patch: b/x.patch, target: t, name: b-x}\n")
     assert [p.name for p in load_series(series).patches] == ["x", "b-x"]
     assert load_series(series).find("b-x").position == 2
+    assert load_series(series).find("b/x.patch").position == 2
+    with pytest.raises(SeriesError, match=r"'x.patch' is ambiguous \(x \(a/x.patch\), b-x \(b/x.patch\)\)"):
+        load_series(series).find("x.patch")
     for bad in ("b/x", "12", "..", "a\\tb"):
         series.write_text(head + '  - {patch: b/x.patch, target: t, name: "' + bad + '"}\n')
         with pytest.raises(SeriesError, match=r"patches\.0\.name"):
