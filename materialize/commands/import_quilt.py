@@ -124,6 +124,8 @@ def own_names(paths: list[str]) -> list[str | None]:
             names.append(None)
             continue
         stem = patch_name(path.replace("/", "-"))
+        if stem.isdigit():  # a name that is a number would be read as a position
+            stem = f"{stem}-patch"
         name, n = stem, 1
         while name in taken:
             n += 1

@@ -1,6 +1,7 @@
 """import-quilt on real quilt series, compared byte for byte with what quilt itself produces."""
 
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from materialize.cli import main
-from materialize.commands.import_quilt import parse_quilt_series
+from materialize.commands.import_quilt import own_names, parse_quilt_series
 from materialize.errors import SeriesError
 
 DEBIAN_PACKAGES = ["bzip2"]  # a real Debian source package whose debian/patches is a quilt series
@@ -147,3 +148,13 @@ def test_patches_sharing_a_file_name_in_different_folders_import_and_apply_as_qu
     names = [p.name for p in load_series(tmp_path / "imported.yaml").patches]
     # riscv-flaky is the last patch's own file name, so the first one's path-name takes a suffix
     assert names == ["riscv-flaky-2", "mips-flaky", "flaky", "riscv-flaky"]
+
+
+def test_own_names_are_valid_series_names_and_unique():
+    from materialize.series import PATCH_NAME, patch_name
+
+    paths = ["12.patch", "x/12.patch", "a/b.diff", "c/b.patch.gz", "b.patch", "b-2.patch", "solo.patch", "a/b.diff"]
+    names = [own or patch_name(p) for p, own in zip(paths, own_names(paths), strict=True)]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(PATCH_NAME.strip("^$"), n) for n in names), names
+    assert own_names(["solo.patch"]) == [None]
