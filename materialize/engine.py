@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from materialize.errors import PatchApplyError
 from materialize.report import HunkReport, PatchReport
@@ -79,6 +79,8 @@ class Materialization:
     empty_dirs: dict[str, list[str]] = field(default_factory=dict)
     """Per target, the upstream's empty directories that a full output recreates (see ``surviving_empty_dirs``)."""
     _changed: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict, repr=False, compare=False)
+    _manifests: dict[bool, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    """``output.manifest`` per overlay flag: the output writes it and ``apply --json`` prints it."""
 
     def tree(self, target: str) -> StoreTree:
         root = f"{self.display_root}/{target}" if self.display_root else None

@@ -39,7 +39,14 @@ _SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
 def manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
-    """Everything a reader needs to know which code this is and how it was made."""
+    """Everything a reader needs to know which code this is and how it was made (built once per
+    materialization: a patch of 100k hunks makes it big)."""
+    if overlay not in m._manifests:
+        m._manifests[overlay] = _manifest(m, overlay=overlay)
+    return m._manifests[overlay]
+
+
+def _manifest(m: Materialization, *, overlay: bool) -> dict[str, Any]:
     targets: dict[str, Any] = {}
     for target in sorted(m.trees):
         changed, deleted = m.changed_paths(target)
