@@ -451,6 +451,18 @@ def patch_name(patch: str) -> str:
     return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
 
+def _check_inside(patches_dir: Path, patch: str, where: str) -> None:
+    """A patch file lies inside ``patches_dir``: a series that names ``/etc/shadow`` or
+    ``../../secret.key`` would otherwise have it read, hashed, and shown whole on the report page.
+    A symlink is followed, so one that leads out is refused too."""
+    rel = Path(patch)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise SeriesError(f"{where}: {patch!r} is outside patches_dir (a patch path is relative to it and has no '..')")
+    resolved = (patches_dir / rel).resolve()
+    if resolved != patches_dir and not resolved.is_relative_to(patches_dir):
+        raise SeriesError(f"{where}: {patch!r} is a symlink that leads out of patches_dir (to {resolved})")
+
+
 def load_series(path: str | Path) -> Series:
     """Load and validate a series file; every error names file, line and field."""
     path = Path(path).resolve()
@@ -472,6 +484,7 @@ def load_series(path: str | Path) -> Series:
         if name in seen:
             raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}"
                               + ("" if p.name else " (two patch files of that name: give one a `name:`)"))
+        _check_inside(patches_dir, p.patch, f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch")
         if p.target not in spec.targets:
             at = located.line_of(("patches", index, "target"))
             raise SeriesError(f"{source}:{at}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")
