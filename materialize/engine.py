@@ -282,16 +282,23 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     reports: list[PatchReport] = []
     new_refs: dict[str, str] = {}
     known = store.read_refs(PREFIX_REF)
+    # The chain keys need only the patches' bytes, so every cached prefix is known before applying,
+    # and their commits (tree + report) are read in one exchange with git, not 109.
+    planned = []
+    chain = dict(keys)
+    for entry in selected:
+        data = entry.read()
+        chain[entry.target] = _chain(chain[entry.target], entry, data)
+        planned.append((entry, data, chain[entry.target]))
+    cached_commits = store.read_commits(c for c in (known.get(PREFIX_REF + k) for _e, _d, k in planned) if c)
     try:
         with store.batch(), _progress_bar(progress) as bar:  # new objects: one pack, not a file each
             task = bar.add_task("apply", total=len(selected))
-            for entry in selected:
+            for entry, data, key in planned:
                 bar.update(task, description=f"apply {entry.name}")
-                data = entry.read()
-                key = _chain(keys[entry.target], entry, data)
                 cached = known.get(PREFIX_REF + key)
                 if cached is not None:
-                    trees[entry.target], message = store.read_commit(cached)
+                    trees[entry.target], message = cached_commits[cached]
                     report = PatchReport.from_json(json.loads(message.split("\n\n", 1)[1]), reused=True)
                     commit = cached
                 else:

@@ -11,7 +11,9 @@ All relative paths in a series file are relative to the directory that holds the
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -451,16 +453,26 @@ def patch_name(patch: str) -> str:
     return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
 
-def _check_inside(patches_dir: Path, patch: str, where: str) -> None:
+def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bool]) -> None:
     """A patch file lies inside ``patches_dir``: a series that names ``/etc/shadow`` or
     ``../../secret.key`` would otherwise have it read, hashed, and shown whole on the report page.
-    A symlink is followed, so one that leads out is refused too."""
+    A symlink on the way is followed, so one that leads out is refused too (``links`` remembers which
+    folders are symlinks: one lstat per file and per folder, not a full resolve per patch)."""
     rel = Path(patch)
     if rel.is_absolute() or ".." in rel.parts:
         raise SeriesError(f"{where}: {patch!r} is outside patches_dir (a patch path is relative to it and has no '..')")
-    resolved = (patches_dir / rel).resolve()
-    if resolved != patches_dir and not resolved.is_relative_to(patches_dir):
-        raise SeriesError(f"{where}: {patch!r} is a symlink that leads out of patches_dir (to {resolved})")
+    steps = [str(patches_dir.joinpath(*rel.parts[:i])) for i in range(1, len(rel.parts) + 1)]
+    for step in steps:
+        if step not in links:
+            try:
+                links[step] = stat.S_ISLNK(os.lstat(step).st_mode)
+            except OSError:
+                links[step] = False  # a missing file is reported when it is read
+        if links[step]:
+            resolved = Path(steps[-1]).resolve()
+            if not resolved.is_relative_to(patches_dir):
+                raise SeriesError(f"{where}: {patch!r} is a symlink that leads out of patches_dir (to {resolved})")
+            return
 
 
 def load_series(path: str | Path) -> Series:
@@ -478,13 +490,15 @@ def load_series(path: str | Path) -> Series:
     patches_dir = (path.parent / spec.patches_dir).resolve()
     entries: list[PatchEntry] = []
     seen: dict[str, int] = {}
+    links: dict[str, bool] = {}
     for index, p in enumerate(spec.patches):
         line = located.line_of(("patches", index))
         name = p.name or patch_name(p.patch)
         if name in seen:
             raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}"
                               + ("" if p.name else " (two patch files of that name: give one a `name:`)"))
-        _check_inside(patches_dir, p.patch, f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch")
+        _check_inside(patches_dir, p.patch, f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch",
+                      links)
         if p.target not in spec.targets:
             at = located.line_of(("patches", index, "target"))
             raise SeriesError(f"{source}:{at}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")

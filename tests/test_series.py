@@ -183,12 +183,18 @@ def test_a_patch_may_carry_its_own_name_which_is_one_path_component_and_not_a_nu
             load_series(series)
 
 
-@pytest.mark.parametrize("patch", ["/etc/passwd", "../outside.patch", "a/../../outside.patch", "link.patch"])
+@pytest.mark.parametrize("patch", ["/etc/passwd", "../outside.patch", "a/../../outside.patch", "link.patch",
+                                   "sub/outside.patch"])
 def test_a_patch_path_that_leaves_patches_dir_is_refused_with_file_and_line(tmp_path, patch):
     """A shared series must not make us read (and show on the report page) a file outside its patches."""
     (tmp_path / "p").mkdir()
     (tmp_path / "outside.patch").write_text("secret\n")
     (tmp_path / "p" / "link.patch").symlink_to(tmp_path / "outside.patch")
+    (tmp_path / "p" / "sub").symlink_to(tmp_path)
+    (tmp_path / "p" / "inner.patch").symlink_to("real.patch")  # a link that stays inside is fine
+    (tmp_path / "s.yaml").write_text("version: 1\npatches_dir: p\ntargets:\n  t:\n    pin: {kind: path, path: up}\n"
+                                     "patches:\n  - target: t\n    patch: inner.patch\n")
+    assert load_series(tmp_path / "s.yaml").patches[0].name == "inner"
     (tmp_path / "s.yaml").write_text("version: 1\npatches_dir: p\ntargets:\n  t:\n    pin: {kind: path, path: up}\n"
                                      f"patches:\n  - target: t\n    patch: {patch}\n")
     with pytest.raises(SeriesError, match=r"s.yaml:8: patches.0.patch: .*(outside|leads out of) patches_dir"):
