@@ -281,7 +281,6 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
     reports: list[PatchReport] = []
     new_refs: dict[str, str] = {}
-    known = store.read_refs(PREFIX_REF)
     # The chain keys need only the patches' bytes, so every cached prefix is known before applying,
     # and their commits (tree + report) are read in one exchange with git, not 109.
     planned = []
@@ -290,6 +289,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
         data = entry.read()
         chain[entry.target] = _chain(chain[entry.target], entry, data)
         planned.append((entry, data, chain[entry.target]))
+    known = store.lookup_refs(PREFIX_REF + key for _entry, _data, key in planned)
     cached_commits = store.read_commits(c for c in (known.get(PREFIX_REF + k) for _e, _d, k in planned) if c)
     try:
         with store.batch(), _progress_bar(progress) as bar:  # new objects: one pack, not a file each

@@ -613,9 +613,38 @@ class Store:
         return removed
 
     def read_refs(self, prefix: str) -> dict[str, str]:
-        """All refs under ``prefix`` in one git call (ref -> object id)."""
+        """All refs under ``prefix`` in one git call (ref -> object id): for listing (gc, tests)."""
         out = self.git("for-each-ref", "--format=%(refname) %(objectname)", prefix).decode()
         return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+    def lookup_refs(self, refs: Iterable[str]) -> dict[str, str]:
+        """The object ids of those of ``refs`` that exist, read in-process: a loose ref file each,
+        else ``packed-refs``. ``for-each-ref`` lists every prefix ever applied (they only grow) in a
+        subprocess; a run needs only its own series' few."""
+        self.flush()
+        found: dict[str, str] = {}
+        packed: dict[str, str] | None = None
+        for ref in refs:
+            try:
+                with open(self.git_dir / ref, "rb") as handle:
+                    value = handle.read(41).strip().decode()
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                value = ""
+            if len(value) != 40:  # not loose (or being written): packed-refs has it, if anything does
+                if packed is None:
+                    packed = self._packed_refs()
+                value = packed.get(ref, "")
+            if value:
+                found[ref] = value
+        return found
+
+    def _packed_refs(self) -> dict[str, str]:
+        try:
+            text = (self.git_dir / "packed-refs").read_text()
+        except FileNotFoundError:
+            return {}
+        return {name: sha for sha, _, name in (line.partition(" ") for line in text.splitlines())
+                if len(sha) == 40 and name}
 
     def get_ref(self, ref: str) -> str | None:
         try:

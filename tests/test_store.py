@@ -181,3 +181,16 @@ def test_a_batch_interrupted_by_an_error_still_stores_what_it_held(tmp_path):
         pass
     assert store.git("cat-file", "blob", sha) == b"kept\n"
     assert not list((store.git_dir / "objects").rglob("tmp_*"))
+
+
+def test_refs_are_looked_up_loose_or_packed_as_git_would(tmp_path):
+    store = Store.open(tmp_path)
+    one = store.commit(store.write_tree(EMPTY_TREE, {"f": ("100644", b"1\n")}), [], "one\n")
+    two = store.commit(store.write_tree(EMPTY_TREE, {"f": ("100644", b"2\n")}), [], "two\n")
+    store.set_refs({"refs/materialize/prefix/a": one, "refs/materialize/prefix/b": one})
+    subprocess.run(["git", "--git-dir", str(store.git_dir), "pack-refs", "--all"], check=True)
+    store.set_refs({"refs/materialize/prefix/b": two})  # loose again, over its packed value
+    wanted = ["refs/materialize/prefix/a", "refs/materialize/prefix/b", "refs/materialize/prefix/none"]
+    assert store.lookup_refs(wanted) == {wanted[0]: one, wanted[1]: two}
+    for ref, sha in store.lookup_refs(wanted).items():
+        assert store.git("rev-parse", ref).decode().strip() == sha
