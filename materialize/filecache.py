@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import threading
@@ -230,19 +231,26 @@ class FileCache:
         pending: collections.deque[tuple[Future[None], int]] = collections.deque()
         held = 0
         seen: set[tuple[str, str]] = set()
+        claim = threading.Lock()
 
-        def write(sha: str, mode: str, data: bytes) -> None:
+        def write(mode: str, data: bytes) -> None:
+            # Hashed here, not in the import's thread: hashlib lets go of the GIL, so the hash runs
+            # beside the import instead of in its critical path.
+            digest = hashlib.sha1(b"blob %d\0" % len(data))
+            digest.update(data)
+            sha = digest.hexdigest()
+            with claim:  # one writer per entry: a second copy of the same file is only a duplicate
+                if (sha, mode) in seen:
+                    return
+                seen.add((sha, mode))
             path = self._path(sha, mode)
             if not self._intact(path, mode):
                 self._store(path, mode, data)
 
-        def sink(sha: str, mode: str, data: bytes) -> None:
+        def sink(mode: str, data: bytes) -> None:
             nonlocal held
             mode = EXECUTABLE if mode == EXECUTABLE else "100644"
-            if (sha, mode) in seen:
-                return
-            seen.add((sha, mode))
-            pending.append((pool.submit(write, sha, mode, data), len(data)))
+            pending.append((pool.submit(write, mode, data), len(data)))
             held += len(data)
             while held > _WARM_BYTES or (pending and pending[0][0].done()):
                 future, size = pending.popleft()

@@ -169,8 +169,8 @@ class Store:
         self._cat: subprocess.Popen | None = None  # ``git cat-file --batch`` for packed objects
         self._tree_cache: dict[str, dict[str, tuple[str, str]]] = {}
         self._listings: dict[str, dict[str, Entry]] = {}
-        self.blob_sink: Callable[[str, str, bytes], None] | None = None
-        """Given (sha, mode, bytes) of every file an import writes, when set (``FileCache.warming``)."""
+        self.blob_sink: Callable[[str, bytes], None] | None = None
+        """Given (mode, bytes) of every file an import writes, when set (``FileCache.warming``)."""
         self._pending: dict[str, tuple[str, bytes]] | None = None  # new objects of a ``batch``, by sha
         self._pending_bytes = 0
 
@@ -788,15 +788,15 @@ class PackWriter:
     def add_blob(self, reader: Any, size: int, origin: str, mode: str = "100644") -> int:
         """Stream exactly ``size`` bytes of ``reader`` into the pack; returns the blob's mark.
 
-        With a ``blob_sink`` on the store, a file that fits in memory is read whole, hashed as git
-        does, and handed to the sink too: a cold import that will be published whole writes the file
-        cache while it streams, instead of reading 20k blobs back out of the pack afterwards.
+        With a ``blob_sink`` on the store, a file that fits in memory is read whole and handed to
+        the sink too: a cold import that will be published whole writes the file cache while it
+        streams (hashing included, in the sink's threads), instead of reading 20k blobs back out of
+        the pack afterwards.
         """
         self._marks += 1
         self._write(f"blob\nmark :{self._marks}\ndata {size}\n".encode())
         sink = self.store.blob_sink
         whole = sink is not None and mode != SYMLINK and size <= self.BIG_FILE
-        digest = hashlib.sha1(b"blob %d\0" % size) if whole else None
         kept: list[bytes] = []
         left = size
         while left:
@@ -804,16 +804,15 @@ class PackWriter:
             if not chunk:
                 raise MaterializeError(f"{origin}: ended after {size - left} of its {size} bytes")
             self._write(chunk)
-            if digest is not None:
-                digest.update(chunk)
+            if whole:
                 kept.append(chunk)
             left -= len(chunk)
         if reader.read(1):
             raise MaterializeError(f"{origin}: longer than the {size} bytes it declares")
         self._write(b"\n")
-        if digest is not None:
+        if whole:
             assert sink is not None
-            sink(digest.hexdigest(), mode, b"".join(kept))
+            sink(mode, kept[0] if len(kept) == 1 else b"".join(kept))
         return self._marks
 
     def finish(self, files: Mapping[str, tuple[str, int]]) -> str:
