@@ -27,7 +27,7 @@ def _unpack(artifact: Path, dest: Path) -> None:
             zf.extractall(dest)
     else:
         with tarfile.open(artifact) as tar:
-            tar.extractall(dest, filter="data")
+            tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         (top,) = list(dest.iterdir())
         for child in top.iterdir():
             child.rename(dest / child.name)

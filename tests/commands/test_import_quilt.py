@@ -16,6 +16,10 @@ from materialize.errors import SeriesError
 DEBIAN_PACKAGES = ["bzip2"]  # a real Debian source package whose debian/patches is a quilt series
 
 
+# extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
+_TAR_FILTER = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
 def test_parse_quilt_series_file(tmp_path):
     series = tmp_path / "series"
     series.write_text("# comment\n\nfirst.patch\nsecond.diff -p0  # trailing comment\nfix#12.patch\nrev.patch -R -p2\n")
@@ -39,7 +43,7 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 def quilt_push_all(upstream_tar: Path, patches: Path, work: Path) -> Path:
     work.mkdir()
     with tarfile.open(upstream_tar) as tar:
-        tar.extractall(work, filter="data")
+        tar.extractall(work, **_TAR_FILTER)
     (top,) = list(work.iterdir())
     shutil.copytree(patches, top / "patches")
     env = {**os.environ, "QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
@@ -97,7 +101,7 @@ def test_real_debian_quilt_series_matches_quilt(package, tmp_path):
     unpacked = tmp_path / "debian-src"
     unpacked.mkdir()
     with tarfile.open(debian) as tar:
-        tar.extractall(unpacked, filter="data")
+        tar.extractall(unpacked, **_TAR_FILTER)
     quilt_dir = unpacked / "debian" / "patches"
     ours = import_and_apply(quilt_dir, orig, tmp_path)
     theirs = quilt_push_all(orig, quilt_dir, tmp_path / "quilt")

@@ -32,6 +32,8 @@ PACKAGES = [
     "grub2", "nodejs",
 ]
 SKIP = {".pc", "patches"}
+# extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
+_TAR_FILTER = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
 
 
 def cache_dir() -> Path:
@@ -100,7 +102,7 @@ class Outcome:
 def _quilt(orig: Path, patches: Path, work: Path) -> Path | str:
     work.mkdir()
     with tarfile.open(orig) as tar:
-        tar.extractall(work, filter="tar")
+        tar.extractall(work, **_TAR_FILTER)
     tops = list(work.iterdir())
     top = tops[0] if len(tops) == 1 and tops[0].is_dir() else work
     shutil.copytree(patches, top / "patches")
@@ -136,7 +138,7 @@ def compare(package: str, work: Path) -> Outcome:
     unpacked = work / "debian-src"
     unpacked.mkdir(parents=True)
     with tarfile.open(debian) as tar:
-        tar.extractall(unpacked, filter="tar")
+        tar.extractall(unpacked, **_TAR_FILTER)
     quilt_dir = unpacked / "debian" / "patches"
     series = quilt_dir / "series"
     if not series.is_file():
