@@ -423,7 +423,8 @@ class Store:
                 if not os.path.exists(path):
                     self._write_loose(path, f"{kind} {len(data)}\0".encode() + data)
             return
-        with self.lock():  # an import's sweep of partial packs (``PackWriter._sweep``) runs under it
+        with self.lock():  # every pack writer and every sweep of partial packs runs under it
+            sweep_partial_packs(self.git_dir / "objects" / "pack", self.root)
             write_pack(self.git_dir / "objects" / "pack", pending, self.root)
 
     def _write_loose(self, path: str, raw: bytes) -> None:
@@ -745,6 +746,18 @@ def write_pack(folder: Path, objects: Mapping[str, tuple[str, bytes]], root: Pat
     return name
 
 
+def sweep_partial_packs(folder: Path, root: Path) -> None:
+    """Remove what a killed pack writer left: ``tmp_*`` files, and a pack renamed into place whose
+    index never followed (git ignores it; only the disk saw it). Imports, fetches and batches write
+    packs only under the store lock, which our caller holds, so none of these belongs to a live run."""
+    with cache_errors(root):
+        for leftover in folder.glob("tmp_*"):
+            leftover.unlink(missing_ok=True)
+        for pack in folder.glob("pack-*.pack"):
+            if not pack.with_suffix(".idx").exists():
+                pack.unlink(missing_ok=True)
+
+
 class PackWriter:
     """Write one import's blobs and trees as a single pack through ``git fast-import``.
 
@@ -848,11 +861,7 @@ class PackWriter:
         self._sweep()
 
     def _sweep(self) -> None:
-        """Remove partial packs: only imports and fetches write them, always under the store lock
-        (which our caller holds), so none of them belongs to a live process."""
-        with cache_errors(self.store.root):
-            for leftover in (self.store.git_dir / "objects" / "pack").glob("tmp_*"):
-                leftover.unlink(missing_ok=True)
+        sweep_partial_packs(self.store.git_dir / "objects" / "pack", self.store.root)
 
     def __enter__(self) -> PackWriter:
         return self

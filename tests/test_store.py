@@ -194,3 +194,17 @@ def test_refs_are_looked_up_loose_or_packed_as_git_would(tmp_path):
     assert store.lookup_refs(wanted) == {wanted[0]: one, wanted[1]: two}
     for ref, sha in store.lookup_refs(wanted).items():
         assert store.git("rev-parse", ref).decode().strip() == sha
+
+
+def test_a_pack_whose_index_never_arrived_is_swept_by_the_next_batch(tmp_path):
+    """A kill between the pack's rename and its index's leaves a pack git ignores: disk only."""
+    store = Store.open(tmp_path)
+    folder = store.git_dir / "objects" / "pack"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pack-0123.pack").write_bytes(b"PACK half")
+    (folder / "tmp_pack-0456.idx_99").write_bytes(b"half")
+    with store.batch():
+        for i in range(100):
+            store.write_object("blob", b"%d\n" % i)
+    assert sorted(p.suffix for p in folder.iterdir()) == [".idx", ".pack"]
+    fsck(store)
