@@ -19,8 +19,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (44 packages,
-# 834 patches). All are identical to quilt push -a (2026-11-30; nodejs and grub2 2026-12-01), jq's
+# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (45 packages,
+# 877 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba 2026-12-01), jq's
 # two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
@@ -28,8 +28,9 @@ PACKAGES = [
     "ncompress", "patch", "screen", "sed", "sharutils", "sl", "tree", "units", "unzip", "xz-utils", "zlib",
     # Larger series, and strace, whose orig tarball holds tar hard links (refused until 2026-11-30).
     "cron", "curl", "dash", "libxml2", "nginx", "openssh", "rsync", "strace",
-    # grub2: 206 patches; nodejs: two patches of one file name in two folders (riscv/, mips/).
-    "grub2", "nodejs",
+    # grub2: 206 patches; nodejs: two patches of one file name in two folders (riscv/, mips/);
+    # samba: an orig tarball that holds 27 members twice.
+    "grub2", "nodejs", "samba",
 ]
 SKIP = {".pc", "patches"}
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them

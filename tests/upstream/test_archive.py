@@ -100,3 +100,46 @@ def test_a_hard_link_must_name_an_earlier_member_inside(tmp_path, target, error)
         read_archive(archive)
     assert type(info.value).__name__ == error
     assert "pkg/x.h" in str(info.value)
+
+
+def test_a_member_that_appears_again_replaces_the_earlier_one_as_gnu_tar_does(tmp_path):
+    """Debian's samba 4.17 orig tarball holds 27 members twice (identical copies); tar -x writes each
+    again over the first, so quilt's tree has the last one. GNU tar is the oracle, hard links included
+    (a link made before its target was replaced keeps the old content)."""
+    import os
+    import subprocess
+
+    def symlink(name, target):
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.SYMTYPE
+        info.linkname = target
+        return info, None
+
+    archive = make_tar(tmp_path / "d.tar.gz", [
+        file_info("pkg/a.txt", b"v1\n"), _hard("pkg/hl", "pkg/a.txt"), file_info("pkg/a.txt", b"v2\n", mode=0o755),
+        file_info("pkg/same.txt", b"same\n"), file_info("pkg/same.txt", b"same\n"),
+        symlink("pkg/s", "a.txt"), file_info("pkg/s", b"a file now\n"),
+        file_info("pkg/f", b"a file first\n"), symlink("pkg/f", "same.txt"),
+    ])
+    ours = {m.path: (m.mode, m.data) for m in read_archive(archive)}
+    out = tmp_path / "x"
+    out.mkdir()
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(out)], check=True)
+    theirs = {}
+    for path in sorted((out / "pkg").iterdir()):
+        rel = f"pkg/{path.name}"
+        if path.is_symlink():
+            theirs[rel] = ("120000", os.readlink(path).encode())
+        else:
+            theirs[rel] = ("100755" if os.access(path, os.X_OK) else "100644", path.read_bytes())
+    assert ours == theirs
+    assert ours["pkg/hl"] == ("100644", b"v1\n") and ours["pkg/a.txt"] == ("100755", b"v2\n")
+
+
+def test_a_link_that_appears_again_pointing_out_is_still_refused(tmp_path):
+    info = tarfile.TarInfo("pkg/f")
+    info.type = tarfile.SYMTYPE
+    info.linkname = "../../etc/passwd"
+    archive = make_tar(tmp_path / "d.tar.gz", [file_info("pkg/f", b"x\n"), (info, None)])
+    with pytest.raises(UnsafePathError):
+        read_archive(archive)
