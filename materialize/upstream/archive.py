@@ -249,13 +249,12 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
 
     Each member's ``reader`` must be consumed before the next member is asked for. Damage anywhere in
     the archive (a truncated download, a corrupt deflate stream, a CRC mismatch) raises UpstreamError
-    naming the archive. A tar member that appears again replaces the earlier one, as ``tar -x``
-    writes it over the first; in a zip, a name seen twice is refused.
+    naming the archive. A member that appears again replaces the earlier one, as ``tar -x``,
+    ``unzip`` and pip write it over the first.
     """
     name = archive.name.lower()
     budget = _Budget(archive)
-    zipped = name.endswith((".zip", ".whl"))
-    members = _zip_members(archive, budget) if zipped else _tar_members(archive, budget)
+    members = _zip_members(archive, budget) if name.endswith((".zip", ".whl")) else _tar_members(archive, budget)
     seen: set[str] = set()
     links: dict[str, str] = {}
     try:
@@ -264,10 +263,9 @@ def stream_archive(archive: Path) -> Iterator[StreamMember]:
                 yield member
                 continue
             if member.path in seen:
-                if zipped:
-                    raise UpstreamError(f"{archive}: member {member.path!r} appears twice")
-                # tar -x writes a member that appears again over the first (samba's orig tarball
-                # repeats 27 files): the last one is the file. Its links are judged anew below.
+                # A member that appears again is written over the first, by tar -x (samba's orig
+                # tarball repeats 27 files) as by unzip and pip: the last one is the file. Its
+                # links are judged anew below.
                 links.pop(member.path, None)
             seen.add(member.path)
             if member.mode == SYMLINK and member.same_as is not None:

@@ -143,3 +143,18 @@ def test_a_link_that_appears_again_pointing_out_is_still_refused(tmp_path):
     archive = make_tar(tmp_path / "d.tar.gz", [file_info("pkg/f", b"x\n"), (info, None)])
     with pytest.raises(UnsafePathError):
         read_archive(archive)
+
+
+def test_a_zip_name_that_appears_again_is_the_last_one_as_unzip_and_pip_extract(tmp_path):
+    import warnings
+
+    path = tmp_path / "w.whl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it writes
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("pkg/a.py", b"first\n")
+            zf.writestr("pkg/a.py", b"second\n")
+    out = tmp_path / "x"
+    with zipfile.ZipFile(path) as zf:
+        zf.extractall(out)
+    assert {m.path: m.data for m in read_archive(path)} == {"pkg/a.py": (out / "pkg" / "a.py").read_bytes()}
