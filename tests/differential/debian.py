@@ -32,7 +32,7 @@ PACKAGES = [
     # samba: an orig tarball that holds 27 members twice.
     "grub2", "nodejs", "samba",
 ]
-SKIP = {".pc", "patches"}
+SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
 _TAR_FILTER = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
 
@@ -106,8 +106,9 @@ def _quilt(orig: Path, patches: Path, work: Path) -> Path | str:
         tar.extractall(work, **_TAR_FILTER)
     tops = list(work.iterdir())
     top = tops[0] if len(tops) == 1 and tops[0].is_dir() else work
-    shutil.copytree(patches, top / "patches")
-    env = {**os.environ, "QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
+    # quilt reads the series where it lies: an upstream may ship a patches/ folder of its own
+    # (sane-backends does), which a copy into the tree would collide with and the comparison miss.
+    env = {**os.environ, "QUILT_PATCHES": str(patches.resolve()), "QUILTRC": "/dev/null"}
     proc = subprocess.run(["quilt", "push", "-a", "-q"], cwd=top, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         return f"quilt push -a failed: {proc.stdout[-300:]}{proc.stderr[-300:]}"
