@@ -32,7 +32,7 @@ def test_parse_quilt_series_file(tmp_path):
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    skip = {".pc", "patches", "debian"}
+    skip = {".pc", "debian"}
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in root.rglob("*")
@@ -45,8 +45,7 @@ def quilt_push_all(upstream_tar: Path, patches: Path, work: Path) -> Path:
     with tarfile.open(upstream_tar) as tar:
         tar.extractall(work, **_TAR_FILTER)
     (top,) = list(work.iterdir())
-    shutil.copytree(patches, top / "patches")
-    env = {**os.environ, "QUILT_PATCHES": "patches", "QUILTRC": "/dev/null"}
+    env = {**os.environ, "QUILT_PATCHES": str(patches.resolve()), "QUILTRC": "/dev/null"}  # the series where it lies
     subprocess.run(["quilt", "push", "-a", "-q"], cwd=top, env=env, check=True, capture_output=True)
     return top
 
