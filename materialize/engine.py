@@ -284,11 +284,10 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     # The chain keys need only the patches' bytes, so every cached prefix is known before applying,
     # and their commits (tree + report) are read in one exchange with git, not 109.
     planned = []
-    chain = dict(keys)
     for entry in selected:
         data = entry.read()
-        chain[entry.target] = _chain(chain[entry.target], entry, data)
-        planned.append((entry, data, chain[entry.target]))
+        keys[entry.target] = _chain(keys[entry.target], entry, data)
+        planned.append((entry, data, keys[entry.target]))
     known = store.lookup_refs(PREFIX_REF + key for _entry, _data, key in planned)
     cached_commits = store.read_commits(c for c in (known.get(PREFIX_REF + k) for _e, _d, k in planned) if c)
     try:
@@ -312,7 +311,6 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                     commit = store.commit(tree, [commits[entry.target]], message)
                     new_refs[PREFIX_REF + key] = commit
                     trees[entry.target] = tree
-                keys[entry.target] = key
                 commits[entry.target] = commit
                 if empty[entry.target]:
                     empty[entry.target] = surviving_empty_dirs(empty[entry.target], report.deleted)

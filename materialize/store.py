@@ -82,6 +82,11 @@ def widen_pipe(stream: Any) -> None:
         fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BUFFER)
 
 
+def _loose_bytes(kind: str, data: bytes) -> bytes:
+    """An object as git hashes it and stores it loose (zlib'd): header, NUL, content."""
+    return f"{kind} {len(data)}\0".encode() + data
+
+
 def die_with_parent() -> None:
     """In a child process: be killed when we are. A ``kill -9`` of materialize must not leave a git
     checkout running on, writing into an output folder that the next run is about to sweep."""
@@ -374,7 +379,7 @@ class Store:
         exists is not rewritten, and a loose file is published with an atomic rename so two runs at
         once can only ever write the same bytes under the same name.
         """
-        raw = f"{kind} {len(data)}\0".encode() + data
+        raw = _loose_bytes(kind, data)
         sha = hashlib.sha1(raw).hexdigest()
         path = self._loose_path(sha)
         if os.path.exists(path):
@@ -421,7 +426,7 @@ class Store:
             for sha, (kind, data) in pending.items():
                 path = self._loose_path(sha)
                 if not os.path.exists(path):
-                    self._write_loose(path, f"{kind} {len(data)}\0".encode() + data)
+                    self._write_loose(path, _loose_bytes(kind, data))
             return
         with self.lock():  # every pack writer and every sweep of partial packs runs under it
             sweep_partial_packs(self.git_dir / "objects" / "pack", self.root)
@@ -622,7 +627,6 @@ class Store:
         """The object ids of those of ``refs`` that exist, read in-process: a loose ref file each,
         else ``packed-refs``. ``for-each-ref`` lists every prefix ever applied (they only grow) in a
         subprocess; a run needs only its own series' few."""
-        self.flush()
         found: dict[str, str] = {}
         packed: dict[str, str] | None = None
         for ref in refs:

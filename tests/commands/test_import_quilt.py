@@ -59,6 +59,14 @@ def import_and_apply(quilt_dir: Path, upstream: Path, tmp_path: Path) -> Path:
     return out / "plugin"
 
 
+def ours_and_quilts(upstream: Path, quilt_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """``upstream`` as a release tarball, then our tree of ``quilt_dir`` on it and quilt's."""
+    upstream_tar = tmp_path / "up-1.0.tar.gz"
+    with tarfile.open(upstream_tar, "w:gz") as tar:
+        tar.add(upstream, arcname="up-1.0")
+    return import_and_apply(quilt_dir, upstream_tar, tmp_path), quilt_push_all(upstream_tar, quilt_dir, tmp_path / "quilt")
+
+
 @pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
 def test_synthetic_series_with_fuzz_and_p0_matches_quilt(builder, tmp_path):
     b = builder({"src/m.c": "".join(f"int v{i} = {i};\n" for i in range(30))})
@@ -69,11 +77,7 @@ def test_synthetic_series_with_fuzz_and_p0_matches_quilt(builder, tmp_path):
     (b.upstream / "src/m.c").write_text(text)
     quilt_dir = b.root / "patches"
     (quilt_dir / "series").write_text("one.patch\n# a comment\ntwo.patch\n")
-    upstream_tar = tmp_path / "up-1.0.tar.gz"
-    with tarfile.open(upstream_tar, "w:gz") as tar:
-        tar.add(b.upstream, arcname="up-1.0")
-    ours = import_and_apply(quilt_dir, upstream_tar, tmp_path)
-    theirs = quilt_push_all(upstream_tar, quilt_dir, tmp_path / "quilt")
+    ours, theirs = ours_and_quilts(b.upstream, quilt_dir, tmp_path)
     assert tree_bytes(ours) == tree_bytes(theirs)
     assert main(["check", "--series", str(tmp_path / "imported.yaml")]) == 1  # fuzz is refused by check
 
@@ -140,11 +144,7 @@ def test_patches_sharing_a_file_name_in_different_folders_import_and_apply_as_qu
         (quilt_dir / name).parent.mkdir(parents=True, exist_ok=True)
         b.add_patch(f"p{len(b.patches)}", {"src/m.c": before.replace(old, new)}).rename(quilt_dir / name)
     (quilt_dir / "series").write_text("riscv/flaky.patch\nmips/flaky.patch\nflaky.diff\nriscv-flaky.patch\n")
-    upstream_tar = tmp_path / "up-1.0.tar.gz"
-    with tarfile.open(upstream_tar, "w:gz") as tar:
-        tar.add(b.upstream, arcname="up-1.0")
-    ours = import_and_apply(quilt_dir, upstream_tar, tmp_path)
-    theirs = quilt_push_all(upstream_tar, quilt_dir, tmp_path / "quilt")
+    ours, theirs = ours_and_quilts(b.upstream, quilt_dir, tmp_path)
     assert tree_bytes(ours) == tree_bytes(theirs)
     from materialize.series import load_series
 
