@@ -8,6 +8,7 @@ cached in the store under a key made of the pin's verified identity (artifact sh
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -52,8 +53,9 @@ class ResolvedPin:
 
 
 # Bumped when what an import records changes (2: empty directories), so older cached imports are
-# redone once instead of being read without the new field.
-_IMPORT_FORMAT = 2
+# redone once instead of being read without the new field (3: links judged in the rooted tree, so
+# an import cached before that check is checked once).
+_IMPORT_FORMAT = 3
 
 
 def _cache_ref(identity: dict[str, Any]) -> str:
@@ -83,25 +85,38 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
     leaves no pack, no ref and no pin behind.
     """
     # tarfile and zipfile load for archive pins only
-    from materialize.upstream.archive import single_top_folder, stream_archive
+    from materialize.upstream.archive import _read_exact, single_top_folder, stream_archive
 
     with PackWriter(store) as pack:
         marks: dict[str, tuple[str, int]] = {}
         dirs: set[str] = set()
+        links: dict[str, str] = {}  # symlink members -> their targets (judged again once rooted)
         for member in stream_archive(archive):
             if member.mode == TREE:
                 dirs.add(member.path)
                 continue
+            links.pop(member.path, None)  # a member that appears again replaces the earlier one
             if member.same_as is not None:  # a tar hard link: the same blob under a second name
                 marks[member.path] = marks[member.same_as]
+                if member.same_as in links:
+                    links[member.path] = links[member.same_as]
                 continue
-            marks[member.path] = (member.mode, pack.add_blob(member.reader, member.size, f"{origin}: {member.path}",
+            reader = member.reader
+            if member.mode == SYMLINK:  # a link's target is a few bytes: kept to judge it in the rooted tree
+                target = _read_exact(member)
+                links[member.path] = target.decode("utf-8", "surrogateescape")
+                reader = io.BytesIO(target)
+            marks[member.path] = (member.mode, pack.add_blob(reader, member.size, f"{origin}: {member.path}",
                                                                 member.mode))
         chosen = single_top_folder(list(marks)) if root is None else root.strip("/")
         prefix = f"{chosen}/" if chosen else ""
         files = {path[len(prefix):]: entry for path, entry in marks.items() if path.startswith(prefix)}
         if not files:
             raise UpstreamError(f"{origin}: nothing under root {chosen!r}")
+        # stream_archive judged every link against the archive's root; the tree is rooted at ``chosen``,
+        # where proj/l -> ../a (inside the archive) leads out of the tree: judge them again there.
+        rooted = {path[len(prefix):]: target for path, target in links.items() if path.startswith(prefix)}
+        check_links(rooted, set(files) - rooted.keys(), origin=f"{origin} (rooted at {chosen or 'the archive root'}/)")
         empty = empty_leaf_dirs({d[len(prefix):] for d in dirs if d.startswith(prefix)}, set(files))
         try:
             return pack.finish(files), chosen, empty

@@ -7,7 +7,7 @@ from pathlib import Path
 import git
 import pytest
 
-from materialize.errors import UpstreamError
+from materialize.errors import UnsafePathError, UpstreamError
 from materialize.series import GitPin, PypiPin, TarballPin
 from materialize.store import Store
 from materialize.upstream import parse_spec, resolve
@@ -203,3 +203,56 @@ def test_a_path_pin_is_read_again_only_when_it_changed(tmp_path, monkeypatch):
     trees.append(changed(lambda: [p.unlink() for p in (up / "src" / "deep").iterdir()]))
     assert len(set(trees)) == len(trees)
     assert resolve(pin, store, base_dir=tmp_path).empty_dirs == ("src/deep",)
+
+
+def _tar(path: Path, members: list[tuple[str, str | None, str]]) -> Path:
+    """(name, link target or None, content) members, written with tarfile."""
+    import io
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, link, content in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            else:
+                info.size = len(content.encode())
+                tar.addfile(info, io.BytesIO(content.encode()))
+    return path
+
+
+@pytest.mark.parametrize(("root", "members"), [
+    # inside the archive, but the tree is rooted at proj/: ../a leaves it
+    (None, [("proj/a", None, "A"), ("proj/sub/x", None, "X"), ("proj/l", "../a", "")]),
+    (None, [("proj/a", None, "A"), ("proj/sub/l", "../../proj/a", "")]),
+    ("proj/sub", [("proj/a", None, "A"), ("proj/sub/x", None, "X"), ("proj/sub/l", "../a", "")]),
+])
+def test_a_link_is_judged_in_the_tree_rooted_where_the_pin_says(tmp_path, root, members):
+    archive = _tar(tmp_path / "proj.tar.gz", members)
+    with pytest.raises(UnsafePathError, match=r"symlink .*points outside"):
+        resolve(TarballPin(kind="tarball", path=str(archive), root=root), Store.open(), base_dir=tmp_path)
+
+
+def test_a_hard_link_to_a_symlink_is_judged_where_it_lies_in_the_rooted_tree(tmp_path):
+    import io
+
+    archive = tmp_path / "proj.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("proj/s/l")
+        info.type, info.linkname = tarfile.SYMTYPE, "../a"  # proj/a: inside
+        tar.addfile(info)
+        info = tarfile.TarInfo("proj/a")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+        info = tarfile.TarInfo("proj/h")  # the same link one folder up: ../a is outside proj/
+        info.type, info.linkname = tarfile.LNKTYPE, "proj/s/l"
+        tar.addfile(info)
+    with pytest.raises(UnsafePathError, match=r"symlink h -> '../a' points outside"):
+        resolve(TarballPin(kind="tarball", path=str(archive)), Store.open(), base_dir=tmp_path)
+
+
+def test_links_inside_the_rooted_tree_still_import(tmp_path):
+    archive = _tar(tmp_path / "proj.tar.gz", [("proj/a", None, "A"), ("proj/sub/l", "../a", "")])
+    store = Store.open()
+    resolved = resolve(TarballPin(kind="tarball", path=str(archive)), store, base_dir=tmp_path)
+    assert sorted(store.list_tree(resolved.tree)) == ["a", "sub/l"]
