@@ -24,7 +24,7 @@ from materialize.yamlpos import load_located
 
 SERIES_FORMAT_VERSION = 1
 # Targets are named by the series file; any safe identifier will do (it becomes a folder name).
-TARGET_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+TARGET_NAME = r"^(?!manifest\.json$)[A-Za-z0-9][A-Za-z0-9._+-]*$"  # a folder of the output, beside its manifest.json
 # quilt reads these compressed patches through the matching decompressor (patchfns: cat_file).
 _COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
 _SHA256 = r"^[0-9a-f]{64}$"
@@ -297,6 +297,9 @@ _TARGET = _str(TARGET_NAME, max_length=100)
 # A name is one path component (it names files under work/ and in a rebase's backup) and not a
 # position: "12" would be read as the 12th patch.
 PATCH_NAME = r"^(?![0-9]+$)(?!\.\.?$)[^/\x00-\x1f]+$"
+# A name taken from the file (``patch_name``) may be a number (quilt's 12.patch; `find` reads "12" as
+# a position, "12.patch" as the file), but not empty, "." / "..", or carry a control character.
+_FILE_NAME = r"^(?!\.\.?$)[^/\x00-\x1f\x7f]+$"
 _STRIP = _int(0, 16)
 _FUZZ = _int(0, 3)
 
@@ -494,6 +497,10 @@ def load_series(path: str | Path) -> Series:
     for index, p in enumerate(spec.patches):
         line = located.line_of(("patches", index))
         name = p.name or patch_name(p.patch)
+        if p.name is None and not re.match(_FILE_NAME, name):
+            at = located.line_of(("patches", index, "patch"))
+            raise SeriesError(f"{source}:{at}: patches.{index}.patch: the file name {Path(p.patch).name!r} cannot be"
+                              f" a patch name: give the entry a `name:` (one path component, no control characters)")
         if name in seen:
             raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}"
                               + ("" if p.name else " (two patch files of that name: give one a `name:`)"))

@@ -199,3 +199,21 @@ def test_a_patch_path_that_leaves_patches_dir_is_refused_with_file_and_line(tmp_
                                      f"patches:\n  - target: t\n    patch: {patch}\n")
     with pytest.raises(SeriesError, match=r"s.yaml:8: patches.0.patch: .*(outside|leads out of) patches_dir"):
         load_series(tmp_path / "s.yaml")
+
+
+def test_a_target_cannot_be_named_like_the_outputs_manifest(tmp_path):
+    """A target is a folder of the output beside manifest.json: a target named so crashed publishing."""
+    path = write(tmp_path, "version: 1\ntargets:\n  manifest.json:\n    pin: {kind: path, path: up}\npatches: []\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:3: targets.manifest.json"):
+        load_series(path)
+
+
+@pytest.mark.parametrize("patch", ["t/.patch", '"t/x\\ny.patch"', "t/...patch", '"t/a\\tb.diff"'])
+def test_a_name_taken_from_the_file_is_one_printable_path_component(tmp_path, patch):
+    """`materialize new .patch` made an entry named '' and `new 'x<newline>y'` one whose name breaks every
+    listing: a file name that cannot be a patch name needs its own `name:`."""
+    (tmp_path / "p" / "t").mkdir(parents=True)
+    path = write(tmp_path, f"version: 1\npatches_dir: p\ntargets:\n  t:\n    pin: {{kind: path, path: up}}\n"
+                           f"patches:\n  - patch: {patch}\n    target: t\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:7: patches.0.patch: .* cannot be a patch name: give the entry a `name:`"):
+        load_series(path)
