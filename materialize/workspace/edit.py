@@ -190,6 +190,20 @@ def new_header(root: Path, subject: str, body: str = "") -> bytes:
     return mailheader.render(mailheader.Description(_identity(root), mailheader.mail_date(when), subject, body))
 
 
+def check_new_name(name: str, op: str, given: str) -> None:
+    """A name ``new`` or ``rename`` is about to write is a valid series name (``series.PATCH_NAME``: one path
+    component, not a number, no control character), refused before anything is written: ``rename a/b``
+    wrote t/a/b.patch and then failed to find it (exit 2 after the change, the workspace wedged),
+    ``new 12`` made a patch only its file name could reach, ``rename /tmp/x`` wrote /tmp/x.patch first."""
+    import re
+
+    from materialize.series import PATCH_NAME
+
+    if not re.match(PATCH_NAME, name) or len(name) > 200:
+        raise SeriesError(f"{op}: {given!r} is not a patch name: one path component (no '/', not '.' or '..'), "
+                          "not a number (that is a position), no control characters, at most 200 characters")
+
+
 def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None = None,
               subject: str | None = None) -> PatchEntry:
     """Create an empty patch after ``after`` (default: the top) and push it when it lands on top."""
@@ -209,6 +223,7 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     if target not in ws.series.targets:
         raise SeriesError(f"new: target {target!r} has no pin in {ws.series.path}")
     stem = name[:-6] if name.endswith(".patch") else name[:-5] if name.endswith(".diff") else name
+    check_new_name(stem.rsplit("/", 1)[-1], "new", name)
     if any(p.name == Path(stem).name for p in ws.series.patches):
         raise MaterializeError(f"new: a patch named {Path(stem).name} is already in the series")
     rel = f"{target}/{stem}.patch" if "/" not in stem else f"{stem}.patch"
@@ -342,6 +357,7 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     check_stack_matches(ws, state)
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     stem = new_name[:-6] if new_name.endswith(".patch") else new_name
+    check_new_name(stem, "rename", new_name)
     if any(p.name == stem for p in ws.series.patches):
         raise MaterializeError(f"rename: a patch named {stem} is already in the series")
     old_rel = entry.spec.patch

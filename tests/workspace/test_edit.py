@@ -350,3 +350,32 @@ def test_rename_of_a_patch_that_carries_its_own_name_renames_both(project: Path)
     text = series.read_text()
     assert "tt-metal/0002-y.patch" in text and "name: 0002-y" in text and patch_file(project, "0002-y").exists()
     assert run(project, "refresh") == 0
+
+
+@pytest.mark.parametrize("bad", ["a/b", "12", "..", "/tmp/x-outside", "../../x-outside", "x\ny", ".patch", "sub/.."])
+def test_new_and_rename_refuse_a_name_that_is_not_a_patch_name_before_writing_anything(project: Path, bad) -> None:
+    """`rename a/b` wrote tt-metal/a/b.patch, then could not find it (exit 2 after the change, the workspace
+    wedged on 'the series changed'); `rename /tmp/x` wrote /tmp/x.patch before the series refused it; `new 12`
+    made a patch that "12" (a position) cannot name; `new .patch` one named ''."""
+    from materialize.errors import SeriesError
+    from materialize.workspace import edit
+    from materialize.workspace.state import Workspace
+
+    assert run(project, "new", "0001-x", "--target", "tt-metal") == 0
+    series = project / "series" / "default.yaml"
+    before = series.read_bytes()
+    listing = sorted(p for p in project.rglob("*") if ".materialize" not in p.parts)
+    ws = Workspace.open(series)
+    try:
+        with pytest.raises(SeriesError, match="is not a patch name"):
+            edit.rename(ws, bad)
+        if bad != "a/b":  # new puts a/b.patch in a folder a/ of patches_dir: the name is b
+            # (a path out of patches_dir is refused by the series itself, before writing)
+            with pytest.raises(SeriesError, match="is not a patch name|outside patches_dir"):
+                edit.new_patch(ws, bad, target="tt-metal")
+    finally:
+        ws.store.close()
+    assert series.read_bytes() == before
+    assert sorted(p for p in project.rglob("*") if ".materialize" not in p.parts) == listing
+    assert not Path("/tmp/x-outside.patch").exists() and not (project.parent / "x-outside.patch").exists()
+    assert run(project, "refresh") == 0  # the workspace is not wedged
