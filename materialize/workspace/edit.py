@@ -345,7 +345,7 @@ class _FoldView:
         return found
 
     def is_dir(self, path: str) -> bool:
-        full = self.ws.target_dir(self.target) / path
+        full = Path(self.ws.work_path(self.target, path))
         from materialize.engine import StoreView
 
         return (full.is_dir() and not full.is_symlink()) or StoreView(self.ws.store, self.tree).is_dir(path)

@@ -8,6 +8,7 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from materialize.errors import MaterializeError, PatchApplyError
@@ -42,7 +43,7 @@ def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Jour
     saved = ws.save_changes(state, changes, op, journal)
     for target, paths in changes.stray.items():
         for path in paths:
-            journal.remove(ws.target_dir(target) / path)
+            journal.remove(Path(ws.work_path(target, path)))
     return str(saved)
 
 
@@ -121,7 +122,7 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
     for outcome in applied.failed:
         rej = f"{outcome.path}.rej"
         text = (outcome.result.reject if outcome.result is not None else None) or f"{outcome.error}\n"
-        journal.write(ws.target_dir(target) / rej, text.encode("utf-8", "surrogateescape"))
+        journal.write(Path(ws.work_path(target, rej)), text.encode("utf-8", "surrogateescape"))
         rejects.append(rej)
     written = applied.changes
     files = list(written)

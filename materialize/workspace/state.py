@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from materialize.errors import MaterializeError
+from materialize.errors import MaterializeError, UnsafePathError
 from materialize.paths import safe_relpath
 from materialize.series import Series, load_series
 from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store
@@ -109,6 +109,7 @@ class Workspace:
         self.root = root or work_root(series)
         self.meta = self.root / ".materialize"
         self.state_file = self.meta / "state.json"
+        self._folders_ok: set[str] = set()  # folders of work/ seen to be real folders (see work_path)
 
     @classmethod
     def open(cls, series_path: Path, store: Store | None = None) -> Workspace:
@@ -120,6 +121,35 @@ class Workspace:
 
     def target_dir(self, target: str) -> Path:
         return self.root / target
+
+    def work_path(self, target: str, path: str) -> str:
+        """``work/<target>/<path>``, once no folder on the way (``work/<target>`` included) is a symlink.
+
+        A tree's paths never pass through one of its links, so a symlinked folder in work/ is someone
+        else's: read through it, ``refresh`` would record files outside work/; written through it, ``pop``
+        deleted and ``push`` overwrote them. Refused (exit 4) naming the folder. One ``lstat`` per folder
+        per command (remembered; a link this command writes forgets what it replaces).
+        """
+        folder = os.path.join(str(self.root), target)
+        parts = path.split("/")[:-1]
+        for index in range(len(parts) + 1):
+            if index:
+                folder = os.path.join(folder, parts[index - 1])
+            if folder in self._folders_ok:
+                continue
+            try:
+                st = os.lstat(folder)
+            except OSError:  # missing (a write makes real folders), or a file on the way (nothing to read)
+                break
+            if stat.S_ISLNK(st.st_mode):
+                raise UnsafePathError(
+                    f"{folder} is a symlink (to {os.readlink(folder)}): workspace files are not read or written "
+                    f"through it ({target}/{path}); make it a real folder (or remove it) and run the command again"
+                )
+            if not stat.S_ISDIR(st.st_mode):
+                break
+            self._folders_ok.add(folder)
+        return os.path.join(str(self.root), target, path)
 
     def check_no_pending(self) -> None:
         pending = Journal.pending(self.meta)
@@ -197,7 +227,7 @@ class Workspace:
     def disk_entry(self, target: str, path: str) -> tuple[str, bytes] | None:
         """(mode, bytes) at ``path`` in work/<target>/ (a link: its target), None when no file or link is
         there. One ``lstat`` on a plain string: push and pop look at every tracked file twice."""
-        full = os.path.join(self.root, target, path)
+        full = self.work_path(target, path)
         try:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
@@ -220,9 +250,13 @@ class Workspace:
         out: list[str] = []
         if not root.is_dir():
             return out
+        self.work_path(target, "")  # work/<target> itself is no symlink
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != ".materialize")
-            for name in filenames:
+            # os.walk puts a symlink to a folder among the folders (and does not enter it): it is a file
+            # of the workspace like any other link, reported and kept, never followed
+            links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+            dirnames[:] = sorted(d for d in dirnames if d != ".materialize" and d not in links)
+            for name in (*filenames, *links):
                 out.append(Path(dirpath, name).relative_to(root).as_posix())
         return sorted(out)
 
@@ -291,7 +325,7 @@ class Workspace:
         for kind, table in (("modified", changes.modified), ("no-patch", changes.stray)):
             for target, paths in table.items():
                 for path in paths:
-                    src = self.target_dir(target) / path
+                    src = Path(self.work_path(target, path))
                     if src.exists() or src.is_symlink():
                         out = dest / target / path
                         out.parent.mkdir(parents=True, exist_ok=True)
@@ -313,7 +347,7 @@ class Workspace:
         """
         for target, paths in state.rejects.items():  # push -f's .rej files go with the move
             for path in paths:
-                if (self.target_dir(target) / path).is_file():
+                if Path(self.work_path(target, path)).is_file():
                     journal.remove(self.target_dir(target) / path)
         state.rejects = {}
         for target, tree in trees.items():
@@ -330,7 +364,7 @@ class Workspace:
                 if not self.holds(target, path, entry):
                     stale.append((path, entry))
             if stale:
-                journal.protect(*(self.target_dir(target) / path for path, _entry in stale))
+                journal.protect(*(Path(self.work_path(target, path)) for path, _entry in stale))
             for path, entry in stale:
                 desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
                 self.write_file(journal, target, path, desired)
@@ -338,7 +372,8 @@ class Workspace:
             state.trees[target] = tree
 
     def write_file(self, journal: Journal, target: str, path: str, entry: tuple[str, bytes] | None) -> None:
-        full = self.target_dir(target) / path
+        full = Path(self.work_path(target, path))
+        self._folders_ok.discard(str(full))  # a link or nothing may take a folder's place
         if entry is None:
             journal.remove(full)
         elif entry[0] == SYMLINK:

@@ -1,0 +1,72 @@
+"""The workspace's files on disk (``state.py``), attacked through the real CLI (``python -m materialize``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ATTN = "models/tt/attention.py"
+
+
+def cli(project: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "materialize", *args], capture_output=True, text=True,
+                          cwd=cwd or project)
+
+
+@pytest.fixture
+def pushed(project: Path) -> Path:
+    """p1 on top, recording an edit of attention.py."""
+    assert cli(project, "new", "p1", "-t", "tt-metal").returncode == 0
+    assert cli(project, "add", ATTN).returncode == 0
+    work = project / "work" / "tt-metal" / ATTN
+    work.write_text(work.read_text().replace("import", "import  ", 1))
+    assert cli(project, "refresh").returncode == 0
+    return project
+
+
+def _folder_to_outside(project: Path, tmp_path: Path) -> Path:
+    """work/tt-metal/models/tt becomes a symlink to a copy outside work/ (same bytes)."""
+    inside = project / "work" / "tt-metal" / "models" / "tt"
+    outside = tmp_path / "outside" / "tt"
+    shutil.copytree(inside, outside)
+    shutil.rmtree(inside)
+    inside.symlink_to(outside)
+    return outside
+
+
+@pytest.mark.parametrize("command", [["pop"], ["pop", "-f"], ["goto", "0", "--force"], ["refresh"], ["diff"],
+                                     ["add", "models/tt/generator.py"]])
+def test_no_workspace_command_reads_or_writes_through_a_symlinked_folder_in_work(pushed, tmp_path, command):
+    """`pop` deleted outside/tt/attention.py through work/tt-metal/models/tt -> outside/tt (and push
+    would have written there): a folder of work/ that is a symlink is refused, exit 4, naming it."""
+    outside = _folder_to_outside(pushed, tmp_path)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    state = (pushed / "work" / ".materialize" / "state.json").read_bytes()
+    proc = cli(pushed, *command)
+    assert proc.returncode == 4, proc.stderr
+    assert "work/tt-metal/models/tt is a symlink" in proc.stderr
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+    assert (pushed / "work" / ".materialize" / "state.json").read_bytes() == state
+    assert not (pushed / "work" / ".materialize" / "journal").exists()
+
+
+def test_the_target_folder_itself_may_not_be_a_symlink(pushed, tmp_path):
+    work = pushed / "work" / "tt-metal"
+    outside = tmp_path / "elsewhere"
+    shutil.move(work, outside)
+    work.symlink_to(outside)
+    proc = cli(pushed, "pop")
+    assert proc.returncode == 4 and "work/tt-metal is a symlink" in proc.stderr, proc.stderr
+    assert (outside / ATTN).exists()
+
+
+def test_a_symlink_to_a_folder_made_in_work_is_a_file_of_no_patch(pushed):
+    """os.walk lists a symlink to a folder among the folders and does not enter it: it was invisible to
+    `refresh` and `pop` (neither reported it nor kept it from being lost). It is a stray file now."""
+    (pushed / "work" / "tt-metal" / "models" / "link").symlink_to("tt")
+    proc = cli(pushed, "pop")
+    assert proc.returncode == 1 and "tt-metal/models/link" in proc.stderr, proc.stderr
