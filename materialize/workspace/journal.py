@@ -53,20 +53,28 @@ def workspace_lock(meta: Path, command: str = "materialize") -> Iterator[None]:
         yield
 
 
+# The temporary name a file is written under before its rename: short (a 250-byte file name plus a
+# prefix and suffix would pass NAME_MAX) and ours alone, so a rollback sweeps what a kill -9 left
+# beside the files its journal records (it was a file of no patch, blocking pop, after `recover`).
+TMP_PREFIX = ".materialize-tmp-"
+
+
 def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
     """Replace ``path`` with ``data`` in one rename: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_symlink():
         path.unlink()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, 0o755 if executable else 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -115,12 +123,27 @@ class Journal:
             from materialize.workspace.session import check_rebase  # (session imports this module)
 
             check_rebase(meta, op, writing=True)
-            journal = cls.begin(meta, op, args)
+            try:
+                journal = cls.begin(meta, op, args)
+            except OSError as exc:  # nothing was changed yet: no journal either
+                shutil.rmtree(meta / "journal", ignore_errors=True)
+                raise MaterializeError(f"materialize {op}: {exc.filename or meta}: {exc.strerror or exc}; nothing "
+                                       "was changed") from None
             try:
                 yield journal
             except MaterializeError:
                 journal.rollback()
                 raise
+            except OSError as exc:  # a full disk, a file name the filesystem refuses: one line, undone
+                where = exc.filename or "work/"
+                try:
+                    journal.rollback()
+                except OSError:
+                    raise MaterializeError(
+                        f"materialize {op}: {where}: {exc.strerror or exc}; it could not be undone either, so its "
+                        f"journal is kept in {journal.dir}: free the space, then `materialize recover --rollback`"
+                    ) from None
+                raise MaterializeError(f"materialize {op}: {where}: {exc.strerror or exc}; nothing was changed") from None
             journal.commit()
 
     def _save(self) -> None:
@@ -182,7 +205,12 @@ class Journal:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def rollback(self) -> None:
-        """Restore every recorded file to its bytes before the operation (newest change first)."""
+        """Restore every recorded file to its bytes before the operation (newest change first), and
+        remove the temporary files a killed write left beside them."""
+        for folder in {Path(record["path"]).parent for record in self.data["files"]}:
+            with contextlib.suppress(OSError):
+                for leftover in folder.glob(TMP_PREFIX + "*"):
+                    leftover.unlink()
         for record in reversed(self.data["files"]):
             path = Path(record["path"])
             if path.exists() or path.is_symlink():

@@ -109,3 +109,75 @@ def test_a_user_error_inside_an_operation_rolls_back_by_itself(tmp_path: Path) -
     assert victim.read_bytes() == b"old"
     assert not (tmp_path / "created.txt").exists()
     assert Journal.pending(tmp_path / "meta") is None
+
+
+def _cli(project: Path, *args: str, die_at_write: int | None = None, fail_at_write: int | None = None):
+    """``materialize ARGS`` in its own process; optionally killed (os._exit, as kill -9: no finally, no
+    except) or failing with ENOSPC inside its N-th journaled file write, after the temporary file is
+    written and before its rename."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import errno, os, sys
+        from materialize.workspace import journal
+        real, count = os.replace, [0]
+        def replace(src, dst):
+            count[0] += 1
+            if count[0] == {die_at_write!r}:
+                os._exit(137)
+            if count[0] == {fail_at_write!r}:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+            return real(src, dst)
+        journal.os.replace = replace
+        from materialize.cli import main
+        sys.exit(main(sys.argv[1:]))
+    """)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=project)
+
+
+def _leftovers(project: Path) -> list[Path]:
+    return [p for p in project.rglob(".materialize-tmp-*")]
+
+
+@pytest.mark.parametrize("at", [3, 6])
+def test_a_kill_inside_a_write_leaves_no_temporary_file_after_recover(project: Path, at: int) -> None:
+    """kill -9 between writing a file's temporary copy and its rename left `.attention.py.XXXX` in work/:
+    after `recover --rollback` it was a file of no patch and `push` refused (exit 1) until removed by hand."""
+    two_patches(project)
+    run(project, "pop", "-a")
+    before = snapshot(project)
+    died = _cli(project, "push", "-a", die_at_write=at)
+    assert died.returncode == 137
+    assert _leftovers(project)  # the kill left one
+    assert _cli(project, "push").returncode == 1  # interrupted: refused until recovered
+    assert _cli(project, "recover", "--rollback").returncode == 0
+    assert _leftovers(project) == []
+    assert snapshot(project) == before
+    assert _cli(project, "push", "-a").returncode == 0
+
+
+def test_a_full_disk_inside_an_operation_is_one_line_and_undone(project: Path) -> None:
+    two_patches(project)
+    run(project, "pop", "-a")
+    before = snapshot(project)
+    proc = _cli(project, "push", "-a", fail_at_write=4)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("materialize: error: materialize push: ") and "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert snapshot(project) == before and _leftovers(project) == []
+    assert not (project / "work" / ".materialize" / "journal").exists()  # nothing to recover: it was undone
+
+
+def test_a_file_name_as_long_as_the_filesystem_allows_is_pushed(project: Path) -> None:
+    """The temporary name was '.' + the file's name + '.' + 8 characters: a 250-byte name (which `apply`
+    publishes) made `push` die with ENAMETOOLONG and a journal left behind."""
+    long = "n" * 250
+    (project / "upstream" / "tt-metal" / long).write_text("a\n")
+    (project / "patches" / "tt-metal" / "long.patch").write_text(f"--- a/{long}\n+++ b/{long}\n@@ -1 +1 @@\n-a\n+b\n")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("patches: []", "patches:\n  - {patch: tt-metal/long.patch, target: tt-metal}"))
+    proc = _cli(project, "push")
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "work" / "tt-metal" / long).read_text() == "b\n"
