@@ -5,7 +5,7 @@ moved upstream, and rebase of the shipped series.
 The quilt comparison runs the real ``materialize`` console script and the real ``quilt`` (no quiltrc)
 on the same upstream tree and the very same 20 patch files (written by ``quilt refresh``), from the
 top of the project like a user: median per command over --quilt-runs cycles, and materialize/quilt.
-Other rows run ``python -m materialize.workspace.cli``, median of --runs runs with the spread. A
+Other rows run ``python -m materialize``, median of --runs runs with the spread. A
 throw-away MATERIALIZE_CACHE is used; upstream imports are warmed before timing.
 
     .venv/bin/python bench/bench_workspace.py [--runs 3] [--quilt-runs 7] [--files 2000] [--patches 200]
@@ -38,7 +38,7 @@ WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
 
 
 def cli(project: Path, *args: str) -> list[str]:
-    return [PY, "-m", "materialize.workspace.cli", *args, "--series", str(project / "series" / "default.yaml")]
+    return [PY, "-m", "materialize", *args, "--series", str(project / "series" / "default.yaml")]
 
 
 def generate(project: Path, n_files: int, n_patches: int, seed: int = 7) -> dict[str, list[str]]:

@@ -1,30 +1,38 @@
 """The ``materialize`` console script: dispatch only. Each command lives in ``materialize.commands``
 (or its subsystem's ``cli`` module) and returns an exit code; one handler turns user errors into a
-one-line message and the documented exit code, never a traceback."""
+one-line message and the documented exit code, never a traceback.
+
+Only the named command's module is imported, and only its parser is built (``materialize.cliargs``):
+`materialize add` loads the workspace's command module and nothing of bisect, serve or the engine."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from pathlib import Path
 
-import click
-
 from materialize import __version__
+from materialize.cliargs import Command, command, existing_dir, help_formatter, natural, option
 from materialize.errors import MaterializeError
 
 DEFAULT_SERIES = Path("series/default.yaml")
-series_option = click.option("--series", "series_path", type=click.Path(path_type=Path), default=DEFAULT_SERIES,
-                             show_default=True, help="series file")
-json_option = click.option("--json", "as_json", is_flag=True, help="machine-readable output on stdout")
+series_option = option("--series", dest="series_path", type=Path, default=DEFAULT_SERIES, show_default=True,
+                       help="series file")
+json_option = option("--json", dest="as_json", action="store_true", help="machine-readable output on stdout")
 
 
-# Subsystem commands: (where the command object lives, its one-line help). The help line sits here,
-# beside the registration, so `materialize --help` lists every command without importing a single
-# subsystem (bisect pulls in scipy and numpy, offline libcst, serve httpx and psutil).
+# Every command: (where its ``Command`` lives, its one-line help). The help line sits here, beside the
+# registration, so `materialize --help` lists every command without importing a single subsystem
+# (bisect pulls in scipy and numpy, offline libcst, serve httpx and psutil).
 # tests/test_cli.py checks that each line is the command's own first docstring line.
 _WORKSPACE = "materialize.workspace.cli:COMMANDS"
-LAZY: dict[str, tuple[str, str]] = {
+COMMANDS: dict[str, tuple[str, str]] = {
+    "apply": ("materialize.cli:apply", "Materialize the series (or a prefix of it) and publish it with manifest.json."),
+    "status": ("materialize.cli:status", "Table of every patch: hunks clean/offset/fuzz, files, lines, flag, tests."),
+    "check": ("materialize.cli:check", "Exit 1 unless every patch applies without fuzz."),
+    "gc": ("materialize.cli:gc", "Remove old outputs in build/materialized (never the one `latest` points at)."),
+    "import-quilt": ("materialize.cli:import_quilt", "Turn a quilt series directory into a series file."),
     "serve": ("materialize.serve.cli:serve_group",
               "Serve the materialized source from a profile: plan, check, up, verify, install."),
     "bisect": ("materialize.bisect.cli:bisect_group",
@@ -62,62 +70,40 @@ EXTRAS = {"libcst": "offline", "numpy": "bisect", "scipy": "bisect", "matplotlib
           "httpx_sse": "serve", "openai": "serve", "jinja2": "report", "pygments": "report", "ray": "fleet"}
 
 
-class LazyGroup(click.Group):
-    """Subsystem commands load on first use (click's documented lazy-loading pattern); listing them
-    uses the help lines in ``LAZY`` so that `--help` imports nothing but click."""
-
-    lazy = LAZY
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *self.lazy])
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy:
-            module_name, attribute = self.lazy[cmd_name][0].split(":")
-            found = getattr(importlib.import_module(module_name), attribute)
-            if isinstance(found, list):  # a subsystem exporting several top-level commands
-                return next(command for command in found if command.name == cmd_name)
-            return found
-        return super().get_command(ctx, cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """click's listing, except that a lazy command's line comes from ``LAZY`` (no import)."""
-        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
-        rows = []
-        for name in self.list_commands(ctx):
-            if name in self.lazy:
-                rows.append((name, _shorten(self.lazy[name][1], limit)))
-            else:
-                command = super().get_command(ctx, name)
-                if command is not None and not command.hidden:
-                    rows.append((name, command.get_short_help_str(limit)))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+def resolve(name: str) -> Command:
+    """The command called ``name``, importing only the module that holds it."""
+    module_name, attribute = COMMANDS[name][0].split(":")
+    found = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(found, list):  # a subsystem exporting several top-level commands
+        return next(each for each in found if each.name == name)
+    return found
 
 
-def _shorten(text: str, limit: int) -> str:
-    """click's own short-help rule (the first sentence, cut at ``limit`` with an ellipsis)."""
-    return click.Command("_", help=text).get_short_help_str(limit)
+def root_parser() -> argparse.ArgumentParser:
+    """`materialize --help`, `--version`, and the usage error for an unknown command: built from
+    ``COMMANDS`` alone, without importing any command."""
+    parser = argparse.ArgumentParser(
+        prog="materialize", allow_abbrev=False, formatter_class=help_formatter,
+        description="Apply a quilt-like patch series to pinned upstream trees, test it offline, serve it, bisect it.",
+        epilog="`materialize COMMAND --help` describes each command.")
+    parser.add_argument("--version", action="version", version=f"materialize {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for name in sorted(COMMANDS):
+        commands.add_parser(name, help=COMMANDS[name][1], add_help=False)
+    return parser
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="materialize")
-def cli() -> None:
-    """Apply a quilt-like patch series to pinned upstream trees, test it offline, serve it, bisect it."""
-
-
-@cli.command()
+@command("apply")
 @series_option
-@click.option("--upto", help="stop after this patch (name, unique prefix or position; 0 = upstream only)")
-@click.option("--without", multiple=True, help="leave this patch out (repeatable)")
-@click.option("--overlay", is_flag=True, help="write only the files the series touches")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="output directory (replaced atomically)")
-@click.option("-v", "--verbose", count=True,
-              help="every patch's row (long series print a summary and the rows with offsets, fuzz or "
-                   "failures); -vv: every hunk too")
+@option("--upto", help="stop after this patch (name, unique prefix or position; 0 = upstream only)")
+@option("--without", action="append", default=[], help="leave this patch out (repeatable)")
+@option("--overlay", action="store_true", help="write only the files the series touches")
+@option("--out", dest="out_dir", type=Path, help="output directory (replaced atomically)")
+@option("-v", "--verbose", action="count", default=0,
+        help="every patch's row (long series print a summary and the rows with offsets, fuzz or "
+             "failures); -vv: every hunk too")
 @json_option
-def apply(series_path: Path, upto: str | None, without: tuple[str, ...], overlay: bool, out_dir: Path | None,
+def apply(series_path: Path, upto: str | None, without: list[str], overlay: bool, out_dir: Path | None,
           as_json: bool, verbose: int) -> int:
     """Materialize the series (or a prefix of it) and publish it with manifest.json."""
     from materialize.commands import apply as command
@@ -125,10 +111,10 @@ def apply(series_path: Path, upto: str | None, without: tuple[str, ...], overlay
     return command.run(series_path, upto, without, overlay, out_dir, as_json, verbose)
 
 
-@cli.command()
+@command("status")
 @series_option
-@click.option("-v", "--verbose", is_flag=True,
-              help="every patch's row (long series print a summary and the rows that need a look)")
+@option("-v", "--verbose", action="store_true",
+        help="every patch's row (long series print a summary and the rows that need a look)")
 @json_option
 def status(series_path: Path, as_json: bool, verbose: bool) -> int:
     """Table of every patch: hunks clean/offset/fuzz, files, lines, flag, tests."""
@@ -137,7 +123,7 @@ def status(series_path: Path, as_json: bool, verbose: bool) -> int:
     return command.status(series_path, as_json, verbose)
 
 
-@cli.command()
+@command("check")
 @series_option
 @json_option
 def check(series_path: Path, as_json: bool) -> int:
@@ -147,9 +133,9 @@ def check(series_path: Path, as_json: bool) -> int:
     return command.check(series_path, as_json)
 
 
-@cli.command()
-@click.option("--keep", type=click.IntRange(min=0), default=3, show_default=True, help="newest outputs to keep")
-@click.option("-n", "--dry-run", is_flag=True, help="only say what would be removed")
+@command("gc")
+@option("--keep", type=natural, default=3, show_default=True, help="newest outputs to keep")
+@option("-n", "--dry-run", action="store_true", help="only say what would be removed")
 def gc(keep: int, dry_run: bool) -> int:
     """Remove old outputs in build/materialized (never the one `latest` points at)."""
     from materialize.commands import gc as command
@@ -157,11 +143,11 @@ def gc(keep: int, dry_run: bool) -> int:
     return command.run(keep, dry_run)
 
 
-@cli.command("import-quilt")
-@click.argument("quilt_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--upstream", required=True, help="DIR, archive, git+PATH_OR_URL@REV or pypi:NAME==VERSION")
-@click.option("--target", required=True, help="target name for the imported patches")
-@click.option("-o", "output", type=click.Path(path_type=Path), help="series file to write (default: stdout)")
+@command("import-quilt")
+@option("quilt_dir", type=existing_dir, help="the quilt series directory (usually debian/patches)")
+@option("--upstream", required=True, help="DIR, archive, git+PATH_OR_URL@REV or pypi:NAME==VERSION")
+@option("--target", required=True, help="target name for the imported patches")
+@option("-o", dest="output", type=Path, help="series file to write (default: stdout)")
 def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | None) -> int:
     """Turn a quilt series directory into a series file."""
     from materialize.commands import import_quilt as command
@@ -176,17 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     def err_line(text: str) -> None:
         write(text, stderr=True)
 
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        result = cli.main(args=argv, prog_name="materialize", standalone_mode=False)
+        if not args or args[0] not in COMMANDS:  # --help, --version, no command or an unknown one
+            root_parser().parse_args(args)
+            root_parser().print_help()
+            return 2
+        return resolve(args[0]).main(args[1:], prog=f"materialize {args[0]}")
+    except SystemExit as exc:  # argparse after --help or --version (0) or a usage error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except MaterializeError as exc:
         err_line(f"materialize: error: {exc}")
         return exc.exit_code
-    except click.exceptions.Abort:
-        err_line("materialize: interrupted")
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return 2
     except ModuleNotFoundError as exc:
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
@@ -197,8 +184,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_line("materialize: interrupted; nothing half-written was published")
         return 130
-    return result if isinstance(result, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -90,3 +90,43 @@ def builder(tmp_path: Path):
         return SeriesBuilder(tmp_path / "project", files, target)
 
     return make
+
+
+class Invocation:
+    """What one in-process `materialize ...` printed and returned (the test-side view of a run)."""
+
+    def __init__(self, exit_code: int, output: str, exception: BaseException | None) -> None:
+        self.exit_code = exit_code
+        self.output = output
+        self.exception = exception
+
+    @property
+    def return_value(self) -> int:
+        return self.exit_code
+
+
+@pytest.fixture
+def invoke():
+    """Run `materialize ARGS...` in-process, as typed, capturing stdout and stderr together. A user
+    error is kept in ``exception`` with its exit code (the console script would print it), so a test
+    can check both the message and the code without parsing stderr."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from materialize.cli import resolve
+    from materialize.errors import MaterializeError
+
+    def run(*args: object) -> Invocation:
+        words = [str(a) for a in args]
+        stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+        exception: BaseException | None = None
+        with redirect_stdout(stream), redirect_stderr(stream):
+            try:
+                code = resolve(words[0]).main(words[1:], prog=f"materialize {words[0]}")
+            except MaterializeError as exc:
+                code, exception = exc.exit_code, exc
+            except SystemExit as exc:  # argparse: a usage error (2) or --help (0)
+                code, exception = int(exc.code or 0), exc
+        return Invocation(code, stream.buffer.getvalue().decode("utf-8", "replace"), exception)
+
+    return run

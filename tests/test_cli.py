@@ -68,26 +68,30 @@ def test_usage_error_exits_2():
     assert run_cli("apply", "--no-such-option").returncode == 2
 
 
-def test_every_lazily_registered_command_resolves():
-    import click
+def test_every_registered_command_resolves_to_itself():
+    from materialize.cli import COMMANDS, resolve
 
-    from materialize.cli import cli
-
-    ctx = click.Context(cli)
-    for name in cli.list_commands(ctx):
-        command = cli.get_command(ctx, name)
-        assert command is not None and command.name == name, name
+    for name in COMMANDS:
+        assert resolve(name).name == name, name
 
 
-def test_lazy_help_lines_are_the_commands_own():
-    """`--help` prints the lines kept beside the lazy registration; they must say what the command says."""
-    import click
+def test_listed_help_lines_are_the_commands_own():
+    """`--help` prints the lines kept beside the registration; they must say what the command says."""
+    from materialize.cli import COMMANDS, resolve
 
-    from materialize.cli import LAZY, _shorten, cli
+    for name, (_where, line) in COMMANDS.items():
+        assert resolve(name).short_help == line, name
 
-    ctx = click.Context(cli)
-    for name, (_where, line) in LAZY.items():
-        assert cli.get_command(ctx, name).get_short_help_str(200) == _shorten(line, 200)
+
+def test_no_command_unknown_command_and_version():
+    """git's habits: no command prints the help (exit 2, nothing was done), an unknown one names the
+    choices (exit 2), --version exits 0."""
+    none = run_cli()
+    assert none.returncode == 2 and "usage: materialize" in none.stdout and "push" in none.stdout
+    unknown = run_cli("pussh")
+    assert unknown.returncode == 2 and "invalid choice: 'pussh'" in unknown.stderr and "Traceback" not in unknown.stderr
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("materialize ")
 
 
 def test_missing_extra_names_the_extra_to_install():
@@ -100,3 +104,13 @@ def test_missing_extra_names_the_extra_to_install():
     # Its help needs nothing of the extra.
     proc = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--tree-source" in proc.stdout, proc.stderr
+
+
+def test_options_a_command_hands_on_reach_their_program(monkeypatch):
+    """`test-offline` passes what it does not know to pytest, as `make test-offline ARGS=-k x` does."""
+    from materialize.offline import cli as offline_cli
+
+    seen = {}
+    monkeypatch.setattr(offline_cli, "run_offline", lambda path, **kwargs: seen.update(kwargs) or 0)
+    assert main(["test-offline", "-k", "sdpa", "--at", "tip", "-x"]) == 0
+    assert seen["at"] == "tip" and seen["extra"] == ("-k", "sdpa", "-x")

@@ -1,4 +1,4 @@
-"""``materialize bisect ...`` and ``materialize runs ...``: thin click wrappers over the bisect modules.
+"""``materialize bisect ...`` and ``materialize runs ...``: thin wrappers over the bisect modules.
 
 Each command is a plain function returning an exit code; user mistakes raise ``MaterializeError``
 subclasses for the main CLI's handler. Exit codes follow git bisect where it has one: 0 done/ok,
@@ -7,14 +7,15 @@ subclasses for the main CLI's handler. Exit codes follow git bisect where it has
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from materialize.bisect.api import DEFAULT_SERIES, cap_threads, id_checker, series_path
 from materialize.bisect.api import work_dir as _work_dir
+from materialize.cliargs import UsageError, group, option
+from materialize.console import write
 from materialize.errors import MaterializeError
 
 cap_threads()  # before any bisect command imports numpy/scipy (see materialize.bisect.api)
@@ -60,13 +61,13 @@ def _series_path(value: str | None) -> Path:
 
 
 def common(f: Callable) -> Callable:
-    f = click.option(
+    f = option(
         "--series",
-        "series_opt",
+        dest="series_opt",
         default=None,
         help=f"series file (default ${{MATERIALIZE_SERIES}} or {DEFAULT_SERIES})",
     )(f)
-    f = click.option(
+    f = option(
         "--work-dir",
         default=None,
         help="work directory holding bisect/ (default $MATERIALIZE_WORK, else work/ next to series/)",
@@ -109,11 +110,6 @@ def _ledger_files(paths):  # noqa: ANN001, ANN202
     return ledger_files(paths)
 
 
-def _finish(code: int) -> None:
-    ctx = click.get_current_context()
-    ctx.exit(code)
-
-
 # Seam for tests and for the end-to-end run: how a position becomes a materialized directory.
 def default_prepare(series: Series, root: Path, overlay: bool) -> Callable[[int], Candidate]:
     from materialize.bisect.candidates import prepare
@@ -135,7 +131,7 @@ def _prepare_for(series: Series, store: StateStore, state: BisectState) -> Calla
     return PREPARE_FACTORY(series, store.candidates, state.layout == "overlay")
 
 
-@click.group("bisect")
+@group("bisect")
 def bisect_group() -> None:
     """Find the patch that broke a gate or moved a metric, across (flaky, noisy) hardware runs."""
 
@@ -173,45 +169,45 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
 
 @bisect_group.command("start")
 @common
-@click.option(
+@option(
     "--good", required=True, help="a known-good position (0 or 'base' = upstream alone, or a patch name)"
 )
-@click.option("--bad", required=True, help="a known-bad position (number or patch name)")
-@click.option(
+@option("--bad", required=True, help="a known-bad position (number or patch name)")
+@option(
     "--gate",
     default=None,
     help="bisect a correctness gate (pass/fail counts); default 'exit' = the command's exit code",
 )
-@click.option("--metric", default=None, help="bisect a metric (samples) instead of a gate")
-@click.option("--lower-is-better", "direction", flag_value="lower", default=True)
-@click.option("--higher-is-better", "direction", flag_value="higher")
-@click.option("--threshold", type=float, default=1.0, show_default=True, help="metric noise band in percent")
-@click.option(
+@option("--metric", default=None, help="bisect a metric (samples) instead of a gate")
+@option("--lower-is-better", dest="direction", action="store_const", const="lower", default="lower")
+@option("--higher-is-better", dest="direction", action="store_const", const="higher")
+@option("--threshold", type=float, default=1.0, show_default=True, help="metric noise band in percent")
+@option(
     "--requests",
     type=int,
     default=1,
     show_default=True,
     help="requests per gate run (e.g. 32 for a stage-3 gate)",
 )
-@click.option("--confidence", type=float, default=0.95, show_default=True)
-@click.option("--deterministic", is_flag=True, help="plain git-bisect semantics: one pass clears a position")
-@click.option(
+@option("--confidence", type=float, default=0.95, show_default=True)
+@option("--deterministic", action="store_true", help="plain git-bisect semantics: one pass clears a position")
+@option(
     "--switch-cost",
     type=float,
     default=0.0,
     show_default=True,
     help="extra cost of moving to another candidate (materialize, boot), in runs",
 )
-@click.option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
-@click.option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
-@click.option(
+@option("--baseline-rate", default=None, help="known per-request rate of every prefix, e.g. 1/256")
+@option("--culprit-rate", default=None, help="known per-request rate with the culprit, e.g. 1/32")
+@option(
     "--prior-no-culprit",
     type=float,
     default=0.25,
     show_default=True,
     help="prior probability that no patch in the range is the culprit",
 )
-@click.option(
+@option(
     "--min-effect",
     type=float,
     default=1.5,
@@ -219,9 +215,9 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
     help="gate: the smallest regression worth finding, as a factor on the per-request failure rate; "
     "a larger one lets 'no regression' be concluded in far fewer runs",
 )
-@click.option(
+@option(
     "--full-trees",
-    is_flag=True,
+    action="store_true",
     help="write whole trees per candidate (default: an overlay of changed files) under work/bisect/candidates",
 )
 def start_cmd(
@@ -242,7 +238,7 @@ def start_cmd(
     prior_no_culprit,
     min_effect,
     full_trees,
-) -> None:
+) -> int:
     """Start a bisect between two series positions."""
     from materialize.bisect.candidates import series_hash
 
@@ -271,15 +267,15 @@ def start_cmd(
         state.series_hash = series_hash(series)
         state.layout = "full" if full_trees else "overlay"
         store.save(state)
-    click.echo(
+    write(
         f"bisecting positions {state.good}..{state.bad} ({state.bad - state.good} candidate patches); state in {store.dir}"
     )
-    _finish(0)
+    return 0
 
 
 @bisect_group.command("next")
 @common
-def next_cmd(series_opt, work_dir) -> None:
+def next_cmd(series_opt, work_dir) -> int:
     """Materialize the next candidate and print its id and directory (or the verdict)."""
     store = _store(series_opt, work_dir)
     with store.locked():
@@ -290,28 +286,27 @@ def next_cmd(series_opt, work_dir) -> None:
             step = session.decide(state)
             if step.status != "run":
                 store.save(state)
-                click.echo(render(state, step, _candidates.patch_names(series)))
-                _finish(0 if step.status == "found" else 1)
-                return
+                write(render(state, step, _candidates.patch_names(series)))
+                return 0 if step.status == "found" else 1
             position, repeats = step.runs[0]
             try:
                 cand = prepare(position)
                 break
             except MaterializeError as exc:  # an untestable prefix is skipped, as git bisect skips
-                click.echo(f"position {position}: cannot materialize ({exc}); skipping it", err=True)
+                write(f"position {position}: cannot materialize ({exc}); skipping it", stderr=True)
                 session.skip(state, position)
         session.note_candidate(state, position, cand.materialization_id)
         store.save(state)
     name = _candidates.patch_names(series).get(position, "(upstream alone)")
-    click.echo(f"position {position} {name}")
-    click.echo(f"id {cand.materialization_id}")
-    click.echo(f"dir {cand.directory}")
+    write(f"position {position} {name}")
+    write(f"id {cand.materialization_id}")
+    write(f"dir {cand.directory}")
     how = "'good'/'bad'/'skip'" if state.mode == "gate" else "'record RUNFILE'"
-    click.echo(f"run it {repeats} time(s), then {how}")
-    _finish(0)
+    write(f"run it {repeats} time(s), then {how}")
+    return 0
 
 
-def _mark(series_opt, work_dir, verdict, position, requests, failures) -> None:
+def _mark(series_opt, work_dir, verdict, position, requests, failures) -> int:
     store = _store(series_opt, work_dir)
     with store.locked():
         state = store.load()
@@ -320,8 +315,8 @@ def _mark(series_opt, work_dir, verdict, position, requests, failures) -> None:
         obs = session.mark(state, verdict, pos, requests=requests, failures=failures)
         store.save(state)
     step = session.decide(state)
-    click.echo(f"{verdict} at position {obs.position}; " + _summary(step))
-    _finish(0)
+    write(f"{verdict} at position {obs.position}; " + _summary(step))
+    return 0
 
 
 def _summary(step: session.Step) -> str:
@@ -337,27 +332,27 @@ def _summary(step: session.Step) -> str:
 
 @bisect_group.command("good")
 @common
-@click.argument("position", required=False)
-@click.option("--requests", type=int, default=None, help="requests in this run (default: from start)")
-def good_cmd(series_opt, work_dir, position, requests) -> None:
+@option("position", nargs="?")
+@option("--requests", type=int, default=None, help="requests in this run (default: from start)")
+def good_cmd(series_opt, work_dir, position, requests) -> int:
     """The candidate (or POSITION) passed a run."""
-    _mark(series_opt, work_dir, "good", position, requests, None)
+    return _mark(series_opt, work_dir, "good", position, requests, None)
 
 
 @bisect_group.command("bad")
 @common
-@click.argument("position", required=False)
-@click.option("--requests", type=int, default=None)
-@click.option("--failures", type=int, default=None, help="failures seen (default: 'at least one')")
-def bad_cmd(series_opt, work_dir, position, requests, failures) -> None:
+@option("position", nargs="?")
+@option("--requests", type=int, default=None)
+@option("--failures", type=int, default=None, help="failures seen (default: 'at least one')")
+def bad_cmd(series_opt, work_dir, position, requests, failures) -> int:
     """The candidate (or POSITION) failed a run."""
-    _mark(series_opt, work_dir, "bad", position, requests, failures)
+    return _mark(series_opt, work_dir, "bad", position, requests, failures)
 
 
 @bisect_group.command("skip")
 @common
-@click.argument("position", required=False)
-def skip_cmd(series_opt, work_dir, position) -> None:
+@option("position", nargs="?")
+def skip_cmd(series_opt, work_dir, position) -> int:
     """The candidate (or POSITION) cannot be tested."""
     store = _store(series_opt, work_dir)
     with store.locked():
@@ -365,14 +360,14 @@ def skip_cmd(series_opt, work_dir, position) -> None:
         series = _state_series(state, series_opt)
         pos = session.skip(state, _position(series, position) if position is not None else None)
         store.save(state)
-    click.echo(f"skipped position {pos}; " + _summary(session.decide(state)))
-    _finish(0)
+    write(f"skipped position {pos}; " + _summary(session.decide(state)))
+    return 0
 
 
 def _print_problems(bad: list[Checked]) -> None:
     for c in bad:
         for problem in c.problems:
-            click.echo(f"{c.line.where}: invalid: {problem}", err=True)
+            write(f"{c.line.where}: invalid: {problem}", stderr=True)
 
 
 def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
@@ -409,11 +404,11 @@ def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
 
 @bisect_group.command("record")
 @common
-@click.argument("runfiles", nargs=-1, required=True)
-@click.option(
-    "--check-ids/--no-check-ids", default=True, help="recompute each prefix's materialization id (cached)"
+@option("runfiles", nargs="+")
+@option(
+    "--check-ids", action=argparse.BooleanOptionalAction, default=True, help="recompute each prefix's materialization id (cached)"
 )
-def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
+def record_cmd(series_opt, work_dir, runfiles, check_ids) -> int:
     """Feed run records (JSONL) into the bisect; invalid records are refused, loudly."""
     store = _store(series_opt, work_dir)
     with store.locked():
@@ -426,37 +421,40 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> None:
         _print_problems(bad)
         used, irrelevant = _feed(state, checked)
         store.save(state)
-    click.echo(
+    write(
         f"recorded {used} run(s); {len(bad)} invalid (not used); {irrelevant} without {state.gate if state.mode == 'gate' else state.metric!r}"
     )
-    click.echo(_summary(session.decide(state)))
-    _finish(1 if bad else 0)
+    write(_summary(session.decide(state)))
+    return 1 if bad else 0
 
 
-@bisect_group.command("run", context_settings={"ignore_unknown_options": True})
+@bisect_group.command("run")
 @common
-@click.option(
+@option(
     "--jobs",
     type=int,
     default=1,
     show_default=True,
     help="candidates run at once (k-ary search); {job} picks a host",
 )
-@click.option("--max-runs", type=int, default=None, help="stop after this many hardware runs")
-@click.option("--timeout", type=float, default=None, help="seconds per run; a timeout counts as skip")
-@click.option(
+@option("--max-runs", type=int, default=None, help="stop after this many hardware runs")
+@option("--timeout", type=float, default=None, help="seconds per run; a timeout counts as skip")
+@option(
     "--ledger", default=None, help="append a run record per run to this JSONL (e.g. bench/runs/bisect.jsonl)"
 )
-@click.option(
+@option(
     "--ray-hosts",
     default=None,
     help="comma-separated Tenstorrent hosts: dispatch through Ray (one custom resource per host)",
 )
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, command) -> None:
+@option("command", nargs=argparse.REMAINDER, help="the harness and its arguments (after --)")
+def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, command) -> int:
     """Run COMMAND on candidates until the culprit is found (exit 0), or not (exit 1)."""
     from materialize.bisect.runner import LocalExecutor, run_loop
 
+    command = command[1:] if command[:1] == ["--"] else command
+    if not command:
+        raise UsageError("bisect run needs the COMMAND to run (after --)")
     if jobs < 1:
         raise _state.BisectError("--jobs must be at least 1")
     store = _store(series_opt, work_dir)
@@ -478,44 +476,44 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
             ledger=Path(ledger) if ledger else None,
             max_runs=max_runs,
             timeout=timeout,
-            echo=click.echo,
+            echo=write,
         )
         state = store.load()
-    click.echo(render(state, step, _candidates.patch_names(series)))
-    _finish(0 if step.status == "found" else 1)
+    write(render(state, step, _candidates.patch_names(series)))
+    return 0 if step.status == "found" else 1
 
 
 @bisect_group.command("status")
 @common
-@click.option("--plot", "plot_path", default=None, help="also draw the posterior / samples to this PNG")
-def status_cmd(series_opt, work_dir, plot_path) -> None:
+@option("--plot", dest="plot_path", default=None, help="also draw the posterior / samples to this PNG")
+def status_cmd(series_opt, work_dir, plot_path) -> int:
     """The posterior table (or metric table), bounds, and runs still needed."""
     store = _store(series_opt, work_dir)
     state = store.load()
     series = _state_series(state, series_opt)
     step = session.decide(state)
     names = _candidates.patch_names(series)
-    click.echo(render(state, step, names))
+    write(render(state, step, names))
     if plot_path:
         from materialize.bisect.plot import plot
 
-        click.echo(f"plot written to {plot(state, step, plot_path, names)}")
-    _finish(0)
+        write(f"plot written to {plot(state, step, plot_path, names)}")
+    return 0
 
 
 @bisect_group.command("log")
 @common
-def log_cmd(series_opt, work_dir) -> None:
+def log_cmd(series_opt, work_dir) -> int:
     """Print the replayable log."""
     store = _state.StateStore(_work_dir(work_dir, series_opt))
-    click.echo(_state.render_log(store.load()), nl=False)
-    _finish(0)
+    write(_state.render_log(store.load()))
+    return 0
 
 
 @bisect_group.command("replay")
 @common
-@click.argument("logfile", type=click.Path(dir_okay=False))
-def replay_cmd(series_opt, work_dir, logfile) -> None:
+@option("logfile", type=str)
+def replay_cmd(series_opt, work_dir, logfile) -> int:
     """Reset, then rebuild the bisect from a log (no hardware is run)."""
     series, store = _load(series_opt, work_dir)
     try:
@@ -529,34 +527,34 @@ def replay_cmd(series_opt, work_dir, logfile) -> None:
     with store.locked():
         store.reset()
         store.save(state)
-    click.echo(f"replayed {len(state.log)} line(s); " + _summary(session.decide(state)))
-    _finish(0)
+    write(f"replayed {len(state.log)} line(s); " + _summary(session.decide(state)))
+    return 0
 
 
 @bisect_group.command("reset")
 @common
-def reset_cmd(series_opt, work_dir) -> None:
+def reset_cmd(series_opt, work_dir) -> int:
     """Forget the bisect in progress (run records in the ledger are kept)."""
     store = _state.StateStore(_work_dir(work_dir, series_opt))
     with store.locked():
         existed = store.reset()
-    click.echo("bisect state removed" if existed else "no bisect in progress")
-    _finish(0)
+    write("bisect state removed" if existed else "no bisect in progress")
+    return 0
 
 
 @bisect_group.command("infer")
 @common
-@click.option("--runs", "runs_paths", multiple=True, help=f"ledger files or dirs (default {DEFAULT_RUNS})")
-@click.option("--good", default="0", show_default=True)
-@click.option("--bad", default=None, help="default: the whole series")
-@click.option("--gate", default=None)
-@click.option("--metric", default=None)
-@click.option("--lower-is-better", "direction", flag_value="lower", default=True)
-@click.option("--higher-is-better", "direction", flag_value="higher")
-@click.option("--threshold", type=float, default=1.0, show_default=True)
-@click.option("--requests", type=int, default=1, show_default=True)
-@click.option("--confidence", type=float, default=0.95, show_default=True)
-@click.option("--check-ids/--no-check-ids", default=True, help="recompute each prefix's materialization id (cached)")
+@option("--runs", dest="runs_paths", action="append", help=f"ledger files or dirs (default {DEFAULT_RUNS})")
+@option("--good", default="0", show_default=True)
+@option("--bad", default=None, help="default: the whole series")
+@option("--gate", default=None)
+@option("--metric", default=None)
+@option("--lower-is-better", dest="direction", action="store_const", const="lower", default="lower")
+@option("--higher-is-better", dest="direction", action="store_const", const="higher")
+@option("--threshold", type=float, default=1.0, show_default=True)
+@option("--requests", type=int, default=1, show_default=True)
+@option("--confidence", type=float, default=0.95, show_default=True)
+@option("--check-ids", action=argparse.BooleanOptionalAction, default=True, help="recompute each prefix's materialization id (cached)")
 def infer_cmd(
     series_opt,
     work_dir,
@@ -570,7 +568,7 @@ def infer_cmd(
     requests,
     confidence,
     check_ids,
-) -> None:
+) -> int:
     """Start (or extend) a bisect from what the ledger already knows: no hardware run repeated for nothing."""
     from materialize.bisect.candidates import series_hash
 
@@ -609,44 +607,44 @@ def infer_cmd(
             ms = step.metric
             narrow = f"narrowest range from past runs: good={ms.low} bad={ms.high}" if ms else ""
         store.save(state)
-    click.echo(
+    write(
         f"used {used} past run(s) from {len(_ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
     )
-    click.echo(narrow)
-    click.echo(render(state, step, _candidates.patch_names(series)))
-    _finish(0)
+    write(narrow)
+    write(render(state, step, _candidates.patch_names(series)))
+    return 0
 
 
 # ----------------------------------------------------------------------------------------------
 # runs
 
 
-@click.group("runs")
+@group("runs")
 def runs_group() -> None:
     """The run ledger (bench/runs/*.jsonl): list, show, validate."""
 
 
 @runs_group.command("list")
-@click.argument("paths", nargs=-1)
-def runs_list_cmd(paths) -> None:
+@option("paths", nargs="*")
+def runs_list_cmd(paths) -> int:
     """One line per recorded run."""
     for line in iter_ledger(paths or (DEFAULT_RUNS,)):
         rec = line.record
         if rec is None:
-            click.echo(f"{line.where}  INVALID  {line.error}")
+            write(f"{line.where}  INVALID  {line.error}")
             continue
         gates = " ".join(f"{g.name}={g.failures}/{g.requests}" for g in rec.gates)
         metrics = " ".join(f"{m.name}(n={len(m.samples)})" for m in rec.metrics)
-        click.echo(
+        write(
             f"{line.where}  {rec.time}  {rec.host}  {rec.materialization_id[:12]}  prefix={rec.position}  {gates} {metrics}".rstrip()
         )
-    _finish(0)
+    return 0
 
 
 @runs_group.command("show")
-@click.argument("where")
-@click.option("--runs", "runs_paths", multiple=True)
-def runs_show_cmd(where, runs_paths) -> None:
+@option("where")
+@option("--runs", dest="runs_paths", action="append")
+def runs_show_cmd(where, runs_paths) -> int:
     """Show one record: FILE:LINE, or a materialization id prefix (all its runs)."""
     import json
 
@@ -664,21 +662,21 @@ def runs_show_cmd(where, runs_paths) -> None:
 
         raise LedgerError(f"no record at {where}")
     for ln in lines:
-        click.echo(f"# {ln.where}")
+        write(f"# {ln.where}")
         if ln.record is None:
-            click.echo(f"INVALID: {ln.error}")
+            write(f"INVALID: {ln.error}")
         else:
-            click.echo(json.dumps(ln.record.model_dump(by_alias=True), indent=2))
-    _finish(0)
+            write(json.dumps(ln.record.model_dump(by_alias=True), indent=2))
+    return 0
 
 
 @runs_group.command("validate")
-@click.argument("paths", nargs=-1)
-@click.option("--series", "series_opt", default=None)
-@click.option(
-    "--check-ids/--no-check-ids", default=True, help="recompute prefix ids with the engine (cached)"
+@option("paths", nargs="*")
+@option("--series", dest="series_opt", default=None)
+@option(
+    "--check-ids", action=argparse.BooleanOptionalAction, default=True, help="recompute prefix ids with the engine (cached)"
 )
-def runs_validate_cmd(paths, series_opt, check_ids) -> None:
+def runs_validate_cmd(paths, series_opt, check_ids) -> int:
     """Flag records that are not evidence: wrong schema, unknown prefix/id, banner mismatch, degenerate output."""
     series = _series.load_series(_series_path(series_opt))
     checked = check_records(
@@ -686,5 +684,5 @@ def runs_validate_cmd(paths, series_opt, check_ids) -> None:
     )
     bad = [c for c in checked if not c.ok]
     _print_problems(bad)
-    click.echo(f"{len(checked) - len(bad)} valid, {len(bad)} invalid record(s)")
-    _finish(1 if bad else 0)
+    write(f"{len(checked) - len(bad)} valid, {len(bad)} invalid record(s)")
+    return 1 if bad else 0

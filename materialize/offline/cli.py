@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
+from materialize.cliargs import command, option
 
 
 def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "auto", extra: tuple[str, ...] = ()) -> int:
@@ -20,7 +20,9 @@ def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "aut
     # The child's plugin needs libcst: a missing `offline` extra is named here, not in a pytest traceback.
     import libcst  # noqa: F401
 
-    from materialize.series import load_series  # here, not at import: `test-offline --help` loads click only
+    from materialize.series import (
+        load_series,  # here, not at import: `test-offline --help` loads its parser only
+    )
 
     series = load_series(series_path)
     tests_dir = series.resolve(series.spec.tests_dir)
@@ -32,14 +34,13 @@ def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "aut
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-@click.command("test-offline", context_settings={"ignore_unknown_options": True})
-@click.option("--series", "series_path", type=click.Path(path_type=Path), default=Path("series/default.yaml"),
-              show_default=True, help="series file")  # fmt: skip
-@click.option("--at", type=click.Choice(["patch", "tip"]), default="patch", show_default=True,
-              help="'tip' also re-runs every patch's tests on the full series")  # fmt: skip
-@click.option("--tree-source", type=click.Choice(["auto", "engine", "overlay", "dirs"]), default="auto",
-              show_default=True, help="where prefixes come from (see ast_tests/README.md)")  # fmt: skip
-@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def test_offline_command(series_path: Path, at: str, tree_source: str, pytest_args: tuple[str, ...]) -> int:
+@command("test-offline", rest="pytest_args")
+@option("--series", dest="series_path", type=Path, default=Path("series/default.yaml"),
+        show_default=True, help="series file")  # fmt: skip
+@option("--at", choices=["patch", "tip"], default="patch", show_default=True,
+        help="'tip' also re-runs every patch's tests on the full series")  # fmt: skip
+@option("--tree-source", choices=["auto", "engine", "overlay", "dirs"], default="auto",
+        show_default=True, help="where prefixes come from (see ast_tests/README.md)")  # fmt: skip
+def test_offline_command(series_path: Path, at: str, tree_source: str, pytest_args: list[str]) -> int:
     """Each patch's offline tests: patched must pass, control (without the patch) must fail."""
-    return run_offline(series_path, at=at, tree_source=tree_source, extra=pytest_args)
+    return run_offline(series_path, at=at, tree_source=tree_source, extra=tuple(pytest_args))

@@ -6,10 +6,11 @@ and the bisect statistics are imported inside the command, never at ``materializ
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-import click
-
+from materialize.cliargs import command, existing_dir, option
+from materialize.console import write
 from materialize.errors import MaterializeError
 
 DEFAULT_SERIES = Path("series/default.yaml")
@@ -25,26 +26,26 @@ class ReportDependencyError(MaterializeError):
     exit_code = 2
 
 
-@click.command("report")
-@click.option("--series", "series_path", type=click.Path(path_type=Path), default=DEFAULT_SERIES,
-              show_default=True, help="series file")
-@click.option("--runs", "runs", type=click.Path(path_type=Path), multiple=True,
-              help=f"ledger files or directories (repeatable; default {DEFAULT_RUNS})")
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_OUT,
-              show_default=True, help="directory to write index.html into")
-@click.option("--from-output", "output_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="describe an existing output (e.g. build/materialized/latest) instead of the engine's "
+@command("report")
+@option("--series", dest="series_path", type=Path, default=DEFAULT_SERIES,
+        show_default=True, help="series file")
+@option("--runs", dest="runs", type=Path, action="append",
+        help=f"ledger files or directories (repeatable; default {DEFAULT_RUNS})")
+@option("-o", "--out", dest="out_dir", type=Path, default=DEFAULT_OUT,
+        show_default=True, help="directory to write index.html into")
+@option("--from-output", dest="output_dir", type=existing_dir,
+        help="describe an existing output (e.g. build/materialized/latest) instead of the engine's "
                    "cached materialization of the series")
-@click.option("--profiles", "profiles_dir", type=click.Path(path_type=Path, file_okay=False),
-              default=DEFAULT_PROFILES, show_default=True, help="serving profiles")
-@click.option("--work-dir", default=None,
-              help="work directory holding bisect/ (default $MATERIALIZE_WORK, else work/ next to series/)")
-@click.option("--offline-results", "offline_path", type=click.Path(path_type=Path, dir_okay=False),
-              default=DEFAULT_OFFLINE, show_default=True, help="JSON the offline test plugin recorded")
-@click.option("--check-ids/--no-check-ids", default=True,
-              help="recompute each record's prefix id with the engine (cached), as runs validate does")
-@click.option("--timestamp", is_flag=True, help="print the generation time (off: same inputs, same bytes)")
-def report_command(series_path: Path, runs: tuple[Path, ...], out_dir: Path, output_dir: Path | None,
+@option("--profiles", dest="profiles_dir", type=Path,
+        default=DEFAULT_PROFILES, show_default=True, help="serving profiles")
+@option("--work-dir", default=None,
+        help="work directory holding bisect/ (default $MATERIALIZE_WORK, else work/ next to series/)")
+@option("--offline-results", dest="offline_path", type=Path,
+        default=DEFAULT_OFFLINE, show_default=True, help="JSON the offline test plugin recorded")
+@option("--check-ids", action=argparse.BooleanOptionalAction, default=True,
+        help="recompute each record's prefix id with the engine (cached), as runs validate does")
+@option("--timestamp", action="store_true", help="print the generation time (off: same inputs, same bytes)")
+def report_command(series_path: Path, runs: list[Path] | None, out_dir: Path, output_dir: Path | None,
                    profiles_dir: Path, work_dir: str | None, offline_path: Path, check_ids: bool,
                    timestamp: bool) -> int:
     """Write a self-contained static HTML report: series, evidence, bisect, serving."""
@@ -65,14 +66,14 @@ def report_command(series_path: Path, runs: tuple[Path, ...], out_dir: Path, out
 
         generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     report = collect.collect(
-        series, source, runs=list(runs) or [DEFAULT_RUNS], work_dir=bisect_work_dir(work_dir, str(series_path)),
+        series, source, runs=runs or [DEFAULT_RUNS], work_dir=bisect_work_dir(work_dir, str(series_path)),
         profiles_dir=profiles_dir, offline_path=offline_path, check_ids=check_ids, generated=generated,
     )
     path = render.write(report, out_dir)
     bad = sum(1 for g in report.groups for rec in g.records if not rec.valid)
     records = sum(len(g.records) for g in report.groups)
-    click.echo(f"materialization {report.materialization_id or '(series does not apply)'}: {len(report.rows)} "
-               f"patches, {records} run record(s) ({bad} invalid), bisect: "
-               f"{'yes' if report.bisect else 'none'}, {len(report.plans)} profile(s)")
-    click.echo(f"wrote {path}")
+    write(f"materialization {report.materialization_id or '(series does not apply)'}: {len(report.rows)} "
+          f"patches, {records} run record(s) ({bad} invalid), bisect: "
+          f"{'yes' if report.bisect else 'none'}, {len(report.plans)} profile(s)")
+    write(f"wrote {path}")
     return 0

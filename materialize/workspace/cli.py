@@ -1,4 +1,4 @@
-"""Click commands of the workspace (quilt vocabulary), rebase and git round-trips.
+"""Commands of the workspace (quilt vocabulary), rebase and git round-trips.
 
 The lead's ``materialize.cli`` registers every object in ``COMMANDS``. Each command is a thin wrapper
 returning an exit code; the work happens in ``stack``, ``edit``, ``rebase`` and ``gitio``.
@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
+from materialize.cliargs import Command, UsageError, command, existing_file, option
 from materialize.console import columns, write
 from materialize.errors import MaterializeError
 
@@ -22,11 +21,11 @@ if TYPE_CHECKING:
     from materialize.workspace.state import Workspace
 
 # Each command imports the modules it runs inside its body: `materialize push --help` (and listing
-# these commands) loads click and this file only, and `add` never pays for `rebase` or the engine.
+# these commands) loads this file and its parser only, and `add` never pays for `rebase` or the engine.
 
-series_option = click.option("--series", "series_path", type=click.Path(path_type=Path), default=None,
+series_option = option("--series", dest="series_path", type=Path, default=None,
                              help="series file (default: series/default.yaml here or in the nearest parent)")
-force_option = click.option("-f", "--force", is_flag=True,
+force_option = option("-f", "--force", action="store_true",
                             help="save unrefreshed changes under work/.materialize/saved/ and go on")
 
 
@@ -50,13 +49,13 @@ def _report_move(result: stack.MoveResult) -> int:
     return 1 if result.stopped else 0
 
 
-@click.command()
+@command("push")
 @series_option
-@click.option("-a", "all_", is_flag=True, help="push every remaining patch")
-@click.option("-f", "--force", is_flag=True,
-              help="save unrefreshed changes under work/.materialize/saved/ and go on; a patch that does not "
+@option("-a", dest="all_", action="store_true", help="push every remaining patch")
+@option("-f", "--force", action="store_true",
+        help="save unrefreshed changes under work/.materialize/saved/ and go on; a patch that does not "
                    "apply goes in as far as it applies, failed hunks in <file>.rej (quilt push -f), then refresh")
-@click.argument("patch", required=False)
+@option("patch", nargs="?")
 def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Apply the next patch (or up to PATCH, or all) in the workspace."""
     from materialize.workspace import stack
@@ -65,11 +64,11 @@ def push(series_path: Path | None, patch: str | None, all_: bool, force: bool) -
         return _report_move(stack.push(ws, patch, all_=all_, force=force))
 
 
-@click.command()
+@command("pop")
 @series_option
-@click.option("-a", "all_", is_flag=True, help="pop every applied patch")
+@option("-a", dest="all_", action="store_true", help="pop every applied patch")
 @force_option
-@click.argument("patch", required=False)
+@option("patch", nargs="?")
 def pop(series_path: Path | None, patch: str | None, all_: bool, force: bool) -> int:
     """Remove the top patch (or until PATCH is on top, or all) from the workspace."""
     from materialize.workspace import stack
@@ -78,10 +77,10 @@ def pop(series_path: Path | None, patch: str | None, all_: bool, force: bool) ->
         return _report_move(stack.pop(ws, patch, all_=all_, force=force))
 
 
-@click.command()
+@command("goto")
 @series_option
 @force_option
-@click.argument("patch")
+@option("patch")
 def goto(series_path: Path | None, patch: str, force: bool) -> int:
     """Push or pop until PATCH is on top (0 = nothing applied)."""
     from materialize.workspace import stack
@@ -90,7 +89,7 @@ def goto(series_path: Path | None, patch: str, force: bool) -> int:
         return _report_move(stack.goto(ws, patch, force=force))
 
 
-@click.command()
+@command("top")
 @series_option
 def top(series_path: Path) -> int:
     """Print the top patch."""
@@ -108,9 +107,9 @@ def _names(entries, verbose: bool = False) -> None:
         write(f"{p.position:4d} {p.target:9s} {p.name}" if verbose else p.name)
 
 
-@click.command()
+@command("applied")
 @series_option
-@click.option("-v", "verbose", is_flag=True, help="show positions and targets")
+@option("-v", dest="verbose", action="store_true", help="show positions and targets")
 def applied(series_path: Path | None, verbose: bool) -> int:
     """Print the applied patches, bottom first."""
     from materialize.workspace import stack
@@ -120,9 +119,9 @@ def applied(series_path: Path | None, verbose: bool) -> int:
     return 0
 
 
-@click.command()
+@command("unapplied")
 @series_option
-@click.option("-v", "verbose", is_flag=True, help="show positions and targets")
+@option("-v", dest="verbose", action="store_true", help="show positions and targets")
 def unapplied(series_path: Path | None, verbose: bool) -> int:
     """Print the patches after the top."""
     from materialize.workspace import stack
@@ -132,9 +131,9 @@ def unapplied(series_path: Path | None, verbose: bool) -> int:
     return 0
 
 
-@click.command("series")
+@command("series")
 @series_option
-@click.option("-v", "verbose", is_flag=True, help="mark applied (+) and top (=) patches")
+@option("-v", dest="verbose", action="store_true", help="mark applied (+) and top (=) patches")
 def series_cmd(series_path: Path | None, verbose: bool) -> int:
     """Print every patch of the series."""
     with _session(series_path, "series") as ws:
@@ -145,12 +144,12 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
     return 0
 
 
-@click.command()
+@command("new")
 @series_option
-@click.option("--target", "-t", help="a target of the series (default: the top's)")
-@click.option("--after", help="insert after this patch (default: the top)")
-@click.option("--subject", "-m", help="description subject (default: NAME)")
-@click.argument("name")
+@option("--target", "-t", help="a target of the series (default: the top's)")
+@option("--after", help="insert after this patch (default: the top)")
+@option("--subject", "-m", help="description subject (default: NAME)")
+@option("name")
 def new(series_path: Path | None, name: str, target: str | None, after: str | None, subject: str | None) -> int:
     """Create a new empty patch after the top (it becomes the top) or after --after."""
     from materialize.workspace import edit
@@ -161,9 +160,9 @@ def new(series_path: Path | None, name: str, target: str | None, after: str | No
     return 0
 
 
-@click.command()
+@command("add")
 @series_option
-@click.argument("files", nargs=-1, required=True)
+@option("files", nargs="+")
 def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     """Add files to the top patch (checked out into work/<target>/ when not there yet)."""
     from materialize.workspace import edit
@@ -175,9 +174,9 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     return 0
 
 
-@click.command("edit")
+@command("edit")
 @series_option
-@click.argument("files", nargs=-1, required=True)
+@option("files", nargs="+")
 def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
     """add, then open $VISUAL/$EDITOR on the files."""
     from materialize.workspace import edit
@@ -201,9 +200,9 @@ def _report_refresh(plan: edit.RefreshPlan) -> None:
         write("conflict markers (refresh refuses them):\n  " + "\n  ".join(plan.markers), stderr=True)
 
 
-@click.command()
+@command("refresh")
 @series_option
-@click.argument("patch", required=False)
+@option("patch", nargs="?")
 def refresh(series_path: Path | None, patch: str | None) -> int:
     """Regenerate the top patch (or PATCH) from the workspace; unchanged hunks stay byte-identical."""
     from materialize.workspace import edit
@@ -215,9 +214,9 @@ def refresh(series_path: Path | None, patch: str | None) -> int:
     return 0
 
 
-@click.command()
+@command("diff")
 @series_option
-@click.argument("patch", required=False)
+@option("patch", nargs="?")
 def diff(series_path: Path | None, patch: str | None) -> int:
     """Print the top patch (or PATCH) as refresh would write it (nothing is written)."""
     from materialize.workspace import edit
@@ -232,10 +231,10 @@ def diff(series_path: Path | None, patch: str | None) -> int:
     return 0
 
 
-@click.command()
+@command("fold")
 @series_option
-@click.option("-p", "strip", type=int, default=1, show_default=True, help="strip level of PATCH_FILE")
-@click.argument("patch_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@option("-p", dest="strip", type=int, default=1, show_default=True, help="strip level of PATCH_FILE")
+@option("patch_file", type=existing_file)
 def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     """Apply PATCH_FILE to the workspace and add its files to the top patch (then refresh)."""
     from materialize.workspace import edit
@@ -247,10 +246,10 @@ def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     return 0
 
 
-@click.command()
+@command("rename")
 @series_option
-@click.option("-P", "patch", help="patch to rename (default: top)")
-@click.argument("new_name")
+@option("-P", dest="patch", help="patch to rename (default: top)")
+@option("new_name")
 def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
     """Rename a patch (file and series entry; metadata kept)."""
     from materialize.workspace import edit
@@ -261,11 +260,11 @@ def rename(series_path: Path | None, new_name: str, patch: str | None) -> int:
     return 0
 
 
-@click.command()
+@command("delete")
 @series_option
-@click.option("-r", "remove_file", is_flag=True, help="also remove the patch file (a copy goes to work/.materialize/saved/)")
+@option("-r", dest="remove_file", action="store_true", help="also remove the patch file (a copy goes to work/.materialize/saved/)")
 @force_option
-@click.argument("patch", required=False)
+@option("patch", nargs="?")
 def delete(series_path: Path | None, patch: str | None, remove_file: bool, force: bool) -> int:
     """Remove a patch from the series (the top is popped first)."""
     from materialize.workspace import edit
@@ -276,10 +275,10 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
     return 0
 
 
-@click.command()
+@command("move")
 @series_option
-@click.option("--after", required=True, help="the patch to place it after (0 = first)")
-@click.argument("patch")
+@option("--after", required=True, help="the patch to place it after (0 = first)")
+@option("patch")
 def move(series_path: Path | None, patch: str, after: str) -> int:
     """Move an unapplied patch; refused (naming patch and hunk) when the series would stop applying."""
     from materialize.workspace import edit
@@ -290,12 +289,17 @@ def move(series_path: Path | None, patch: str, after: str) -> int:
     return 0
 
 
-@click.command()
+def _file_or_stdin(text: str) -> str:
+    return text if text == "-" else str(existing_file(text))
+
+
+@command("header")
 @series_option
-@click.option("-e", "edit_", is_flag=True, help="edit the description in $EDITOR")
-@click.option("--set", "set_from", type=click.File("rb"), help="replace the description with this file ('-': stdin)")
-@click.argument("patch", required=False)
-def header(series_path: Path | None, patch: str | None, edit_: bool, set_from) -> int:
+@option("-e", dest="edit_", action="store_true", help="edit the description in $EDITOR")
+@option("--set", dest="set_from", type=_file_or_stdin, metavar="FILE",
+        help="replace the description with this file ('-': stdin)")
+@option("patch", nargs="?")
+def header(series_path: Path | None, patch: str | None, edit_: bool, set_from: str | None) -> int:
     """Show (or edit / replace) a patch's description; the diff part is not touched."""
     from materialize.workspace import edit
 
@@ -305,22 +309,38 @@ def header(series_path: Path | None, patch: str | None, edit_: bool, set_from) -
         entry = edit.top_entry(ws, state) if patch is None else ws.series.find(patch)
         current = edit.header_of(entry.read())
         if set_from is not None:
-            edit.set_header(ws, set_from.read(), patch)
+            text = sys.stdin.buffer.read() if set_from == "-" else Path(set_from).read_bytes()
+            edit.set_header(ws, text, patch)
             return 0
     if edit_:
-        text = click.edit(current.decode("utf-8", "replace"), extension=".txt")  # outside the lock
-        if text is not None:
+        edited = _edit_text(current)  # outside the lock
+        if edited is not None:
             with _session(series_path, op) as ws:
-                edit.set_header(ws, text.encode("utf-8"), patch)
+                edit.set_header(ws, edited, patch)
         return 0
     sys.stdout.buffer.write(current)
     return 0
 
 
-@click.command()
+def _edit_text(text: bytes) -> bytes | None:
+    """``text`` as $VISUAL/$EDITOR left it, or None when it came back unchanged (nothing to write)."""
+    import tempfile
+
+    from materialize.workspace import edit
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "description.txt"
+        path.write_bytes(text)
+        edit.open_editor([str(path)])
+        edited = path.read_bytes()
+    return edited if edited != text else None
+
+
+@command("recover")
 @series_option
-@click.option("--rollback", "mode", flag_value="rollback", help="restore every file to before the operation")
-@click.option("--resume", "mode", flag_value="resume", help="restore, then run the operation again")
+@option("--rollback", dest="mode", action="store_const", const="rollback",
+        help="restore every file to before the operation")
+@option("--resume", dest="mode", action="store_const", const="resume", help="restore, then run the operation again")
 def recover(series_path: Path | None, mode: str | None) -> int:
     """Deal with an operation that was interrupted half-way (see its journal)."""
     from materialize.workspace.journal import Journal
@@ -343,15 +363,15 @@ def recover(series_path: Path | None, mode: str | None) -> int:
             if cmd is None:
                 raise MaterializeError(f"cannot resume `{command}`: rolled back instead")
             args = [*pending["args"], "--series", str(series_path)]
-            return cmd.main(args=args, prog_name="materialize", standalone_mode=False) or 0
+            return cmd.main(args, prog=f"materialize {cmd.name}")
     return 0
 
 
-@click.command("export-git")
+@command("export-git")
 @series_option
-@click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
-@click.argument("target")
-@click.argument("branch")
+@option("--repo", dest="repo_path", type=Path, help="repository (default: work/git/<target>)")
+@option("target")
+@option("branch")
 def export_git(series_path: Path | None, target: str, branch: str, repo_path: Path | None) -> int:
     """Write BRANCH: the pinned base plus one commit per patch of TARGET (like gbp pq)."""
     from materialize.workspace import gitio
@@ -365,13 +385,13 @@ def export_git(series_path: Path | None, target: str, branch: str, repo_path: Pa
     return 0
 
 
-@click.command("import-git")
+@command("import-git")
 @series_option
-@click.option("--repo", "repo_path", type=click.Path(path_type=Path), help="repository (default: work/git/<target>)")
-@click.argument("target")
-@click.option("--prune", is_flag=True, help="drop the patches whose commit is not in BASE..TIP (files kept under "
+@option("--repo", dest="repo_path", type=Path, help="repository (default: work/git/<target>)")
+@option("target")
+@option("--prune", action="store_true", help="drop the patches whose commit is not in BASE..TIP (files kept under "
                                           "work/.materialize/saved/)")
-@click.argument("rev_range", metavar="BASE..TIP")
+@option("rev_range", metavar="BASE..TIP")
 def import_git(series_path: Path | None, target: str, rev_range: str, repo_path: Path | None, prune: bool) -> int:
     """Turn the commits BASE..TIP into TARGET's patch files and series entries."""
     from materialize.workspace import gitio
@@ -395,26 +415,26 @@ def _outcome_table(outcomes) -> None:
     write("rebase\n" + columns(["#", "patch", "status", "hunks", "detail"], rows, right=frozenset({0})))
 
 
-@click.command()
+@command("rebase")
 @series_option
-@click.option("--to", "spec", help="new pin: pypi:NAME==VERSION (the file picked like the current pin's: a wheel "
+@option("--to", dest="spec", help="new pin: pypi:NAME==VERSION (the file picked like the current pin's: a wheel "
                                    "with the same tags, else the sdist), pypi:NAME==VERSION:FILE, "
                                    "git+PATH_OR_URL@REV, a directory or an archive")
-@click.option("--report", "report_only", is_flag=True, help="only print the upstream-watch table; change nothing")
-@click.option("-o", "report_file", type=click.Path(path_type=Path), help="also write the report (markdown) here")
-@click.option("--continue", "continue_", is_flag=True, help="go on after resolving a conflict")
-@click.option("--skip", is_flag=True, help="drop the conflicting patch and go on")
-@click.option("--abort", is_flag=True, help="restore the series, its patch files and the workspace exactly")
-@click.argument("target", required=False)
+@option("--report", dest="report_only", action="store_true", help="only print the upstream-watch table; change nothing")
+@option("-o", dest="report_file", type=Path, help="also write the report (markdown) here")
+@option("--continue", dest="continue_", action="store_true", help="go on after resolving a conflict")
+@option("--skip", action="store_true", help="drop the conflicting patch and go on")
+@option("--abort", action="store_true", help="restore the series, its patch files and the workspace exactly")
+@option("target", nargs="?")
 def rebase(series_path: Path | None, target: str | None, spec: str | None, report_only: bool, report_file: Path | None,
            continue_: bool, skip: bool, abort: bool) -> int:
     """Move TARGET's pin to --to SPEC and carry the series across (git rebase habits)."""
     from materialize.workspace import rebase as rb
 
     if sum([continue_, skip, abort]) > 1:
-        raise click.UsageError("--continue, --skip and --abort exclude each other")
+        raise UsageError("--continue, --skip and --abort exclude each other")
     if not (continue_ or skip or abort) and (target is None or spec is None):
-        raise click.UsageError("rebase needs TARGET and --to SPEC (or --continue/--skip/--abort)")
+        raise UsageError("rebase needs TARGET and --to SPEC (or --continue/--skip/--abort)")
     op = "rebase --abort" if abort else "rebase --continue" if continue_ else "rebase --skip" if skip else \
         "rebase --report" if report_only else "rebase"
     with _session(series_path, op) as ws:
@@ -439,20 +459,5 @@ def rebase(series_path: Path | None, target: str | None, spec: str | None, repor
     return 0
 
 
-COMMANDS: list[click.Command] = [rebase, export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new, add, edit_cmd, refresh,
-                                 diff, fold, rename, delete, move, header, recover]
-
-
-@click.group(commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-def workspace_main() -> None:
-    """The workspace commands on their own (``python -m materialize.workspace.cli``), for scripts and
-    benchmarks; the ``materialize`` console script registers the same COMMANDS."""
-
-
-if __name__ == "__main__":  # pragma: no cover - thin entry point
-    try:
-        code = workspace_main.main(prog_name="materialize", standalone_mode=False)
-    except MaterializeError as exc:
-        write(f"materialize: error: {exc}", stderr=True)
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
+COMMANDS: list[Command] = [rebase, export_git, import_git, push, pop, goto, top, applied, unapplied, series_cmd, new,
+                          add, edit_cmd, refresh, diff, fold, rename, delete, move, header, recover]

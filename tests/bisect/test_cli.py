@@ -6,42 +6,32 @@ import json
 import re
 from pathlib import Path
 
-import click
 import pytest
-from click.testing import CliRunner
 
-from materialize.bisect.cli import bisect_group, runs_group
 from materialize.bisect.state import BisectError, StateStore
 from materialize.ledger import LedgerError, read_ledger
 
 
-@click.group()
-def root() -> None:
-    pass
+@pytest.fixture
+def cli(invoke):
+    """`materialize bisect ...` / `materialize runs ...` in-process."""
+    return invoke
 
 
-root.add_command(bisect_group)
-root.add_command(runs_group)
-
-
-def cli(*args: str):
-    return CliRunner().invoke(root, [str(a) for a in args], catch_exceptions=True)
-
-
-def ok(*args: str) -> str:
+def ok(cli, *args: str) -> str:
     result = cli(*args)
     assert result.exit_code == 0, (result.output, result.exception)
     return result.output
 
 
-def test_manual_deterministic_bisect_materializes_each_candidate(gen_series, tmp_path: Path) -> None:
+def test_manual_deterministic_bisect_materializes_each_candidate(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(12)
     work = tmp_path / "work"
     common = ["--series", series, "--work-dir", work]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "0012-step-12", "--deterministic")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "0012-step-12", "--deterministic")
     culprit, seen = 7, []
     for _ in range(8):
-        out = ok("bisect", "next", *common)
+        out = ok(cli, "bisect", "next", *common)
         if "first bad patch" in out:
             break
         pos = int(re.search(r"^position (\d+)", out, re.M).group(1))
@@ -54,39 +44,39 @@ def test_manual_deterministic_bisect_materializes_each_candidate(gen_series, tmp
         text = changed.read_text() if changed.exists() else ""
         assert text.count("= True") == pos  # the prefix of `pos` patches, really
         seen.append(pos)
-        ok("bisect", "bad" if f"step_{culprit} = True" in text else "good", *common)
+        ok(cli, "bisect", "bad" if f"step_{culprit} = True" in text else "good", *common)
     assert "0007-step-7 at position 7 is the first bad patch" in out
     assert seen[:2] == [0, 12]  # the ends are checked before any midpoint
     assert len(seen) <= 6
     assert not (tmp_path / "build").exists()  # never published into the project's outputs, never `latest`
 
-    log = ok("bisect", "log", *common)
+    log = ok(cli, "bisect", "log", *common)
     assert log.splitlines()[1].startswith("start --good 0 --bad 12")
     saved = tmp_path / "saved.log"
     saved.write_text(log)
-    ok("bisect", "reset", *common)
+    ok(cli, "bisect", "reset", *common)
     assert not StateStore(work).exists()
-    assert "first bad position 7" in ok("bisect", "replay", *common, saved)
-    status = ok("bisect", "status", *common, "--plot", tmp_path / "p.png")
+    assert "first bad position 7" in ok(cli, "bisect", "replay", *common, saved)
+    status = ok(cli, "bisect", "status", *common, "--plot", tmp_path / "p.png")
     assert "first bad patch" in status
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_start_twice_and_verdict_without_candidate_are_user_errors(gen_series, tmp_path: Path) -> None:
+def test_start_twice_and_verdict_without_candidate_are_user_errors(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(4)
     common = ["--series", series, "--work-dir", tmp_path / "w"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "4")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "4")
     again = cli("bisect", "start", *common, "--good", "0", "--bad", "4")
     assert isinstance(again.exception, BisectError) and "already in progress" in str(again.exception)
     good = cli("bisect", "good", *common)
     assert isinstance(good.exception, BisectError) and "bisect next" in str(good.exception)
 
 
-def test_run_finds_a_flaky_culprit_and_writes_valid_records(gen_series, tmp_path: Path) -> None:
+def test_run_finds_a_flaky_culprit_and_writes_valid_records(cli, gen_series, tmp_path: Path) -> None:
     series, hw = gen_series(12)
     work, ledger = tmp_path / "work", tmp_path / "runs" / "bisect.jsonl"
     common = ["--series", series, "--work-dir", work]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "12", "--requests", "32")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "12", "--requests", "32")
     # 1/16 per request once patch 9 is in, 1/256 everywhere (present in every arm), exit code only
     cmd = [*hw, "9", str(1 / 256), str(1 / 16), "32", "seed-a", "exit"]
     result = cli("bisect", "run", *common, "--ledger", ledger, "--", *cmd)
@@ -97,27 +87,27 @@ def test_run_finds_a_flaky_culprit_and_writes_valid_records(gen_series, tmp_path
     assert lines and all(ln.record is not None for ln in lines)
     state = StateStore(work).load()
     assert len(lines) == len([o for o in state.observations if o.source == "run"])
-    assert ok("runs", "validate", "--series", series, ledger).strip().endswith("0 invalid record(s)")
+    assert ok(cli, "runs", "validate", "--series", series, ledger).strip().endswith("0 invalid record(s)")
 
     # The ledger alone reproduces the verdict: infer re-uses every past run, none is repeated.
-    ok("bisect", "reset", *common)
-    out = ok("bisect", "infer", *common, "--runs", ledger, "--gate", "exit", "--requests", "32")
+    ok(cli, "bisect", "reset", *common)
+    out = ok(cli, "bisect", "infer", *common, "--runs", ledger, "--gate", "exit", "--requests", "32")
     assert f"used {len(lines)} past run(s)" in out
     assert "narrowest range holding 0.95 of the posterior: good=8 bad=9" in out
     assert "first bad patch" in out and "position 9" in out
 
 
-def test_run_metric_bisect_from_json_lines(gen_series, tmp_path: Path) -> None:
+def test_run_metric_bisect_from_json_lines(cli, gen_series, tmp_path: Path) -> None:
     series, hw = gen_series(10)
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "10", "--metric", "makespan", "--threshold", "1")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "10", "--metric", "makespan", "--threshold", "1")
     result = cli("bisect", "run", *common, "--jobs", "2", "--", *hw, "6", "0", "0", "1", "seed-c", "metric")
     assert result.exit_code == 0, (result.output, result.exception)
     assert "position 6 is the first bad patch" in result.output
     assert "ends: different" in result.output
 
 
-def test_run_uses_records_the_command_appends(gen_series, tmp_path: Path, monkeypatch) -> None:
+def test_run_uses_records_the_command_appends(cli, gen_series, tmp_path: Path, monkeypatch) -> None:
     series, hw = gen_series(6)
     from materialize.bisect.candidates import SeriesIndex
     from materialize.series import load_series
@@ -125,7 +115,7 @@ def test_run_uses_records_the_command_appends(gen_series, tmp_path: Path, monkey
     index = SeriesIndex(load_series(series))
     monkeypatch.setenv("HW_PREFIXES", json.dumps({str(k): index.prefix_entries(k) for k in range(7)}))
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "6", "--gate", "stage3", "--requests", "32")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "6", "--gate", "stage3", "--requests", "32")
     ledger = tmp_path / "runs.jsonl"
     result = cli("bisect", "run", *common, "--ledger", ledger, "--", *hw, "4", "0.001", "0.2", "32", "s", "record")
     assert result.exit_code == 0, (result.output, result.exception)
@@ -136,10 +126,10 @@ def test_run_uses_records_the_command_appends(gen_series, tmp_path: Path, monkey
     assert all(not o.censored for o in state.observations)  # exact counts, not exit codes
 
 
-def test_skip_exit_code_and_broken_command(gen_series, tmp_path: Path) -> None:
+def test_skip_exit_code_and_broken_command(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(4)
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
     script = tmp_path / "skip2.py"
     script.write_text(
         "import os, sys\npos = int(os.environ['MATERIALIZE_BISECT_POSITION'])\n"
@@ -155,10 +145,10 @@ def test_skip_exit_code_and_broken_command(gen_series, tmp_path: Path) -> None:
     assert isinstance(broken.exception, BisectError) and "exited 127" in str(broken.exception)
 
 
-def test_jobs_substitute_job_slots(gen_series, tmp_path: Path) -> None:
+def test_jobs_substitute_job_slots(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(8)
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "8", "--deterministic")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "8", "--deterministic")
     seen = tmp_path / "slots"
     seen.mkdir()
     script = tmp_path / "slot.py"
@@ -178,7 +168,7 @@ def test_jobs_substitute_job_slots(gen_series, tmp_path: Path) -> None:
     assert slots == {"host0", "host1", "host2"}
 
 
-def test_runs_list_show_validate_flag_invalid_records(gen_series, tmp_path: Path) -> None:
+def test_runs_list_show_validate_flag_invalid_records(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(3, flagged={2: ("STEP2_FLAG", "step 2 engaged")})
     from materialize.bisect.candidates import SeriesIndex
     from materialize.engine import materialize
@@ -234,16 +224,16 @@ def test_runs_list_show_validate_flag_invalid_records(gen_series, tmp_path: Path
         (8, "schema: materialization_id: required key is missing"),
     ]:
         assert f"{ledger}:{line}: invalid: " in out and words in out, (line, words)
-    listing = ok("runs", "list", ledger)
+    listing = ok(cli, "runs", "list", ledger)
     assert f"{ledger}:8  INVALID" in listing and "stage3=0/32" in listing
-    shown = ok("runs", "show", f"{ledger}:1")
+    shown = ok(cli, "runs", "show", f"{ledger}:1")
     assert json.loads(shown.split("\n", 1)[1])["materialization_id"] == id2
     missing = cli("runs", "show", f"{ledger}:99")
     assert isinstance(missing.exception, LedgerError)
 
     # Invalid records never feed a bisection silently: `record` reports them and exits 1.
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "3", "--gate", "stage3", "--requests", "32")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "3", "--gate", "stage3", "--requests", "32")
     fed = cli("bisect", "record", *common, ledger)
     assert fed.exit_code == 1
     assert "recorded 1 run(s); 7 invalid (not used)" in fed.output
@@ -254,20 +244,20 @@ def test_runs_list_show_validate_flag_invalid_records(gen_series, tmp_path: Path
 
 
 @pytest.mark.parametrize("verb", ["good", "bad"])
-def test_verdicts_in_metric_mode_are_refused(gen_series, tmp_path: Path, verb: str) -> None:
+def test_verdicts_in_metric_mode_are_refused(cli, gen_series, tmp_path: Path, verb: str) -> None:
     series, _ = gen_series(3)
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "3", "--metric", "ttft")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "3", "--metric", "ttft")
     result = cli("bisect", verb, *common, "1")
     assert isinstance(result.exception, BisectError)
 
 
-def test_a_prefix_that_does_not_materialize_is_skipped(gen_series, tmp_path: Path) -> None:
+def test_a_prefix_that_does_not_materialize_is_skipped(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(4)
     broken = next(series.parent.glob("patches/0003-*.patch"))
     broken.write_text(broken.read_text().replace("step_2 = True", "step_2 = Nope"))  # context no longer matches
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "4", "--deterministic")
     import sys
 
     result = cli("bisect", "run", *common, "--", sys.executable, "-c", "raise SystemExit(0)")
@@ -277,7 +267,7 @@ def test_a_prefix_that_does_not_materialize_is_skipped(gen_series, tmp_path: Pat
     assert 3 in StateStore(tmp_path / "work").load().skipped
 
 
-def test_infer_metric_bisect_from_past_records_needs_no_new_runs(gen_series, tmp_path: Path) -> None:
+def test_infer_metric_bisect_from_past_records_needs_no_new_runs(cli, gen_series, tmp_path: Path) -> None:
     series, _ = gen_series(6)
     import numpy as np
 
@@ -306,13 +296,13 @@ def test_infer_metric_bisect_from_past_records_needs_no_new_runs(gen_series, tmp
                 + "\n"
             )
     common = ["--series", series, "--work-dir", tmp_path / "work"]
-    out = ok("bisect", "infer", *common, "--runs", ledger, "--metric", "makespan", "--threshold", "1")
+    out = ok(cli, "bisect", "infer", *common, "--runs", ledger, "--metric", "makespan", "--threshold", "1")
     assert "used 7 past run(s)" in out
     assert "narrowest range from past runs: good=3 bad=4" in out
     assert "0004-step-4 at position 4 is the first bad patch" in out
 
 
-def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(gen_series, tmp_path: Path) -> None:
+def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(cli, gen_series, tmp_path: Path) -> None:
     import os
     import signal
     import subprocess
@@ -322,7 +312,7 @@ def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(gen_series, t
     series, _ = gen_series(4)
     work = tmp_path / "work"
     common = ["--series", series, "--work-dir", work]
-    ok("bisect", "start", *common, "--good", "0", "--bad", "4")
+    ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "4")
     pids = tmp_path / "gate-pids"
     gate = tmp_path / "slow_gate.py"  # the gate starts a grandchild and waits: both must die with 'run'
     gate.write_text(
@@ -359,16 +349,16 @@ def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(gen_series, t
         time.sleep(0.1)
     else:
         raise AssertionError(f"gate grandchild {grandchild} outlived 'bisect run'")
-    ok("bisect", "skip", *common, "2")  # the lock died with its holder
+    ok(cli, "bisect", "skip", *common, "2")  # the lock died with its holder
     leftovers = [p.name for p in (work / "bisect").iterdir() if p.name.startswith(".")]
     assert leftovers == []  # no temp file, scratch dir or lock file left in work/bisect
 
 
-def test_commands_use_the_series_the_bisect_started_on(gen_series, tmp_path: Path, monkeypatch) -> None:
+def test_commands_use_the_series_the_bisect_started_on(cli, gen_series, tmp_path: Path, monkeypatch) -> None:
     series, _ = gen_series(4)
     monkeypatch.setenv("MATERIALIZE_WORK", str(tmp_path / "work"))
-    ok("bisect", "start", "--series", series, "--good", "0", "--bad", "4")
-    assert "good=0 bad=4" in ok("bisect", "status")  # no --series: the state's, not the default
+    ok(cli, "bisect", "start", "--series", series, "--good", "0", "--bad", "4")
+    assert "good=0 bad=4" in ok(cli, "bisect", "status")  # no --series: the state's, not the default
     other = tmp_path / "other.yaml"
     other.write_text(Path(series).read_text())
     refused = cli("bisect", "status", "--series", other)

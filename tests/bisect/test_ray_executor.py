@@ -10,10 +10,6 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from click.testing import CliRunner  # noqa: E402
-
-from materialize.bisect.cli import bisect_group  # noqa: E402
-
 
 @pytest.fixture
 def local_ray():
@@ -23,11 +19,10 @@ def local_ray():
     ray.shutdown()
 
 
-def test_bisect_run_dispatches_through_ray_hosts(gen_series, tmp_path: Path, local_ray) -> None:
+def test_bisect_run_dispatches_through_ray_hosts(invoke, gen_series, tmp_path: Path, local_ray) -> None:
     series, _ = gen_series(8)
     common = ["--series", str(series), "--work-dir", str(tmp_path / "work")]
-    runner = CliRunner()
-    assert runner.invoke(bisect_group, ["start", *common, "--good", "0", "--bad", "8", "--deterministic"]).exit_code == 0
+    assert invoke("bisect", "start", *common, "--good", "0", "--bad", "8", "--deterministic").exit_code == 0
     seen = tmp_path / "hosts"
     seen.mkdir()
     script = tmp_path / "hw.py"
@@ -39,10 +34,7 @@ def test_bisect_run_dispatches_through_ray_hosts(gen_series, tmp_path: Path, loc
         "text = f.read_text() if f.exists() else ''\n"
         "sys.exit(1 if 'step_6 = True' in text else 0)\n"
     )
-    result = runner.invoke(
-        bisect_group,
-        ["run", *common, "--ray-hosts", "bh-a,bh-b", "--", sys.executable, str(script), "{host}", str(seen)],
-    )
+    result = invoke("bisect", "run", *common, "--ray-hosts", "bh-a,bh-b", "--", sys.executable, script, "{host}", seen)
     assert result.exit_code == 0, (result.output, result.exception)
     assert "position 6 is the first bad patch" in result.output
     hosts = {re.sub(r"-\d+$", "", p.name) for p in seen.iterdir()}

@@ -1,4 +1,4 @@
-"""The ``serve`` click group: plan/diff/check/install/up through the CLI, in a tmp working dir."""
+"""The ``serve`` commands: plan/diff/check/install/up through the CLI, in a tmp working dir."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from materialize.errors import MaterializeError
-from materialize.serve.cli import serve_group
 
 from .conftest import base_profile
 
@@ -19,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def cli(series_root, write_profile, tmp_path, monkeypatch):
+def cli(invoke, series_root, write_profile, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # outputs, logs and ledgers land here, never in the repo
     write_profile("prod", base_profile())
     write_profile("prefix", base_profile(enable=["0001-sdpa-streaming", "QWEN36_PREFIX_PREFILL_TRACE"],
@@ -28,10 +26,7 @@ def cli(series_root, write_profile, tmp_path, monkeypatch):
     profiles = series_root / "serve/profiles"
 
     def run(*args):
-        result = CliRunner().invoke(serve_group, ["--profiles", str(profiles), "--sources-dir",
-                                                  str(tmp_path / "sources"), *args],
-                                    standalone_mode=False, catch_exceptions=True)
-        return result
+        return invoke("serve", "--profiles", profiles, "--sources-dir", tmp_path / "sources", *args)
 
     yield run
     for extra in profiles.glob("*.yaml"):
@@ -97,16 +92,15 @@ def test_up_without_hardware_fails_closed(cli):
     assert not Path("bench/runs").exists()  # nothing ran, so nothing is recorded
 
 
-def test_shipped_profiles_pass_the_rules(tmp_path, monkeypatch):
+def test_shipped_profiles_pass_the_rules(invoke, tmp_path, monkeypatch):
     """CI's `serve check` materializes; this is the rules-only half, against the shipped series."""
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(serve_group, ["--profiles", str(REPO / "serve/profiles"), "check", "--no-materialize"],
-                                standalone_mode=False)
+    result = invoke("serve", "--profiles", REPO / "serve/profiles", "check", "--no-materialize")
     assert result.return_value == 0, result.output
     assert "ok   prod" in result.output and "ok   prefix" in result.output
 
 
-def test_shipped_prod_with_the_wrong_parser_is_rejected(tmp_path, monkeypatch):
+def test_shipped_prod_with_the_wrong_parser_is_rejected(invoke, tmp_path, monkeypatch):
     shutil.copytree(REPO / "series", tmp_path / "series")
     shutil.copytree(REPO / "patches", tmp_path / "patches")
     (tmp_path / "serve/profiles").mkdir(parents=True)
@@ -115,13 +109,13 @@ def test_shipped_prod_with_the_wrong_parser_is_rejected(tmp_path, monkeypatch):
     data["enable"] = []
     (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(serve_group, ["check", "--no-materialize"], standalone_mode=False)
+    result = invoke("serve", "check", "--no-materialize")
     assert result.return_value == 1
     assert "tool-call-parser-matches-model" in result.output and "parses hermes_json" in result.output
     # Patch 0006's flag routes 'hermes' to the qwen3_xml parser class, so enabling it makes hermes correct.
     data["enable"] = ["QWEN36_HERMES_AS_QWEN3_XML"]
     (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data))
-    result = CliRunner().invoke(serve_group, ["check", "--no-materialize"], standalone_mode=False)
+    result = invoke("serve", "check", "--no-materialize")
     assert result.return_value == 0, result.output
 
 

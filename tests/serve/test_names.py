@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from materialize.errors import MaterializeError
-from materialize.serve.cli import serve_group
 from materialize.serve.names import check_names
 from materialize.serve.up import prepare
 
@@ -60,11 +58,11 @@ def test_rule_names_the_source_never_reads_are_listed(write_profile, tmp_path):
                            "source": "named by rule some-rule; the pinned source never reads it"}]
 
 
-def test_serve_check_lists_unverified_names(series_root, write_profile, tmp_path, monkeypatch):
+def test_serve_check_lists_unverified_names(invoke, series_root, write_profile, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_profile("listed", base_profile(tt={"trace_mode": "all"}))
-    result = CliRunner().invoke(serve_group, ["--profiles", str(series_root / "serve/profiles"), "--sources-dir",
-                                              str(tmp_path / "s"), "check", "listed"], standalone_mode=False)
+    result = invoke("serve", "--profiles", series_root / "serve/profiles", "--sources-dir", tmp_path / "s",
+                    "check", "listed")
     assert result.return_value == 0, result.output
     assert "unverified option --override-tt-config: the TT build of vLLM" in result.output
     assert "unverified env TT_METAL_CACHE: tt-metal's C++ runtime" in result.output

@@ -1,4 +1,4 @@
-"""Quilt-style sessions on real trees (path pins of real Python files), through the click commands."""
+"""Quilt-style sessions on real trees (path pins of real Python files), through the commands."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ ATTN = "models/tt/attention.py"
 
 def run(project: Path, name: str, *args: str) -> int:
     command = next(c for c in cli.COMMANDS if c.name == name)
-    return command.main(args=[*args, "--series", str(project / "series" / "default.yaml")],
-                        prog_name="materialize", standalone_mode=False)
+    return command.main([*args, "--series", str(project / "series" / "default.yaml")], prog=f"materialize {name}")
 
 
 def wfile(project: Path, path: str = ATTN, target: str = "tt-metal") -> Path:

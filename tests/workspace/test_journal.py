@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pytest
 
 from materialize.errors import MaterializeError
@@ -56,7 +55,7 @@ def test_interrupted_pop_rolls_back_byte_for_byte(project: Path, monkeypatch: py
     two_patches(project)
     before = snapshot(project)
     crash = crash_after(pytest.MonkeyPatch(), 2)
-    with pytest.raises(click.exceptions.Abort):
+    with pytest.raises(KeyboardInterrupt):
         run(project, "pop", "-a")
     crash.undo()
     assert snapshot(project) != before  # it really was half-way
@@ -73,7 +72,7 @@ def test_interrupted_pop_rolls_back_byte_for_byte(project: Path, monkeypatch: py
 def test_interrupted_pop_resumes(project: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     two_patches(project)
     crash = crash_after(pytest.MonkeyPatch(), 1)
-    with pytest.raises(click.exceptions.Abort):
+    with pytest.raises(KeyboardInterrupt):
         run(project, "pop", "-a")
     crash.undo()
     assert run(project, "recover", "--resume") == 0
@@ -89,7 +88,7 @@ def test_interrupted_refresh_keeps_patch_and_state_consistent(project: Path, mon
     f.write_text(f.read_text() + "# more\n")
     before = snapshot(project)
     crash = crash_after(pytest.MonkeyPatch(), 1)  # the patch file is written, the state is not
-    with pytest.raises(click.exceptions.Abort):
+    with pytest.raises(KeyboardInterrupt):
         run(project, "refresh")
     crash.undo()
     run(project, "recover", "--rollback")
