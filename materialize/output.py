@@ -155,31 +155,40 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     default = out is None
     final = (DEFAULT_ROOT / (m.id + ("-overlay" if overlay else ""))) if default else out
     final = final.absolute()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(str(final.parent / ".materialize-output.lock")):
-        audit = _Audit(final, m.store)  # runs beside the work below
-        try:
-            _remove_leftovers(final.parent)
-            wanted = manifest_text(manifest(m, overlay=overlay))
-            previous = _manifest_bytes(final)
-            untouched = audit.untouched()
-            if previous == wanted.encode() and untouched:  # bytes, not parsed JSON: a manifest can be big
-                _point_latest(final, default)
-                m.display_root = str(final)
-                return final
-            if not _replaceable(final):
-                raise MaterializeError(f"{final} exists and is not a materialize output; refusing to replace it")
-            plan = _plan(m, previous, overlay) if untouched else None
-            if plan is not None:
-                _update_in_place(m, final, plan, wanted, previous or b"")
-            else:
-                _publish_fresh(m, final, wanted, overlay)
-            audit.seal()
-        finally:
-            audit.close()
-        _point_latest(final, default)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive(str(final.parent / ".materialize-output.lock")):
+            _write_locked(m, final, default, overlay)
+    except OSError as exc:  # a full disk, a read-only folder: one line; the steps were undone on the way out
+        where = exc.filename2 or exc.filename or final
+        raise MaterializeError(f"publishing {final}: {where}: {exc.strerror or exc}; the previous output (if any) "
+                               "is unchanged") from None
     m.display_root = str(final)
     return final
+
+
+def _write_locked(m: Materialization, final: Path, default: bool, overlay: bool) -> None:
+    """``write_output``'s work, under the output lock."""
+    audit = _Audit(final, m.store)  # runs beside the work below
+    try:
+        _remove_leftovers(final.parent)
+        wanted = manifest_text(manifest(m, overlay=overlay))
+        previous = _manifest_bytes(final)
+        untouched = audit.untouched()
+        if previous == wanted.encode() and untouched:  # bytes, not parsed JSON: a manifest can be big
+            _point_latest(final, default)
+            return
+        if not _replaceable(final):
+            raise MaterializeError(f"{final} exists and is not a materialize output; refusing to replace it")
+        plan = _plan(m, previous, overlay) if untouched else None
+        if plan is not None:
+            _update_in_place(m, final, plan, wanted, previous or b"")
+        else:
+            _publish_fresh(m, final, wanted, overlay)
+        audit.seal()
+    finally:
+        audit.close()
+    _point_latest(final, default)
 
 
 def _publish_fresh(m: Materialization, final: Path, wanted: str, overlay: bool) -> None:

@@ -129,3 +129,33 @@ def test_sigkill_at_any_moment_leaves_old_output_or_new_never_half(builder, tmp_
     write_output(materialize(load_series(series)), out)  # the next run sweeps what the killed ones left
     settle()  # and the output it replaced is deleted in the background
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))) == []
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_full_disk_while_publishing_is_one_line_and_keeps_the_previous_output(builder, tmp_path, monkeypatch,
+                                                                                in_place):
+    """`apply --out` on a full disk died with a traceback (OSError from the copy); it is exit 1 naming the
+    file now, with the previous output as it was."""
+    import errno
+
+    series = series_with_two_patches(builder)
+    out = write_output(materialize(series, upto=1), tmp_path / "out")
+    before = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    full = tmp_path / "out" / "plugin" / "pkg" / "added.py"
+
+    real_link, calls = os.link, []
+
+    def no_space(src, dst, *args, **kwargs):  # the first new link fails; undoing it works
+        calls.append(dst)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src), str(full))
+        return real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr("os.link", no_space)
+    if not in_place:
+        monkeypatch.setattr("materialize.output._plan", lambda *_args: None)
+    with pytest.raises(MaterializeError, match=r"publishing .*/out: .*: No space left on device; the previous output") as err:
+        write_output(materialize(series), tmp_path / "out")
+    assert err.value.exit_code == 1
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))] == []
