@@ -308,8 +308,8 @@ class Workspace:
         given = Path(name) if Path(name).is_absolute() else cwd / name
         given = Path(os.path.normpath(given))
         candidate = given.parent.resolve() / given.name if given.name else given.resolve()
-        if candidate == root or root in candidate.parents:
-            return candidate.relative_to(root).as_posix()
+        if candidate == root or root in candidate.parents:  # the same gate as any other path (.git, the root)
+            return safe_relpath(candidate.relative_to(root).as_posix(), origin=f"command line: {name}")
         return safe_relpath(name, origin="command line")
 
     # -- writing the disk -----------------------------------------------------------------------

@@ -70,3 +70,13 @@ def test_a_symlink_to_a_folder_made_in_work_is_a_file_of_no_patch(pushed):
     (pushed / "work" / "tt-metal" / "models" / "link").symlink_to("tt")
     proc = cli(pushed, "pop")
     assert proc.returncode == 1 and "tt-metal/models/link" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["{work}/src/.GIT/x", "{work}", ".git/config", "../outside", "/etc/passwd"])
+def test_add_refuses_a_name_that_is_no_path_of_the_tree(pushed, name):
+    """A path given inside work/<target>/ skipped the gate every other path goes through: `add
+    $PWD/work/t/src/.GIT/x` put a .git path into the top patch."""
+    work = pushed / "work" / "tt-metal"
+    proc = cli(pushed, "add", name.format(work=work))
+    assert proc.returncode == 4, proc.stderr
+    assert "command line" in proc.stderr
