@@ -326,6 +326,9 @@ class Workspace:
             for target, paths in table.items():
                 for path in paths:
                     src = Path(self.work_path(target, path))
+                    if src.is_dir() and not src.is_symlink():  # a folder where a file was: its files are
+                        listing.append(f"{kind}\t{target}/{path}\t(now a folder: its files are listed)")
+                        continue  # listed (and copied) one by one as files of no patch
                     if src.exists() or src.is_symlink():
                         out = dest / target / path
                         out.parent.mkdir(parents=True, exist_ok=True)

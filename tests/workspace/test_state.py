@@ -80,3 +80,19 @@ def test_add_refuses_a_name_that_is_no_path_of_the_tree(pushed, name):
     proc = cli(pushed, "add", name.format(work=work))
     assert proc.returncode == 4, proc.stderr
     assert "command line" in proc.stderr
+
+
+def test_pop_force_saves_a_folder_that_took_a_files_place(pushed):
+    """A tracked file replaced by a folder: `pop -f` died copying the folder as a file (a traceback,
+    then 'Is a directory'), so nothing could move the stack. Its files are saved, the stack moves."""
+    work = pushed / "work" / "tt-metal" / ATTN
+    work.unlink()
+    work.mkdir()
+    (work / "keep.txt").write_text("mine\n")
+    proc = cli(pushed, "pop", "-f")
+    assert proc.returncode == 0, proc.stderr
+    saved = next((pushed / "work" / ".materialize" / "saved").iterdir())
+    assert (saved / "tt-metal" / ATTN / "keep.txt").read_text() == "mine\n"
+    assert "now a folder" in (saved / "SAVED.txt").read_text()
+    assert cli(pushed, "push").returncode == 0
+    assert "import  " in work.read_text()
