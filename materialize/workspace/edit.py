@@ -345,7 +345,7 @@ class _FoldView:
         return found
 
     def is_dir(self, path: str) -> bool:
-        full = Path(self.ws.work_path(self.target, path))
+        full = Path(self.ws.read_path(self.target, path) or os.devnull)
         from materialize.engine import StoreView
 
         return (full.is_dir() and not full.is_symlink()) or StoreView(self.ws.store, self.tree).is_dir(path)

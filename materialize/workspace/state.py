@@ -123,14 +123,28 @@ class Workspace:
         return self.root / target
 
     def work_path(self, target: str, path: str) -> str:
-        """``work/<target>/<path>``, once no folder on the way (``work/<target>`` included) is a symlink.
+        """``work/<target>/<path>`` to write, once no folder on the way (``work/<target>`` included) is a
+        symlink.
 
-        A tree's paths never pass through one of its links, so a symlinked folder in work/ is someone
-        else's: read through it, ``refresh`` would record files outside work/; written through it, ``pop``
-        deleted and ``push`` overwrote them. Refused (exit 4) naming the folder. One ``lstat`` per folder
-        per command (remembered; a link this command writes forgets what it replaces).
+        A tree's paths never pass through one of its links, so a symlinked folder in work/ is either one
+        of the tree's links (which a later tree may make a folder: the link goes first, then the files
+        are written) or someone else's: written through it, ``pop`` deleted and ``push`` overwrote files
+        outside work/. Refused (exit 4) naming the folder. One ``lstat`` per folder per command
+        (remembered; a link this command writes forgets what it replaces).
         """
-        folder = os.path.join(str(self.root), target)
+        found = self._walk_folders(target, path, reading=False)
+        assert found is not None
+        return found
+
+    def read_path(self, target: str, path: str) -> str | None:
+        """``work/<target>/<path>`` to read; None when a folder on the way is a symlink that stays in
+        work/<target> (a tree's own link: nothing lies beneath it, and it is never followed). A symlinked
+        folder leading out of work/<target> is refused (exit 4): ``refresh`` would record what lies there."""
+        return self._walk_folders(target, path, reading=True)
+
+    def _walk_folders(self, target: str, path: str, *, reading: bool) -> str | None:
+        root = os.path.join(str(self.root), target)
+        folder = root
         parts = path.split("/")[:-1]
         for index in range(len(parts) + 1):
             if index:
@@ -142,14 +156,17 @@ class Workspace:
             except OSError:  # missing (a write makes real folders), or a file on the way (nothing to read)
                 break
             if stat.S_ISLNK(st.st_mode):
+                if reading and index and os.path.realpath(folder).startswith(os.path.realpath(root) + os.sep):
+                    return None
                 raise UnsafePathError(
-                    f"{folder} is a symlink (to {os.readlink(folder)}): workspace files are not read or written "
-                    f"through it ({target}/{path}); make it a real folder (or remove it) and run the command again"
+                    f"{folder} is a symlink (to {os.readlink(folder)}): workspace files are not "
+                    f"{'read' if reading else 'written'} through it ({target}/{path}); make it a real folder "
+                    "(or remove it) and run the command again"
                 )
             if not stat.S_ISDIR(st.st_mode):
                 break
             self._folders_ok.add(folder)
-        return os.path.join(str(self.root), target, path)
+        return os.path.join(root, path)
 
     def check_no_pending(self) -> None:
         pending = Journal.pending(self.meta)
@@ -227,7 +244,9 @@ class Workspace:
     def disk_entry(self, target: str, path: str) -> tuple[str, bytes] | None:
         """(mode, bytes) at ``path`` in work/<target>/ (a link: its target), None when no file or link is
         there. One ``lstat`` on a plain string: push and pop look at every tracked file twice."""
-        full = self.work_path(target, path)
+        full = self.read_path(target, path)
+        if full is None:
+            return None
         try:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):
@@ -325,7 +344,11 @@ class Workspace:
         for kind, table in (("modified", changes.modified), ("no-patch", changes.stray)):
             for target, paths in table.items():
                 for path in paths:
-                    src = Path(self.work_path(target, path))
+                    found = self.read_path(target, path)
+                    src = Path(found) if found is not None else None
+                    if src is None:  # beneath a link of the tree: nothing there
+                        listing.append(f"{kind}\t{target}/{path}")
+                        continue
                     if src.is_dir() and not src.is_symlink():  # a folder where a file was: its files are
                         listing.append(f"{kind}\t{target}/{path}\t(now a folder: its files are listed)")
                         continue  # listed (and copied) one by one as files of no patch
@@ -350,7 +373,7 @@ class Workspace:
         """
         for target, paths in state.rejects.items():  # push -f's .rej files go with the move
             for path in paths:
-                if Path(self.work_path(target, path)).is_file():
+                if Path(self.read_path(target, path) or os.devnull).is_file():
                     journal.remove(self.target_dir(target) / path)
         state.rejects = {}
         for target, tree in trees.items():
@@ -366,11 +389,14 @@ class Workspace:
                     new_files[path] = entry.sha if entry else None
                 if not self.holds(target, path, entry):
                     stale.append((path, entry))
-            if stale:
-                journal.protect(*(Path(self.work_path(target, path)) for path, _entry in stale))
-            for path, entry in stale:
-                desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
-                self.write_file(journal, target, path, desired)
+            # removals first: a link that takes a folder's place (or a folder a link's) needs the old one
+            # gone before the new one is written (and protected: never through the old link)
+            for batch in ([(p, e) for p, e in stale if e is None], [(p, e) for p, e in stale if e is not None]):
+                if batch:
+                    journal.protect(*(Path(self.work_path(target, path)) for path, _entry in batch))
+                for path, entry in batch:
+                    desired = (entry.mode, self.store.read_blob_by_id(entry.sha)) if entry else None
+                    self.write_file(journal, target, path, desired)
             state.files[target] = new_files
             state.trees[target] = tree
 

@@ -96,3 +96,47 @@ def test_pop_force_saves_a_folder_that_took_a_files_place(pushed):
     assert "now a folder" in (saved / "SAVED.txt").read_text()
     assert cli(pushed, "push").returncode == 0
     assert "import  " in work.read_text()
+
+
+LINK_PATCH = """\
+diff --git a/models/lnk b/models/lnk
+new file mode 120000
+--- /dev/null
++++ b/models/lnk
+@@ -0,0 +1 @@
++tt
+\\ No newline at end of file
+"""
+FOLDER_PATCH = """\
+diff --git a/models/lnk b/models/lnk
+deleted file mode 120000
+--- a/models/lnk
++++ /dev/null
+@@ -1 +0,0 @@
+-tt
+\\ No newline at end of file
+diff --git a/models/lnk/x.txt b/models/lnk/x.txt
+new file mode 100644
+--- /dev/null
++++ b/models/lnk/x.txt
+@@ -0,0 +1 @@
++x
+"""
+
+
+def test_a_link_that_becomes_a_folder_is_pushed_and_popped_one_patch_at_a_time(project):
+    """p2 replaces the symlink models/lnk by a folder: `pop` wrote the link before removing the folder's
+    file ('Is a directory'), and `push` would have protected lnk/x.txt through the link still there."""
+    (project / "patches" / "tt-metal" / "p1.patch").write_text(LINK_PATCH)
+    (project / "patches" / "tt-metal" / "p2.patch").write_text(FOLDER_PATCH)
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("patches: []", "patches:\n  - {patch: tt-metal/p1.patch, target: tt-metal}"
+                                                                "\n  - {patch: tt-metal/p2.patch, target: tt-metal}"))
+    lnk = project / "work" / "tt-metal" / "models" / "lnk"
+    for step, is_link in (("push", True), ("push", False), ("pop", True), ("push", False), ("pop", True),
+                          ("pop", None)):
+        proc = cli(project, step)
+        assert proc.returncode == 0, (step, proc.stderr)
+        assert (lnk.is_symlink() if is_link else lnk.is_dir() and not lnk.is_symlink()) if is_link is not None \
+            else not lnk.exists() and not lnk.is_symlink()
+    assert cli(project, "goto", "2").returncode == 0 and (lnk / "x.txt").read_text() == "x\n"
