@@ -652,10 +652,18 @@ class Store:
                 if len(sha) == 40 and name}
 
     def get_ref(self, ref: str) -> str | None:
-        try:
-            return self.git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}").decode().strip() or None
-        except MaterializeError:
+        """The commit ``ref`` points at, or None (no such ref, or a commit the store no longer has).
+
+        Read in-process like ``lookup_refs`` and checked by reading the commit, which the caller
+        reads next anyway: ``git rev-parse --verify`` cost a process per pin on every command."""
+        sha = self.lookup_refs([ref]).get(ref)
+        if sha is None:
             return None
+        try:
+            kind, _data = self.read_object(sha)
+        except (MaterializeError, zlib.error):  # missing or damaged: the caller imports again, as with no ref
+            return None
+        return sha if kind == "commit" else None
 
     def tree_of(self, commit: str) -> str:
         return self.read_commit(commit)[0]

@@ -208,3 +208,19 @@ def test_a_pack_whose_index_never_arrived_is_swept_by_the_next_batch(tmp_path):
             store.write_object("blob", b"%d\n" % i)
     assert sorted(p.suffix for p in folder.iterdir()) == [".idx", ".pack"]
     fsck(store)
+
+
+def test_get_ref_names_only_a_commit_the_store_still_has(tmp_path):
+    """A pin's ref is read in-process; a ref to a lost or damaged object, or to no commit, is no ref
+    (the pin is imported again), as `git rev-parse --verify REF^{commit}` answered."""
+    store = Store.open(tmp_path)
+    commit = store.commit(store.write_tree(EMPTY_TREE, {"a": ("100644", b"a\n")}), [], "pin\n")
+    blob = store.write_blob(b"not a commit\n")
+    lost = store.commit(EMPTY_TREE, [], "lost\n")
+    store.set_refs({"refs/materialize/pins/ok": commit, "refs/materialize/pins/blob": blob,
+                    "refs/materialize/pins/lost": lost})
+    Path(store._loose_path(lost)).unlink()
+    subprocess.run(["git", "--git-dir", str(store.git_dir), "pack-refs", "--all"], check=True)
+    assert store.get_ref("refs/materialize/pins/ok") == commit
+    for ref in ("refs/materialize/pins/blob", "refs/materialize/pins/lost", "refs/materialize/pins/none"):
+        assert store.get_ref(ref) is None, ref
