@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from materialize.errors import SeriesError
+from materialize.errors import SeriesError, UnsafePathError
 from materialize.yamlpos import load_located
 
 SERIES_FORMAT_VERSION = 1
@@ -27,6 +27,10 @@ SERIES_FORMAT_VERSION = 1
 TARGET_NAME = r"^(?!manifest\.json$)[A-Za-z0-9][A-Za-z0-9._+-]*$"  # a folder of the output, beside its manifest.json
 # quilt reads these compressed patches through the matching decompressor (patchfns: cat_file).
 _COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
+# What a compressed patch may expand to: the archive's rule (upstream/archive.py, which imports these).
+EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
+DEFAULT_EXPANSION = 100
+EXPANSION_FLOOR = 64 << 20
 _SHA256 = r"^[0-9a-f]{64}$"
 
 # --- the validator: each rule checks one value and returns it (normalized) or raises _Invalid ------
@@ -370,26 +374,40 @@ class PatchEntry:
         return self.spec.reverse
 
     def read(self) -> bytes:
-        """The patch bytes, decompressed when the file is ``.gz``/``.bz2``/``.xz``/``.lzma`` (as quilt)."""
+        """The patch bytes, decompressed when the file is ``.gz``/``.bz2``/``.xz``/``.lzma`` (as quilt).
+
+        A compressed patch may expand to ``MATERIALIZE_MAX_EXPANSION`` (default 100) times its size, at
+        least 64 MB, as an archive may: beyond that it is a bomb, refused (exit 4) while it is read.
+        """
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             raise SeriesError(f"{self.where}: patch {self.name}: file {self.path} does not exist") from None
+        except OSError as exc:  # a folder, no permission: the patch is named, not the cache
+            raise SeriesError(f"{self.where}: patch {self.name}: cannot read {self.path}: {exc.strerror or exc}") from None
         suffix = self.path.suffix.lower()
         if suffix not in _COMPRESSED:
             return data
         import bz2
         import gzip
+        import io
         import lzma
 
+        ratio = float(os.environ.get(EXPANSION_ENV) or DEFAULT_EXPANSION)
+        limit = max(EXPANSION_FLOOR, int(len(data) * ratio))
+        raw = io.BytesIO(data)
         try:
-            if suffix == ".gz":
-                return gzip.decompress(data)
-            if suffix == ".bz2":
-                return bz2.decompress(data)
-            return lzma.decompress(data)
+            with (gzip.GzipFile(fileobj=raw) if suffix == ".gz" else bz2.BZ2File(raw) if suffix == ".bz2"
+                  else lzma.LZMAFile(raw)) as stream:  # several members/streams, as zcat reads them
+                out = stream.read(limit + 1)
         except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
             raise SeriesError(f"{self.where}: patch {self.name}: cannot decompress {self.path} ({exc})") from None
+        if len(out) > limit:
+            raise UnsafePathError(
+                f"{self.where}: patch {self.name}: {self.path.name} expands past {limit} bytes: refused as a "
+                f"compression bomb (raise {EXPANSION_ENV} if it is genuine)"
+            )
+        return out
 
     @property
     def where(self) -> str:

@@ -27,11 +27,11 @@ from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
+from materialize.series import DEFAULT_EXPANSION, EXPANSION_ENV, EXPANSION_FLOOR
 from materialize.store import EXECUTABLE, PIPE_BUFFER, REGULAR, SYMLINK, TREE, die_with_parent, widen_pipe
 
-EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
-DEFAULT_EXPANSION = 100  # real sdists and wheels expand 3-15x; gzip's own ceiling is ~1000x
-EXPANSION_FLOOR = 64 << 20  # small archives may always expand to this much
+# EXPANSION_*: real sdists and wheels expand 3-15x, gzip's own ceiling is ~1000x; small archives may
+# always expand to EXPANSION_FLOOR. One rule with compressed patch files (series.py reads them).
 CHUNK = 1 << 20
 # What a damaged compressed stream raises, depending on where the damage is and which codec reads it.
 _CORRUPT = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
