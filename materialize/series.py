@@ -474,6 +474,15 @@ def patch_name(patch: str) -> str:
     return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
 
+def check_patch_file(patches_dir: Path, patch: str, where: str) -> None:
+    """What the series demands of an entry's ``patch:`` (inside ``patches_dir``, a file name that can be
+    a patch name), for a command about to write one that a series does not list yet (import-git reads
+    it from a commit's trailer). SeriesError naming ``where``."""
+    _check_inside(patches_dir, patch, where, {})
+    if not re.match(_FILE_NAME, patch_name(patch)) or not re.match(r"^[^\x00-\x1f\x7f]+$", patch):
+        raise SeriesError(f"{where}: the file name {Path(patch).name!r} cannot be a patch name")
+
+
 def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bool]) -> None:
     """A patch file lies inside ``patches_dir``: a series that names ``/etc/shadow`` or
     ``../../secret.key`` would otherwise have it read, hashed, and shown whole on the report page.

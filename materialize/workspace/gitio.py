@@ -23,10 +23,10 @@ from pathlib import Path
 import git
 
 from materialize.engine import materialize
-from materialize.errors import MaterializeError
+from materialize.errors import MaterializeError, SeriesError, UnsafePathError
 from materialize.patching import parse_patch
 from materialize.patching.tree import apply_to_tree
-from materialize.series import PatchEntry, Series
+from materialize.series import PatchEntry, Series, check_patch_file
 from materialize.store import REGULAR, Store
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -230,6 +230,12 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
         if rel is None:
             rel = f"{target}/{number:04d}-{_slug(_s)}.patch"
             number += 1
+        elif entry is None:  # a trailer names the file to write: someone else's commit may say ../../x
+            where = f"import-git: {commit.hexsha[:12]}: Materialize-Patch: {rel!r}"
+            try:
+                check_patch_file(series.resolve(series.spec.patches_dir), rel, where)
+            except SeriesError as exc:
+                raise UnsafePathError(f"{exc} (the commit's trailer names the patch file it updates)") from None
         data = patch_for_commit(repo, commit, entry)
         planned.append((rel, data, entry is None))
     imported = {rel for rel, _d, _n in planned}
@@ -272,7 +278,7 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
         new_yaml = doc.render()
         if new_yaml != series.path.read_bytes():
             journal.write(series.path, new_yaml)
-    ws.reload_series()
+        ws.reload_series()  # inside: a series it would leave invalid is rolled back
     return result
 
 

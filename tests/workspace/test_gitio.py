@@ -163,3 +163,31 @@ def test_format_patch_files_survive_export_then_import(project: Path, store: Sto
     result = gitio.import_git(ws, "tt-metal", "pq~1..pq", tmp_path / "out")
     assert result.unchanged == ["0001-attn"]
     assert (project / "patches" / "tt-metal" / "0001-attn.patch").read_bytes() == data
+
+
+@pytest.mark.parametrize("trailer", ["../../../x-outside.patch", "{abs}", "tt-metal/../../x-outside.patch",
+                                     "link/x.patch", "tt-metal/.patch"])
+def test_import_refuses_a_trailer_that_names_a_file_outside_patches_dir(project: Path, store: Store,
+                                                                         tmp_path: Path, trailer: str) -> None:
+    """A commit's `Materialize-Patch:` trailer chose the file import-git writes: ../../../x wrote the
+    patch outside patches_dir (an absolute one anywhere), then the series refused the entry after the
+    journal had committed, so the series file was left broken. Refused now (exit 4), naming the commit,
+    before anything is written."""
+    from materialize.errors import UnsafePathError
+
+    (tmp_path / "elsewhere").mkdir()
+    (project / "patches" / "link").symlink_to(tmp_path / "elsewhere")
+    repo = fixture_repo(project, tmp_path / "fx")
+    named = trailer.format(abs=tmp_path / "x-outside.patch")
+    with repo.git.custom_environment(**ENV):
+        (tmp_path / "fx" / "new.txt").write_text("x\n")
+        repo.git.add("-A")
+        repo.git.commit("-q", "-m", f"hostile\n\nMaterialize-Patch: {named}")
+    series = project / "series" / "default.yaml"
+    before = series.read_bytes()
+    ws = Workspace(Workspace.open(series).series, store)
+    with pytest.raises(UnsafePathError, match=rf"import-git: {repo.head.commit.hexsha[:12]}: Materialize-Patch"):
+        gitio.import_git(ws, "tt-metal", "HEAD~2..HEAD", tmp_path / "fx")
+    assert series.read_bytes() == before
+    assert not list(tmp_path.rglob("x-outside.patch")) and not list((tmp_path / "elsewhere").iterdir())
+    assert list((project / "patches" / "tt-metal").iterdir()) == []
