@@ -34,6 +34,17 @@ def test_full_output_and_manifest(builder, tmp_path):
     assert oct(out.stat().st_mode & 0o777) == "0o755"
 
 
+def test_manifest_keys_are_sorted_at_every_level(builder, tmp_path):
+    """The manifest is the same bytes for the same materialization: every object's keys in sorted
+    order, one line per patch and per target (patches are written without re-sorting them)."""
+    m = materialize(series_with_two_patches(builder))
+    text = (write_output(m, tmp_path / "out") / "manifest.json").read_text()
+    for line in text.splitlines():
+        body = line.strip().rstrip(",")
+        if body.startswith("{") and body.endswith("}"):  # a patch's line
+            assert body == json.dumps(json.loads(body), sort_keys=True), body
+
+
 def test_overlay_holds_only_touched_files(builder, tmp_path):
     m = materialize(series_with_two_patches(builder))
     out = write_output(m, tmp_path / "ov", overlay=True)
