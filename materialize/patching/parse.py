@@ -307,10 +307,8 @@ class _Parser:
                 git.is_new = True
             if set(new_sha) == {ord("0")}:
                 git.is_delete = True
-            if mode is not None:
-                checked = self._mode(mode, number)
-                git.old_mode = git.old_mode or checked
-                git.new_mode = git.new_mode or checked
+            if mode is not None:  # the mode of both sides, over any line before it (GNU 2.7's order)
+                git.old_mode = git.new_mode = self._mode(mode, number)
 
     def _mode(self, word: bytes, number: int) -> str:
         text = word.decode("latin-1")

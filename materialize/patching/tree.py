@@ -256,7 +256,9 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     if result.content is None:
         overlay.changes[dest] = None
         return outcome
-    mode = fp.new_mode or (before[0] if before else None) or REGULAR
+    # GNU patch 2.7.6 sets a mode only where the patch changes it (an old and a new mode that differ,
+    # or a new file's mode): the mode on an ``index`` line only says what both sides were.
+    mode = fp.new_mode if fp.new_mode and fp.new_mode != fp.old_mode else before[0] if before else REGULAR
     if mode == SYMLINK:
         _check_link(overlay, dest, result.content, where)
     overlay.changes[dest] = (mode, result.content)

@@ -19,9 +19,9 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (45 packages,
-# 877 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba 2026-12-01), jq's
-# two empty directories included (bench/README.md, "Exact").
+# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (46 packages,
+# 906 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
+# 2026-12-01), jq's two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
     "grep", "gzip", "indent", "jq", "less", "libcap2", "lsof", "lua5.3", "lz4", "lzip", "m4", "nano",
@@ -29,8 +29,9 @@ PACKAGES = [
     # Larger series, and strace, whose orig tarball holds tar hard links (refused until 2026-11-30).
     "cron", "curl", "dash", "libxml2", "nginx", "openssh", "rsync", "strace",
     # grub2: 206 patches; nodejs: two patches of one file name in two folders (riscv/, mips/);
-    # samba: an orig tarball that holds 27 members twice.
-    "grub2", "nodejs", "samba",
+    # samba: an orig tarball that holds 27 members twice; protobuf: git index lines that say 100755 for
+    # files its tarball ships 0644 (GNU patch changes a mode only where old and new modes differ).
+    "grub2", "nodejs", "samba", "protobuf",
 ]
 SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
