@@ -73,3 +73,18 @@ def test_modes_change_only_when_the_patch_changes_them(tmp_path, executable, hea
 def test_a_new_file_gets_its_new_file_mode(tmp_path, header):
     patch = b"diff --git a/n.sh b/n.sh\n" + header + NEW_FILE
     assert our_modes(False, patch) == gnu_modes(tmp_path, False, patch)
+
+
+@pytest.mark.parametrize("executable", [False, True], ids=["0644", "0755"])
+@pytest.mark.parametrize("patch", [
+    b"diff --git a/f.py b/f.py\nold mode 100644\nnew mode 100755\n",  # a mode change and no hunk
+    b"diff --git a/f.py b/f.py\nold mode 100755\nnew mode 100644\n",
+    b"diff --git a/f.py b/g.py\nsimilarity index 100%\nrename from f.py\nrename to g.py\n",
+    b"diff --git a/f.py b/g.py\nold mode 100644\nnew mode 100755\nsimilarity index 100%\nrename from f.py\n"
+    b"rename to g.py\n",
+    b"diff --git a/f.py b/g.py\nsimilarity index 50%\nrename from f.py\nrename to g.py\nindex 1111111..2222222 "
+    b"100755\n" + BODY.replace(b"a/f.py", b"a/f.py").replace(b"b/f.py", b"b/g.py"),
+    b"diff --git a/f.py b/g.py\nsimilarity index 100%\ncopy from f.py\ncopy to g.py\n",
+], ids=["mode-only-755", "mode-only-644", "rename", "rename-755", "rename-index-755", "copy"])
+def test_modes_of_headers_without_hunks_renames_and_copies(tmp_path, executable, patch):
+    assert our_modes(executable, patch) == gnu_modes(tmp_path, executable, patch)
