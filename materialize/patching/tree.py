@@ -32,6 +32,7 @@ from materialize.paths import resolve_link, safe_relpath
 
 REGULAR = "100644"
 SYMLINK = "120000"
+MAX_LINK_TARGET = 4096  # PATH_MAX, with its NUL
 
 Content = tuple[str, bytes]  # (git mode, bytes)
 
@@ -284,6 +285,9 @@ def _check_link(overlay: _Overlay, path: str, content: bytes, where: str) -> Non
         raise UnsafePathError(f"{where}: {path} would be a symlink named .gitmodules; refused")
     if not target or "\0" in target or "\n" in target:
         raise UnsafePathError(f"{where}: symlink {path} has an invalid target {target!r}")
+    if len(content) >= MAX_LINK_TARGET:  # the kernel's PATH_MAX: no output or workspace could hold it
+        raise UnsafePathError(f"{where}: symlink {path} has a target of {len(content)} bytes (at most "
+                              f"{MAX_LINK_TARGET - 1}); refused")
     saved = overlay.changes.get(path, False)
     overlay.changes[path] = (SYMLINK, content)  # a link that reaches itself is a loop, as in the kernel
     try:

@@ -175,6 +175,8 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 continue
             path = safe_relpath(info.name, origin=where)
             if info.issym():
+                if len(info.linkname.encode("utf-8", "surrogateescape")) > 4095:  # as a zip's, below
+                    raise UnsafePathError(f"{where}: symlink target longer than 4095 bytes")
                 if not link_stays_inside(path, info.linkname):
                     raise UnsafePathError(f"{where}: symlink to {info.linkname!r} points outside the tree")
                 target_bytes = info.linkname.encode("utf-8", "surrogateescape")
@@ -226,8 +228,8 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             path = safe_relpath(info.filename, origin=where)
             unix_mode = info.external_attr >> 16
             if stat.S_ISLNK(unix_mode):
-                if info.file_size > 4096:
-                    raise UnsafePathError(f"{where}: symlink target longer than 4096 bytes")
+                if info.file_size > 4095:  # PATH_MAX, with its NUL
+                    raise UnsafePathError(f"{where}: symlink target longer than 4095 bytes")
                 data = zf.read(info)
                 target = data.decode("utf-8", "surrogateescape")
                 if not link_stays_inside(path, target):

@@ -135,7 +135,7 @@ class Journal:
                 journal.rollback()
                 raise
             except OSError as exc:  # a full disk, a file name the filesystem refuses: one line, undone
-                where = exc.filename or "work/"
+                where = exc.filename2 or exc.filename or "work/"  # (symlink, replace: the second names ours)
                 try:
                     journal.rollback()
                 except OSError:

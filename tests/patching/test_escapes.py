@@ -39,6 +39,15 @@ def test_new_link_pointing_outside_is_refused(target: str) -> None:
     assert result.changes == {}
 
 
+def test_a_link_target_longer_than_path_max_is_refused_naming_the_patch() -> None:
+    """'./' * 3000 + 'src' stays inside, but no filesystem can hold it: `apply` failed publishing (naming
+    a temporary folder) and `push` printed the 6 KB target as a file name."""
+    result = _apply({}, _new_link("lnk", "./" * 3000 + "src"))
+    assert isinstance(result.error, UnsafePathError)
+    assert str(result.error).startswith("evil.patch:1: symlink lnk has a target of 6003 bytes (at most 4095)")
+    assert _apply({}, _new_link("lnk", "./" * 2046 + "src")).ok  # 4095 bytes
+
+
 def test_mode_change_to_link_pointing_outside_is_refused() -> None:
     patch = (
         b"diff --git a/pkg/b.py b/pkg/b.py\nold mode 100644\nnew mode 120000\n--- a/pkg/b.py\n+++ b/pkg/b.py\n"

@@ -158,3 +158,18 @@ def test_a_zip_name_that_appears_again_is_the_last_one_as_unzip_and_pip_extract(
     with zipfile.ZipFile(path) as zf:
         zf.extractall(out)
     assert {m.path: m.data for m in read_archive(path)} == {"pkg/a.py": (out / "pkg" / "a.py").read_bytes()}
+
+
+def test_a_link_target_longer_than_path_max_is_refused(tmp_path):
+    import io
+
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("p/a")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+        info = tarfile.TarInfo("p/l")
+        info.type, info.linkname = tarfile.SYMTYPE, "./" * 3000 + "a"
+        tar.addfile(info)
+    with pytest.raises(UnsafePathError, match=r"member 'p/l': symlink target longer than 4095 bytes"):
+        read_archive(archive)
