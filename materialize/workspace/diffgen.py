@@ -19,7 +19,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from materialize.errors import PatchFormatError
+from materialize.errors import PatchApplyError, PatchFormatError
 from materialize.workspace.diffscript import GIT, GNU, Block, edit_scripts
 from materialize.workspace.patchtext import (
     NO_NEWLINE,
@@ -348,12 +348,16 @@ def regenerate(
     strip: int = 1,
     header: bytes = b"",
     context: int = CONTEXT,
+    source: str = "<patch>",
 ) -> bytes:
     """The patch text that turns every ``base`` into ``cur``, reusing ``old``'s bytes wherever possible.
 
     Sections keep the old patch's order; files new to the patch follow in path order. Files whose
-    ``cur`` equals ``base`` (same mode, no rename) drop out of the patch.
+    ``cur`` equals ``base`` (same mode, no rename) drop out of the patch. A ``GIT binary patch``
+    payload in ``old`` is refused (PatchApplyError naming ``source``, its line and file): nothing
+    applies it, so the workspace never holds its result and a refresh would drop it.
     """
+    _refuse_binary_payloads(old, source)
     by_path = {ch.path: ch for ch in changes}
     prefixes = _prefixes(old, strip)
     ordered: list[tuple[FileSection | None, FileChange]] = []
@@ -384,6 +388,24 @@ def regenerate(
             out += [_render_hunk(p) for p in pieces]
     out.append(old.trailer if old else b"")
     return b"".join(out)
+
+
+def _refuse_binary_payloads(old: PatchText | None, source: str) -> None:
+    """``push -f`` takes a patch with a GIT binary section in (its file goes to a .rej); regenerating it
+    from the workspace emptied the section out of the patch for good (a patch of one binary file became
+    an empty file)."""
+    if old is None:
+        return
+    line = 1 + old.header.count(b"\n")
+    for sec in old.sections:
+        for offset, text in enumerate(sec.header):
+            if text.startswith(b"GIT binary patch"):
+                raise PatchApplyError(
+                    f"{source}:{line + offset}: {sec.path()}: a GIT binary patch, which materialize neither applies "
+                    "nor writes: regenerating the patch would drop it; nothing was written. Move it out of the "
+                    "patch by hand (or leave the patch as it is and pop)"
+                )
+        line += sec.raw.count(b"\n")
 
 
 def diff_files(changes: list[FileChange], *, strip: int = 1, context: int = CONTEXT) -> bytes:

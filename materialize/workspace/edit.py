@@ -87,7 +87,7 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
             old_mode=base[0] if base else None, new_mode=cur[0] if cur else None,
         ))
     old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
-    new = regenerate(old, changes, strip=entry.strip)
+    new = regenerate(old, changes, strip=entry.strip, source=str(entry.path))
     new_tree = apply_one(ws.store, before, dataclasses.replace(entry, max_fuzz=0), new)
     for ch in changes:
         got = ws.tree_entry(new_tree, ch.path)

@@ -195,7 +195,7 @@ def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry |
     strip = old_entry.strip if old_entry is not None else 1
     if old is not None:
         old.header = header
-        return regenerate(old, changes, strip=strip)
+        return regenerate(old, changes, strip=strip, source=str(old_entry.path) if old_entry is not None else "<patch>")
     return regenerate(None, changes, strip=strip, header=header)
 
 

@@ -181,7 +181,7 @@ def _regenerate(store: Store, tree: str, entry: PatchEntry, data: bytes,
                                   base=base[1] if base else None, cur=cur[1] if cur else None,
                                   prev=cur[1] if cur else None,
                                   old_mode=base[0] if base else None, new_mode=cur[0] if cur else None))
-    new = regenerate(old, changes, strip=entry.strip)
+    new = regenerate(old, changes, strip=entry.strip, source=str(entry.path))
     check_tree = apply_one(store, tree, dataclasses.replace(entry, max_fuzz=0), new)
     for path, cur in contents.items():
         if current_in_tree(store, check_tree, path) != cur:

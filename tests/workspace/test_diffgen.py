@@ -163,3 +163,44 @@ def test_regenerated_patches_always_apply_exactly_and_are_stable(first, second) 
         assert result.ok and result.content == want
         assert all(h.status == "clean" for h in result.hunks)
     assert regenerate(parse(p2), [FileChange("f.py", base, v2, prev=v2)]) == p2
+
+
+BINARY_PATCH = b"""\
+From: a <a@b>
+Subject: a binary file
+
+diff --git a/models/tt/blob.bin b/models/tt/blob.bin
+new file mode 100644
+index 0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391
+GIT binary patch
+literal 3
+KcmZ?wVEh0C00II4
+
+literal 0
+HcmV?d00001
+
+"""
+
+
+def test_refresh_after_push_force_never_drops_a_git_binary_payload(project) -> None:
+    """push -f took a patch whose only section is a GIT binary patch in (its file went to a .rej);
+    `refresh` then wrote the patch back empty: the payload was gone for good. Refused now, naming
+    the patch line, and the patch is byte for byte what it was."""
+    import subprocess
+    import sys
+
+    patch = project / "patches" / "tt-metal" / "bin.patch"
+    patch.write_bytes(BINARY_PATCH)
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("patches: []", "patches:\n  - {patch: tt-metal/bin.patch, target: tt-metal}"))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "materialize", *args], capture_output=True, text=True, cwd=project)
+
+    assert cli("push", "-f").returncode == 1  # forced in, its file in a .rej
+    for command in (["refresh"], ["diff"]):
+        proc = cli(*command)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{patch}:7: models/tt/blob.bin: a GIT binary patch" in proc.stderr
+    assert patch.read_bytes() == BINARY_PATCH
+    assert cli("pop", "-f").returncode == 0 and patch.read_bytes() == BINARY_PATCH
