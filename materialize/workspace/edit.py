@@ -122,6 +122,8 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
             f"refresh {entry.name} refused: conflict markers would go into the patch at "
             f"{', '.join(plan.markers[:5])}{' …' if len(plan.markers) > 5 else ''}; resolve them first"
         )
+    if entry.position == state.position:
+        _refuse_unrepaired_rejects(ws, state, entry)
     if entry.position < state.position:
         later = ws.series.patches[entry.position : state.position]
         for other in later:
@@ -156,6 +158,46 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
         state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
         ws.save(state, journal)
     return plan
+
+
+def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:
+    """After ``push -f`` the hunks that failed are only in the ``.rej`` files: refresh regenerates the
+    patch from work/, so a hunk nobody put into the file left the patch, and the next pop removed its
+    .rej, the last copy (a file missing from the tree lost its whole section). Refused while a .rej
+    on disk holds a hunk whose added lines are not in its file (for a pure deletion: whose removed
+    lines still are); its context is what failed, so it is not asked for. Deleting the .rej says
+    "drop them"."""
+    from materialize.patching.model import split_lines
+    from materialize.patching.parse import parse_patch
+
+    missing = []
+    for rej in state.rejects.get(entry.target, []):
+        found = ws.read_path(entry.target, rej)
+        if found is None or not os.path.isfile(found):
+            continue  # deleted: the user dropped those hunks
+        path = rej[: -len(".rej")]
+        try:
+            fps = parse_patch(Path(found).read_bytes(), source=found, strip=0).files
+        except MaterializeError:
+            continue  # edited past reading: the user took it over
+        cur = ws.disk_entry(entry.target, path)
+        text = cur[1] if cur is not None else b""
+        lost = 0
+        for fp in fps:
+            for hunk in fp.hunks:
+                lines = split_lines(hunk.body)
+                added = b"".join(line[1:] for line, kind in zip(lines, hunk.kinds, strict=False) if kind == ord("+"))
+                removed = b"".join(line[1:] for line, kind in zip(lines, hunk.kinds, strict=False) if kind == ord("-"))
+                if (added and (cur is None or added not in text)) or (not added and removed and removed in text):
+                    lost += 1
+        if lost:
+            missing.append(f"{found}: {lost} hunk(s) not in {ws.target_dir(entry.target) / path}")
+    if missing:
+        raise MaterializeError(
+            f"refresh {entry.name} refused: push -f left hunks that are in no file yet, and refresh would drop "
+            "them from the patch:\n  " + "\n  ".join(missing) + "\nput them into the files, or delete the .rej "
+            "file to drop its hunks, then refresh"
+        )
 
 
 def _series_doc(ws: Workspace) -> SeriesDoc:

@@ -171,3 +171,28 @@ def test_push_force_cannot_set_an_older_link_free(project: Path, store: Store, c
     assert main(["push", "-f", *series]) == 4
     assert "symlink x -> 's/../..' points outside" in capsys.readouterr().err
     assert wfile(project, "s").is_symlink() and not wfile(project, "s/f").exists()
+
+
+def test_refresh_after_push_force_keeps_hunks_nobody_put_into_the_files(project: Path, store: Store, capsys) -> None:
+    """push -f, refresh, pop: the failed hunk left the patch at refresh and its .rej (its last copy) at
+    pop. refresh refuses while a .rej holds hunks not in their file; deleting the .rej drops them."""
+    series = ["--series", str(project / "series" / "default.yaml")]
+    run(project, "new", "0001-two", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20")
+                 .replace("def materialize(", "# cached per prefix\ndef materialize("))
+    run(project, "refresh")
+    run(project, "pop")
+    p = patch_file(project, "0001-two")
+    broken = p.read_text().replace(" def materialize(", " def materialize_renamed_upstream(")
+    p.write_text(broken)
+    assert main(["push", "-f", *series]) == 1
+    capsys.readouterr()
+    assert main(["refresh", *series]) == 1
+    err = capsys.readouterr().err
+    assert f"{ATTN}.rej: 1 hunk(s) not in" in err and "delete the .rej" in err
+    assert p.read_text() == broken
+    wfile(project, f"{ATTN}.rej").unlink()  # "drop them"
+    assert main(["refresh", *series]) == 0
+    assert "# cached per prefix" not in p.read_text() and "ID_LENGTH = 20" in p.read_text()
