@@ -498,7 +498,16 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                         f"rebase --continue: {ws.target_dir(entry.target) / path}:{lines[0]}: still has conflict "
                         f"markers ({len(lines)} marker lines); resolve them first")
                 contents[path] = disk
-            journal.write(entry.path, _regenerate(ws.store, before, entry, entry.read(), contents))
+            data = entry.read()
+            new = _regenerate(ws.store, before, entry, data, contents)
+            if data.strip() and not patchtext.parse(new, source=str(entry.path), strip=entry.strip).sections:
+                # git's "No changes - did you forget to use 'git add'?": a resolution that keeps none of
+                # the patch's changes wrote it back empty (its bytes gone when the rebase ended)
+                raise MaterializeError(
+                    f"rebase --continue: the files of {entry.name} in {ws.target_dir(entry.target)} now hold none of "
+                    f"its changes, so it would be written back empty; edit them to keep its changes, or "
+                    f"`materialize rebase --skip` to drop it (its file is kept under {ws.meta / 'saved'})")
+            journal.write(entry.path, new)
             rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"

@@ -160,3 +160,21 @@ def test_an_interrupted_rebase_rolls_back_exactly_and_can_run_again(project: Pat
     assert {k: v for k, v in after.items() if not k.startswith(".materialize/saved/")} == before
     with pytest.raises(RebaseConflict):
         run(project, "rebase", "tt-metal", "--to", str(v2))
+
+
+def test_rebase_continue_refuses_to_write_a_patch_back_empty(project: Path, store: Store) -> None:
+    """Resolving the conflict to the new upstream's lines (none of the patch's) and `--continue` wrote the
+    patch back empty and ended the rebase: its bytes were gone. Refused as git does ("No changes"):
+    keep a change, or --skip (which keeps the file under saved/)."""
+    from materialize.errors import MaterializeError
+
+    v2 = build_series(project)
+    old = patch_file(project, "0005-targets").read_bytes()
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    wfile(project, GEN).write_bytes((v2 / GEN).read_bytes())  # "theirs": none of the patch's changes
+    with pytest.raises(MaterializeError, match=r"none of its changes, so it would be written back empty.*--skip"):
+        run(project, "rebase", "--continue")
+    assert patch_file(project, "0005-targets").read_bytes() == old
+    assert run(project, "rebase", "--skip") == 0
+    assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "0005-targets.patch").read_bytes() == old
