@@ -239,12 +239,16 @@ class _Model:
                 if not (exclude_none and getattr(self, f.name) is None)}
 
 
+_NO_OPTION = r"^(?!-)[^\x00-\x1f\x7f]+$"
+
+
 class GitPin(_Model):
     """A git repository (local path or URL) at a revision; ``sha`` records the resolved full SHA."""
 
     kind: str = _field(_literal("git"))
-    url: str = _field(_str())
-    rev: str = _field(_str())
+    # neither starts with "-": git would read `--upload-pack=CMD` as an option and run CMD
+    url: str = _field(_str(_NO_OPTION))
+    rev: str = _field(_str(r"^(?!-)[^\s\x00-\x1f\x7f]+$"))
     sha: str | None = _field(_optional(_str(r"^[0-9a-f]{40}$")), default=None)
     root: str = _field(_str(), default="")
 

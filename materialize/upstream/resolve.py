@@ -346,7 +346,7 @@ def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
         proc = subprocess.run(
             ["git", "--git-dir", str(store.git_dir), "-c", "fetch.unpackLimit=1", "-c", "transfer.unpackLimit=1",
              "-c", "http.lowSpeedLimit=1", "-c", f"http.lowSpeedTime={max(1, int(timeouts[1]))}",
-             "fetch", "-q", "--no-tags", url, pin.rev],
+             "fetch", "-q", "--no-tags", "--", url, pin.rev],  # never an option, whatever the series says
             capture_output=True, env=env, preexec_fn=die_with_parent,
         )
         if proc.returncode != 0:

@@ -256,3 +256,30 @@ def test_links_inside_the_rooted_tree_still_import(tmp_path):
     store = Store.open()
     resolved = resolve(TarballPin(kind="tarball", path=str(archive)), store, base_dir=tmp_path)
     assert sorted(store.list_tree(resolved.tree)) == ["a", "sub/l"]
+
+
+@pytest.mark.parametrize("field", ["rev", "url"])
+def test_a_git_pin_cannot_smuggle_an_option_to_git(tmp_path, field):
+    """`rev: "--upload-pack=touch X;"` ran `touch X` at the first apply (git fetch read it as an option).
+    The series refuses a url or rev that starts with '-' (exit 2, file:line), and the fetch puts `--`
+    before them anyway."""
+    from materialize.errors import SeriesError
+    from materialize.series import load_series
+
+    repo = git.Repo.init(tmp_path / "r")
+    (tmp_path / "r" / "f").write_text("x\n")
+    repo.index.add(["f"])
+    repo.index.commit("x")
+    evil = f"--upload-pack=touch {tmp_path / 'PWNED'};"
+    pin = {"url": str(tmp_path / "r"), "rev": "HEAD", field: evil}
+    (tmp_path / "s.yaml").write_text(f"version: 1\ntargets:\n  t:\n    pin: {{kind: git, url: '{pin['url']}', "
+                                     f"rev: '{pin['rev']}'}}\npatches: []\n")
+    with pytest.raises(SeriesError, match=rf"s.yaml:4: targets.t.pin.git.{field}"):
+        load_series(tmp_path / "s.yaml")
+    if field == "rev":  # past the validator (a library caller): git still reads no option
+        smuggled = object.__new__(GitPin)
+        for key, value in {"kind": "git", "url": pin["url"], "rev": pin["rev"], "sha": None, "root": ""}.items():
+            object.__setattr__(smuggled, key, value)
+        with pytest.raises(UpstreamError):
+            resolve(smuggled, Store.open(), base_dir=tmp_path)
+    assert not (tmp_path / "PWNED").exists()
