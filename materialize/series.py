@@ -258,7 +258,8 @@ class PypiPin(_Model):
 
     kind: str = _field(_literal("pypi"))
     requirement: str = _field(_str(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+$"))
-    file: str = _field(_str())
+    # a file name of the index (it names the artifact in the cache: '../../x.tar.gz' was read from there)
+    file: str = _field(_str(r"^(?!\.\.?$)(?!-)[^/\\\x00-\x1f\x7f]+$"))
     sha256: str = _field(_str(_SHA256))
     index_url: str | None = _field(_optional(_str()), default=None)
     root: str | None = _field(_optional(_str()), default=None)

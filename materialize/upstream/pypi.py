@@ -155,6 +155,8 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
 def fetch(project: str, version: str, filename: str, sha256: str, cache: Path, *, index: str | None = None,
           progress: bool = True) -> Path:
     """Path of the verified artifact in ``cache``, downloading it on first use."""
+    if "/" in filename or filename in (".", "..") or not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise UpstreamError(f"{filename!r}: not a file name of the index (or {sha256!r} not a sha256)")
     dest = cache / sha256 / filename
     if dest.exists():
         return dest

@@ -283,3 +283,28 @@ def test_a_git_pin_cannot_smuggle_an_option_to_git(tmp_path, field):
         with pytest.raises(UpstreamError):
             resolve(smuggled, Store.open(), base_dir=tmp_path)
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_pypi_pin_file_is_a_file_name_never_a_path(tmp_path):
+    """`file: ../../../../secret.tar.gz` named the artifact's place in the cache: an existing file there
+    was taken as the verified download (no hash checked on that path) and imported into the output."""
+    import io
+
+    from materialize.errors import SeriesError
+    from materialize.series import load_series
+    from materialize.upstream import pypi
+
+    secret = tmp_path / "secret.tar.gz"
+    with tarfile.open(secret, "w:gz") as tar:
+        info = tarfile.TarInfo("s/key")
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"secret"))
+    cache = tmp_path / "cache" / "artifacts"
+    rel = "../../../secret.tar.gz"
+    (tmp_path / "s.yaml").write_text(f"version: 1\ntargets:\n  t:\n    pin: {{kind: pypi, requirement: x==1, file: '{rel}',"
+                                     f" sha256: '{'0' * 64}'}}\npatches: []\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:4: targets.t.pin.pypi.file"):
+        load_series(tmp_path / "s.yaml")
+    assert (cache / ("0" * 64) / rel).resolve() == secret  # where it pointed
+    with pytest.raises(UpstreamError, match="not a file name of the index"):
+        pypi.fetch("x", "1", rel, "0" * 64, cache)
