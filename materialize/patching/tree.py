@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from materialize.errors import MaterializeError, PatchApplyError, UnsafePathError
+from materialize.errors import MaterializeError, PatchApplyError, PatchFormatError, UnsafePathError
 from materialize.patching.apply import apply_file
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
@@ -187,9 +187,10 @@ def apply_to_tree(
         assert patchset is not None
         out = TreeApply(source, patchset)
         overlay = _Overlay(view)
+        queue = _GnuQueue()
         try:
             for fp in patchset.files:
-                out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial))
+                out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial, queue))
         except MaterializeError as exc:
             out.error = exc
             out.changes = {}
@@ -215,8 +216,52 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+class _GnuQueue:
+    """Where GNU patch (so quilt) and applying a git-style patch's sections in turn would disagree.
+
+    GNU patch 2.7 holds back what a git-style section does to a file that is already on disk (its
+    new content, or its removal) and what a rename or copy writes, and does it after the last
+    section, or as soon as a later section writes such a file again while it is on disk (and before
+    any plain diff); a new file and a rename's removal of its source happen at once. Until then a later section that reads a held-back file reads what was on
+    disk before: renaming a file that an earlier section of the same patch edited renames the unedited
+    file. git applies each section to the result of the ones before, and so do we; where GNU would
+    read something else, the patch is refused, naming the section and the file, rather than applied
+    differently from quilt (tests/patching/test_git_headers.py runs GNU patch as the oracle).
+    """
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()  # files whose new state GNU holds back: on its disk they are as before
+        self.gone: set[str] = set()  # of those, files a rename has since removed from its disk
+
+    def write_out(self) -> None:
+        self.held.clear()
+        self.gone.clear()
+
+    def check(self, overlay: _Overlay, fp: FilePatch, source: str | None, out: str, where: str) -> None:
+        """``source``: the file the section reads (None for a new file); ``out``: the one it writes."""
+        if not fp.is_git:
+            self.write_out()
+            return
+        touched = [path for path in (source, out) if path in self.held]
+        if touched and source == out and out not in self.gone:  # written again while on disk: GNU writes out
+            self.write_out()
+        elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
+            stale = touched[0]
+            raise PatchApplyError(
+                f"{where}: {stale} was written by an earlier section of this git-style patch; GNU patch "
+                "(and so quilt) reads it here as it was before the patch, git as the earlier section left "
+                "it: split the patch before this section (one commit per patch file)")
+        if overlay.get(out) is not None:  # on disk already: GNU holds the new state back
+            self.held.add(out)
+        elif fp.is_rename or fp.is_copy:  # a new name of a rename or copy: held back too, not on disk yet
+            self.held.add(out)
+            self.gone.add(out)
+        if fp.is_rename and source in self.held:  # GNU removes a rename's source at once
+            self.gone.add(source)
+
+
 def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool,
-                   partial: bool = False) -> FileOutcome:
+                   partial: bool = False, queue: _GnuQueue | None = None) -> FileOutcome:
     """One file section: choose and check its paths, apply its hunks, check what it leaves."""
     where = f"{source}:{fp.patch_line}"
     if reverse:
@@ -233,6 +278,12 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
     dest = new or old
     assert dest is not None
+    if (fp.is_rename or fp.is_copy) and old == dest:  # GNU would write the file and then remove it
+        raise PatchFormatError(f"{where}: {'renames' if fp.is_rename else 'copies'} {old} onto itself")
+    # GNU: a rename (or copy) whose source is gone while its destination is there was already done
+    already = (fp.is_rename or fp.is_copy) and overlay.get(old) is None and overlay.get(dest) is not None
+    if queue is not None:
+        queue.check(overlay, fp, dest if already else None if fp.is_new else old, dest, where)
     for path in {p for p in (old, new) if p is not None}:
         _check_no_link_on_the_way(overlay, path, where)
         if overlay.get(path) is None and overlay.is_dir(path):  # GNU patch's wording and outcome
@@ -240,6 +291,8 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     if fp.is_binary:
         return FileOutcome(fp, dest, old, None, None, error=f"File {dest}: git binary diffs are not supported.")
     read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old) is not None)) else new
+    if already:
+        read_from = dest
     before = overlay.get(read_from) if read_from else None
     if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
         raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
@@ -252,7 +305,7 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             outcome.reverse_applies = back.ok and bool(fp.hunks)
         if not partial or result.content is None:
             return outcome
-    if fp.is_rename and old is not None and old != dest:
+    if fp.is_rename and old is not None and old != dest and not already:
         overlay.changes[old] = None
     if result.content is None:
         overlay.changes[dest] = None
