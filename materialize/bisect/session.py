@@ -363,8 +363,11 @@ CONFIRM_FACTOR = 3.0
 def _first_crossings(state: BisectState, need: float) -> dict[int, int]:
     """For each culprit position, how many observations it took for its posterior to first reach
     ``need`` (the verdict's bar); computed once per observation and kept on the state (not saved,
-    so the same observations always give the same answer, however often ``decide`` was called)."""
-    from materialize.bisect.posterior import Counts, posterior
+    so the same observations always give the same answer, however often ``decide`` was called).
+
+    The posteriors after each new observation are computed in batches (``best_after_each``): a
+    state loaded with thousands of runs replays them at its first verdict."""
+    from materialize.bisect.posterior import Counts, _CountsRows, _loglik_rows, best_after_each
 
     model = gate_model(state)
     obs = state.observations
@@ -373,15 +376,25 @@ def _first_crossings(state: BisectState, need: float) -> dict[int, int]:
         done, data, crossed = cached[2], cached[3], cached[4]
     else:
         done, data, crossed = 0, {}, {}
+    rates = model.rates()
+    ll = _loglik_rows(rates, data, state.n_patches)
+    rows = _CountsRows(rates)
+    steps: list[int] = []
+    changes = []
     for i in range(done, len(obs)):
         o = obs[i]
         if not o.requests:
             continue
-        data.setdefault(o.position, Counts()).add(o.requests, o.failures, o.censored)
-        post = posterior(model, data, n_positions=state.n_patches)
-        c, p = post.best()
-        if p >= need and c not in crossed:
-            crossed[c] = i + 1
+        counts = data.setdefault(o.position, Counts())
+        counts.add(o.requests, o.failures, o.censored)
+        if o.position <= state.n_patches:
+            steps.append(i)
+            changes.append((o.position, rows(counts)))
+    if changes:
+        bests, probs = best_after_each(model, ll, changes)
+        for i, c, p in zip(steps, bests.tolist(), probs.tolist(), strict=True):
+            if p >= need and c not in crossed:
+                crossed[c] = i + 1
     state.__dict__["_crossings"] = (obs, (model, need), len(obs), data, crossed)
     return crossed
 

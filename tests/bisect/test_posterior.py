@@ -202,3 +202,28 @@ def test_while_no_culprit_leads_runs_go_where_they_tell_it_from_some_culprit() -
     post = posterior(GateModel(good=0, bad=32, requests_per_run=32), data)
     assert post.p_none > post.best()[1]
     assert [c.position for c in choose(post)] in ([0], [32])
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_best_after_each_matches_posterior_step_by_step(deterministic: bool) -> None:
+    # The batched replay of a verdict history (``_first_crossings`` on a loaded state) must give what
+    # posterior(...).best() gives after each result, censored runs of two sizes and counts included.
+    from materialize.bisect.posterior import _CountsRows, _loglik_rows, best_after_each
+
+    rng = np.random.default_rng(7)
+    model = GateModel(good=1, bad=9, requests_per_run=8, deterministic=deterministic)
+    data: dict[int, Counts] = {0: _counts(8, 0)}
+    rows = _CountsRows(model.rates())
+    ll = _loglik_rows(model.rates(), data, 10)
+    changes, expected = [], []
+    for _ in range(300):
+        k = int(rng.integers(0, 11))
+        size = int(rng.choice([8, 16]))
+        fails = int(rng.binomial(size, 0.3 if k >= 6 else 0.02))
+        c = data.setdefault(k, Counts())
+        c.add(size, fails, censored=bool(rng.random() < 0.7))
+        changes.append((k, rows(c)))
+        expected.append(posterior(model, data, n_positions=10).best())
+    culprits, probs = best_after_each(model, ll, changes, chunk=37)
+    assert culprits.tolist() == [c for c, _ in expected]
+    np.testing.assert_allclose(probs, [p for _, p in expected], rtol=1e-9, atol=1e-12)
