@@ -174,6 +174,9 @@ class _Parser:
             old_raw = _fetchname(self.line(i)[4:])[0] or old_raw
             new_raw = _fetchname(self.line(i + 1)[4:])[0] or new_raw
             i += 2
+        if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
+            raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
+                                    "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")
         hunks, i = self._hunks(i)
         strip_cr = plus is not None and self.raw[plus - 1].endswith(b"\r\n")
         old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
@@ -259,27 +262,26 @@ class _Parser:
 
     # -- git headers -----------------------------------------------------------------------------
 
-    def _git_names(self, start: int) -> tuple[bytes, bytes]:
-        """Old and new names on the ``diff --git`` line, unquoted but still prefixed."""
+    def _git_names(self, start: int) -> tuple[bytes | None, bytes | None]:
+        """Old and new names on the ``diff --git`` line, unquoted but still prefixed, as GNU patch
+        reads them: exactly two names, each C-quoted or free of whitespace; anything else (names
+        with unquoted spaces) gives none, and the ``---``/``+++`` lines must name the file."""
         rest = self.raw[start - 1][len(b"diff --git ") :].rstrip(b"\r\n")
-        if rest.startswith(b'"'):
-            first, after = _quoted(rest)
-            if first is not None:
-                second = after.strip(b" ")
-                return first, unquote_c(second) if second.startswith(b'"') else second
-        elif rest.endswith(b'"') and b' "' in rest:
-            left, _, right = rest.rpartition(b' "')
-            return left, unquote_c(b'"' + right)
-        # Unquoted: git's own heuristic for names with spaces is that both halves name the same file.
-        if len(rest) % 2 == 1:
-            half = len(rest) // 2
-            left, right = rest[:half], rest[half + 1 :]
-            if rest[half : half + 1] == b" " and left.partition(b"/")[2] == right.partition(b"/")[2]:
-                return left, right
-        parts = rest.split(b" ")
-        if len(parts) == 2 and all(parts):
-            return parts[0], parts[1]
-        raise self.error(start, "malformed patch: cannot read file names from 'diff --git' line")
+        names: list[bytes] = []
+        while rest and len(names) < 3:
+            rest = rest.lstrip(_WS)
+            if rest.startswith(b'"'):
+                name, rest = _quoted(rest)
+                if name is None:
+                    return None, None
+            else:
+                end = next((k for k, c in enumerate(rest) if c in _WS), len(rest))
+                name, rest = rest[:end], rest[end:]
+            if name:
+                names.append(name)
+        if len(names) != 2 or rest.strip(_WS):
+            return None, None
+        return names[0], names[1]
 
     def _git_header(self, git: _GitHeaders, number: int) -> None:
         """Apply one extended header line to ``git``; modes are checked here, before any write."""

@@ -276,12 +276,20 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         )
     old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
+    if (fp.is_rename or fp.is_copy) and old is not None and old == new:  # GNU would write it, then remove it
+        raise PatchFormatError(f"{where}: {'renames' if fp.is_rename else 'copies'} {old} onto itself")
+    already = False
+    if fp.is_git and old is not None and new is not None and old != new:
+        # GNU reads the best of the two names that exist (choose_name); a rename or copy that reads
+        # its destination was "already renamed", and a section that is neither patches in place.
+        chosen = choose_name(dataclasses.replace(fp, old_path=old, new_path=new),
+                             lambda p: overlay.get(p) is not None, overlay.is_dir)
+        if fp.is_rename or fp.is_copy:
+            already = chosen == new and overlay.get(new) is not None
+        else:
+            old = new = chosen
     dest = new or old
     assert dest is not None
-    if (fp.is_rename or fp.is_copy) and old == dest:  # GNU would write the file and then remove it
-        raise PatchFormatError(f"{where}: {'renames' if fp.is_rename else 'copies'} {old} onto itself")
-    # GNU: a rename (or copy) whose source is gone while its destination is there was already done
-    already = (fp.is_rename or fp.is_copy) and overlay.get(old) is None and overlay.get(dest) is not None
     if queue is not None:
         queue.check(overlay, fp, dest if already else None if fp.is_new else old, dest, where)
     for path in {p for p in (old, new) if p is not None}:

@@ -25,7 +25,7 @@ from .gnu import GNU_PATCH, gnu_available
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
 EXAMPLES = int(os.environ.get("MATERIALIZE_SOAK", "0")) or 200
-NAMES = ["p.py", "q.py", "r.py"]
+NAMES = ["p.py", "q.py", "r.py", "s p.py"]
 MODES = ["100644", "100755"]
 
 
@@ -39,13 +39,15 @@ def hunk(name: str) -> bytes:
 
 @st.composite
 def section(draw) -> bytes:
-    kind = draw(st.sampled_from(["modify", "mode", "rename", "copy", "new", "delete", "plain"]))
+    kind = draw(st.sampled_from(["modify", "mode", "rename", "copy", "new", "delete", "plain", "two-names"]))
     p, q = draw(st.sampled_from(NAMES)), draw(st.sampled_from(NAMES))
     m1, m2 = draw(st.sampled_from(MODES)), draw(st.sampled_from(MODES))
     modes = f"old mode {m1}\nnew mode {m2}\n" if draw(st.booleans()) else ""
     index = draw(st.sampled_from(["", "index 1111111..2222222\n", f"index 1111111..2222222 {m1}\n"]))
     if kind == "plain":  # not git-style: GNU writes out what git sections held back before it
         return f"--- a/{p}\n+++ b/{p}\n".encode() + hunk(p)
+    if kind == "two-names":  # old and new names differ, no rename or copy line
+        return f"diff --git a/{p} b/{q}\n{index}--- a/{p}\n+++ b/{q}\n".encode() + hunk(p)
     if kind == "modify":
         return f"diff --git a/{p} b/{p}\n{modes}{index}--- a/{p}\n+++ b/{p}\n".encode() + hunk(p)
     if kind == "mode":
