@@ -78,19 +78,27 @@ METRICS = [0.0, 0.005, 0.01, 0.02]
 TARGET_CAP = 0.99  # a fixed rule is asked for our accuracy, at most 99% (100% of 200 is not 100%)
 
 
-def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int]:
-    """One bisect through the session state machine; (right, confident-wrong, runs, runs at the ends)."""
+def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, dict[str, int]]:
+    """One bisect through the session state machine; (right, confident-wrong, runs, runs at the ends,
+    runs per phase: see ``WHERE``)."""
     sc, seed = args
     rng = np.random.default_rng(seed)
     state = session.start(series="sim", n_patches=N, good=0, bad=N, gate="exit", requests=REQUESTS,
                           min_effect=sc.min_effect)
     runs = 0
+    where: dict[str, int] = {}
     while runs < MAX_RUNS:
         step = session.decide(state)
         if step.status != "run":
             break
         for position, repeats in step.runs:
             session.note_candidate(state, position, None)  # as 'bisect run' does: the switch is known
+            phase = step.phase
+            if phase in ("no-culprit", "search"):
+                at_end = position in (0, N)
+                at_boundary = sc.culprit is not None and position in (sc.culprit - 1, sc.culprit)
+                phase += " at the ends" if at_end else " at the boundary" if at_boundary else " elsewhere"
+            where[phase] = where.get(phase, 0) + repeats
             for _ in range(repeats):
                 bad = sc.culprit is not None and position >= sc.culprit
                 fails = REQUESTS if sc.broken else int(rng.binomial(REQUESTS, sc.p1 if bad else P0))
@@ -102,10 +110,23 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int]:
     wrong = step.status in ("found", "no-regression", "good-end-fails") and not right
     data = session.gate_data(state)
     ends = sum(data[k].runs for k in (0, N) if k in data)
-    return right, wrong, runs, ends
+    return right, wrong, runs, ends, where
 
 
-def metric_trial(args: tuple[float, int]) -> tuple[bool, bool, int, int]:
+# Where a gate bisect's runs go, in this order (gate_trial's last value, printed below the table)
+WHERE = ("ends", "no-culprit at the ends", "no-culprit at the boundary", "no-culprit elsewhere",
+         "search at the ends", "search at the boundary", "search elsewhere", "confirm")
+
+
+def where_note(label: str, res: list) -> str:
+    """Mean runs per phase: the ends check, runs chosen while "no culprit" leads, the search (at
+    the ends, at the culprit's boundary c-1 and c, elsewhere), confirmation by fresh runs."""
+    means = {k: float(np.mean([r[4].get(k, 0) for r in res])) for k in WHERE}
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in means.items() if v >= 0.05)
+    return f"{label}: where the runs went (mean per bisect): {parts}"
+
+
+def metric_trial(args: tuple[float, int]) -> tuple[bool, bool, int, int, dict[str, int]]:
     shift, seed = args
     rng = np.random.default_rng(seed)
     culprit = int(rng.integers(1, N + 1))
@@ -130,7 +151,7 @@ def metric_trial(args: tuple[float, int]) -> tuple[bool, bool, int, int]:
     wrong = (step.status == "found" and step.culprit != culprit) or (
         step.status == "no-regression" and shift >= 0.02
     )
-    return right, wrong, runs, 0
+    return right, wrong, runs, 0, {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -281,6 +302,7 @@ def main() -> None:
         slow = [i for i, sc in enumerate(GATES) if (sc.culprit is None and not sc.broken) or sc.p1 != P1]
         fast = [i for i in range(len(GATES)) if i not in slow]
         notes: list[str] = []
+        wheres: list[str] = []
         positional: list[tuple[GateScenario, list]] = []
         for part in ("fast", "metric", "slow"):
             if part == "metric":
@@ -303,6 +325,7 @@ def main() -> None:
                     positional.append((sc, res))
                     ends = np.mean([r[3] for r in res])
                     notes.append(f"{sc.label}: {ends:.1f} of our runs were at the ends (0 and {N})")
+                    wheres.append(where_note(sc.label, res))
         if len(positional) > 1:
             target = min(float(np.mean([np.mean([r[0] for r in res]) for _, res in positional])), TARGET_CAP)
             ours = np.mean([np.mean([r[2] for r in res]) for _, res in positional])
@@ -311,7 +334,7 @@ def main() -> None:
             notes.append("one retry rule for every position at that accuracy: "
                          + one_rule_for_all([sc for sc, _ in positional], target, 4000, a.seed))
         print()
-        for note in notes:
+        for note in [*notes, *wheres]:
             print(note)
 
     cpu = time.process_time() + sum(os.times()[2:4])

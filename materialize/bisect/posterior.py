@@ -450,6 +450,12 @@ class Choice:
     gain: float  # expected nats for the whole batch of repeats
 
 
+def none_focus(post: Posterior) -> bool:
+    """Whether runs are chosen by what they tell about "no culprit" against "some culprit": while
+    "no culprit" leads every single culprit (see ``choose``)."""
+    return NONE_FOCUS and post.p_none >= post.best()[1]
+
+
 def choose(
     post: Posterior, skipped: Iterable[int] = (), jobs: int = 1, current: int | None = None
 ) -> list[Choice]:
@@ -469,7 +475,7 @@ def choose(
     if candidates:
         # While "no culprit" leads, what is left to learn is whether there is a culprit at all: the
         # culprit entropy would spend runs on telling apart positions that all may be innocent.
-        none_leads = NONE_FOCUS and post.p_none >= post.best()[1]
+        none_leads = none_focus(post)
         gains = gain_table(post, candidates, repeats_options, none_only=none_leads)
         if none_leads and float(gains.max()) < 1e-6:
             gains = gain_table(post, candidates, repeats_options)

@@ -218,6 +218,9 @@ class Step:
     message: str = ""
     posterior: Posterior | None = None
     metric: MetricStep | None = None
+    # why these runs (gate mode): "ends" (the ends are checked first), "confirm" (fresh runs at a
+    # verdict's boundary), "no-culprit" (chosen for "no culprit" against "some culprit"), "search"
+    phase: str = ""
 
 
 def gate_data(state: BisectState) -> dict[int, Counts]:
@@ -471,7 +474,7 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
 
         ms = metric_decide(metric_model(state), metric_samples(state), state.skipped, jobs)
         return Step(ms.status, ms.runs, ms.culprit, ms.probability, ms.message, None, ms)
-    from materialize.bisect.posterior import choose, posterior
+    from materialize.bisect.posterior import choose, none_focus, posterior
 
     post = posterior(gate_model(state), gate_data(state), n_positions=state.n_patches)
     best, prob = post.best()
@@ -480,7 +483,7 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
         return Step("good-end-fails", [], None, None, broken, post)
     ends = [r for r in ends_runs(state) if r[0] not in state.skipped]
     if ends:
-        return Step("run", ends, best, prob, "checking the ends first", post)
+        return Step("run", ends, best, prob, "checking the ends first", post, phase="ends")
     need = verdict_threshold(state.confidence)
     if post.p_none >= need:
         return _no_regression(state, post)
@@ -505,6 +508,7 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
                 prob,
                 f"position {best} leads with P={prob:.3f}: confirming it with fresh runs at {best - 1} and {best}",
                 post,
+                phase="confirm",
             )
     choices = choose(post, state.skipped, jobs, current=state.current)
     if not choices:
@@ -518,7 +522,8 @@ def decide(state: BisectState, jobs: int = 1) -> Step:
             f"P={prob:.3f}, P(no culprit)={post.p_none:.3f}",
             post,
         )
-    return Step("run", [(c.position, c.repeats) for c in choices], best, prob, "", post)
+    phase = "no-culprit" if none_focus(post) else "search"
+    return Step("run", [(c.position, c.repeats) for c in choices], best, prob, "", post, phase=phase)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -214,3 +214,17 @@ def test_a_culprit_next_to_the_good_end_is_confirmed_by_fresh_runs_of_the_good_e
     assert step.status == "run" and step.runs == [(0, 1)], step.message  # culprit's side done: now 0
     step = session.decide(_gate_state([*spec, (1, 0, 2), (0, 2, 0)], **known))
     assert step.status == "found" and step.culprit == 1, step.message
+
+
+def test_each_step_says_why_it_runs_where_it_does() -> None:
+    """The phase of a step (what bench/bisect_sim.py counts its runs by): the ends first, the
+    confirmation of a verdict past the bar, the search (or "no culprit" against "some culprit")."""
+    state = session.start(series="s", n_patches=32, good=0, bad=32, gate="exit", requests=32)
+    assert session.decide(state).phase == "ends"
+    assert session.decide(_run_trajectory(EARLY_FLUKE)).phase == "confirm"
+    step = session.decide(_run_trajectory([(0, 0)] * 4 + [(32, 1)] * 3 + [(16, 1), (8, 0)]))
+    assert step.status == "run" and step.phase == "search", step.message
+    flat = _run_trajectory([(0, 0)] * 4 + [(32, 1), (32, 0), (32, 0), (32, 0)] * 3)
+    step = session.decide(flat)
+    assert step.posterior is not None and step.posterior.p_none > step.posterior.best()[1]
+    assert step.status == "run" and step.phase == "no-culprit", step.message
