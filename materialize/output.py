@@ -402,8 +402,13 @@ def _point_latest(final: Path, default: bool) -> None:
     link = final.parent / "latest"
     tmp_link = final.parent / f".latest-{os.getpid()}"
     tmp_link.unlink(missing_ok=True)
-    os.symlink(final.name, tmp_link)
-    os.replace(tmp_link, link)
+    try:
+        os.symlink(final.name, tmp_link)
+        os.replace(tmp_link, link)
+    except OSError as exc:  # the output is published: say so, not "the previous output is unchanged"
+        tmp_link.unlink(missing_ok=True)
+        raise MaterializeError(f"{final} is published, but {link} could not be pointed at it: "
+                               f"{exc.strerror or exc}") from None
 
 
 def verify_clean(directory: Path) -> list[str]:

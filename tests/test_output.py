@@ -170,3 +170,15 @@ def test_a_full_disk_while_publishing_is_one_line_and_keeps_the_previous_output(
     assert err.value.exit_code == 1
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))] == []
+
+
+def test_a_latest_that_cannot_be_replaced_says_the_output_is_published(builder, tmp_path, monkeypatch):
+    """build/materialized/latest made a folder by hand: the error said "the previous output is unchanged"
+    (it was published) and left a .latest-PID link behind."""
+    monkeypatch.chdir(tmp_path)
+    m = materialize(series_with_two_patches(builder))
+    (tmp_path / "build" / "materialized" / "latest").mkdir(parents=True)
+    with pytest.raises(MaterializeError, match=r"is published, but .*latest could not be pointed at it"):
+        write_output(m)
+    assert (tmp_path / "build" / "materialized" / m.id / "manifest.json").exists()
+    assert not list((tmp_path / "build" / "materialized").glob(".latest-*"))
