@@ -1,4 +1,5 @@
-"""Parse unified / git-style patch files into the immutable model, with GNU patch 2.7's rules.
+"""Parse unified, context and git-style patch files into the immutable model, with GNU patch 2.7's
+rules (a context hunk becomes the unified hunk ``diff -u`` would write: one model, one applier).
 
 One linear pass over the raw lines (no regex per body line, no intermediate objects), so a
 100k-hunk patch parses in time and memory proportional to its size. Every byte we keep is taken
@@ -52,6 +53,8 @@ _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
 _HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? \+(\d{1,18})(?:,(\d{1,18}))? @@ ?(.*?)\r?\n?$", re.S)
 _LONG_NUMBER = re.compile(rb"^@@ -[\d,]*? ?\+?[\d,]*?(\d{19,})")
 _CONTEXT_HUNK = re.compile(rb"^\*{15}")
+_CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
+_CONTEXT_NEW = re.compile(rb"^--- (\d{1,18})(?:,(\d{1,18}))? ----")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
 _WS = b" \t\n\r\v\f"
 # A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
@@ -139,22 +142,26 @@ class _Parser:
             ).startswith(b"@@ -"):
                 fp, i = self._plain_section(i)
                 files.append(fp)
+            elif text.startswith(b"*** ") and self.line(i + 1).startswith(b"--- ") and _CONTEXT_HUNK.match(
+                self.line(i + 2)
+            ):
+                fp, i = self._context_section(i)
+                files.append(fp)
             else:
                 self._refuse_other_formats(i, text)
                 i += 1
         return files
 
     def _refuse_other_formats(self, number: int, line: bytes) -> None:
-        """Refuse context/normal diffs instead of silently ignoring them as garbage.
-
-        GNU patch would apply those formats; we only support unified diffs, and a patch that
-        silently does nothing would be worse than an error.
+        """Refuse normal diffs (and context hunks without their file header) instead of silently
+        ignoring them as garbage: GNU patch would apply them, and a patch that silently does
+        nothing would be worse than an error.
         """
         nxt = self.line(number + 1)
         if _CONTEXT_HUNK.match(line) and nxt.startswith(b"*** "):
-            raise self.error(number, "unsupported patch format: context diff (only unified diffs are supported)")
+            raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
         if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
-            raise self.error(number, "unsupported patch format: normal diff (only unified diffs are supported)")
+            raise self.error(number, "unsupported patch format: normal diff (unified and context diffs are supported)")
 
     # -- sections --------------------------------------------------------------------------------
 
@@ -209,10 +216,119 @@ class _Parser:
 
     def _plain_section(self, minus: int) -> tuple[FilePatch, int]:
         """A traditional ``---``/``+++`` section; the file it patches is chosen at apply time."""
-        plus = minus + 1
+        hunks, end = self._hunks(minus + 2)
+        return self._traditional(minus, minus + 1, hunks), end
+
+    def _context_section(self, star: int) -> tuple[FilePatch, int]:
+        """A context diff section: ``*** old``, ``--- new``, then hunks each after ``***************``.
+
+        Each hunk gives the lines it expects (``*** first,last ****``: context, ``-`` and ``!``) and
+        the lines that replace them (``--- first,last ----``: context, ``+`` and ``!``); a side
+        without changes may be left out, and is then the other side's context. It becomes the same
+        unified hunk ``diff -u`` would write, so one applier serves both formats.
+        """
+        hunks: list[Hunk] = []
+        i = star + 2
+        while _CONTEXT_HUNK.match(self.line(i)):
+            hunk, i = self._context_hunk(i)
+            hunks.append(hunk)
+        return self._traditional(star, star + 1, tuple(hunks)), i
+
+    def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
+        old_first, old_length = self._context_range(stars + 1, _CONTEXT_OLD)
+        i = stars + 2
+        old, i = self._context_side(i, old_length, b"-!", until=b"--- ")
+        new_first, new_length = self._context_range(i, _CONTEXT_NEW)
+        new, i = self._context_side(i + 1, new_length, b"+!", until=b"***************")
+        if not old and old_length:  # the expected side left out: it holds only the context
+            old = [line for line in new if line[0] == 32]
+            if not old and old_length == 1:  # GNU: "*** 3 ****" with no context is an insertion after line 3
+                old_length = 0
+        if not new and new_length:  # the replacing side left out: likewise
+            new = [line for line in old if line[0] == 32]
+        if len(old) != old_length or len(new) != new_length:
+            raise self.error(stars, "malformed patch: context hunk does not hold the lines its header says")
+        body: list[bytes] = []
+        a = b = 0
+        while a < len(old) or b < len(new):
+            if a < len(old) and old[a][0] == 45:  # "-"
+                body.append(old[a])
+                a += 1
+            elif b < len(new) and new[b][0] == 43:  # "+"
+                body.append(new[b])
+                b += 1
+            elif (a < len(old) and old[a][0] == 33) or (b < len(new) and new[b][0] == 33):  # "!" runs
+                while a < len(old) and old[a][0] == 33:
+                    body.append(b"-" + old[a][1:])
+                    a += 1
+                while b < len(new) and new[b][0] == 33:
+                    body.append(b"+" + new[b][1:])
+                    b += 1
+            elif a < len(old) and b < len(new) and old[a] == new[b]:  # context on both sides
+                body.append(old[a])
+                a += 1
+                b += 1
+            else:  # GNU applies each side as it stands; one unified hunk cannot say that: refused
+                raise self.error(stars, "unsupported context hunk: its two sides' context lines differ "
+                                        "(a final newline shown as context); make it a unified diff")
+        unterminated = tuple(k for k, line in enumerate(body) if not line.endswith(b"\n"))
+        lines = [line if line.endswith(b"\n") else line + b"\n" for line in body]
+        if not any(line[0] != 32 for line in lines):
+            raise self.error(stars, "malformed patch: hunk contains no changed lines")
+        source_start = old_first if old_length or not old_first else old_first
+        target_start = new_first if new_length or not new_first else new_first
+        hunk = Hunk(source_start, old_length, target_start, new_length, "", b"".join(lines),
+                    b"".join(map(_FIRST, lines)), stars + 1, unterminated)
+        return hunk, i
+
+    def _context_range(self, number: int, pattern: re.Pattern[bytes]) -> tuple[int, int]:
+        """(first line, number of lines) of a context hunk side's ``*** a,b ****``/``--- a,b ----``."""
+        m = pattern.match(self.line(number))
+        if m is None:
+            raise self.error(number, "malformed patch: bad context hunk header")
+        first = int(m.group(1))
+        if m.group(2) is None:
+            return first, 1 if first else 0
+        last = int(m.group(2))
+        if last < first - 1:
+            raise self.error(number, "malformed patch: bad context hunk header")
+        return first, last - first + 1
+
+    def _context_side(self, i: int, length: int, marks: bytes, *, until: bytes) -> tuple[list[bytes], int]:
+        """The lines of one side of a context hunk as unified lines (kind byte + text, ``\n``
+        kept; a line a ``\\ No newline`` marker follows has none), and the line after them.
+        A side with no changes may be left out: then nothing is read."""
+        lines: list[bytes] = []
+        while len(lines) < length:
+            if i > self.n:
+                if lines and length - len(lines) <= 3:  # GNU: blank lines an editor chopped off the end
+                    lines.extend(b" \n" for _ in range(length - len(lines)))
+                break
+            text = self.raw[i - 1]
+            if text.startswith(until) or _CONTEXT_HUNK.match(text):
+                break
+            mark = text[:1]
+            if mark in (b" ",) or (mark and mark in marks):
+                if text[1:2] not in (b" ", b"\t", b"\n", b"\r"):
+                    break
+                content = text[2:] if text[1:2] in (b" ", b"\t") else text[1:]  # GNU: a TAB after the mark counts as its space
+                kind = b" " if mark == b" " else b"-" if mark == b"-" else b"+" if mark == b"+" else b"!"
+            elif text in (b"\n", b"\r\n"):  # an empty context line whose spaces were eaten
+                content, kind = text, b" "
+            else:
+                break
+            if self.line(i + 1).startswith(b"\\"):  # "\ No newline at end of file"
+                content = content[:-1] if content.endswith(b"\n") else content
+                i += 1
+            lines.append(kind + content)
+            i += 1
+        return lines, i
+
+    def _traditional(self, minus: int, plus: int, hunks: tuple[Hunk, ...]) -> FilePatch:
+        """The file section named by a traditional pair of header lines (``---``/``+++``, or a
+        context diff's ``***``/``---``)."""
         old_name, old_stamp = _fetchname(self.raw[minus - 1][4:])
         new_name, new_stamp = _fetchname(self.raw[plus - 1][4:])
-        hunks, end = self._hunks(minus + 2)
         first = hunks[0]
         is_new = old_name == DEV_NULL.encode() or (first.source_start == 0 and is_epoch_timestamp(old_stamp))
         is_delete = new_name == DEV_NULL.encode() or (first.target_start == 0 and is_epoch_timestamp(new_stamp))
@@ -238,7 +354,7 @@ class _Parser:
             old_timestamp=old_stamp,
             new_timestamp=new_stamp,
         )
-        return fp, end
+        return fp
 
     def _preamble_start(self, minus_line: int) -> int:
         """Walk back over ``Index:``/``====``/``diff ...`` lines that introduce this file."""

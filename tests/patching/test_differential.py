@@ -65,14 +65,15 @@ def _edit(draw: st.DrawFn, lines: list[bytes], alphabet: list[bytes], min_ops: i
     return out
 
 
-def _diff(old: bytes, new: bytes, context: int) -> bytes:
-    """A unified diff from GNU diff (it gets '\\ No newline' markers exactly right)."""
+def _diff(old: bytes, new: bytes, context: int, style: str = "U") -> bytes:
+    """A unified (``style`` "U") or context ("C") diff from GNU diff (it gets '\\ No newline'
+    markers exactly right)."""
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp, "a"), Path(tmp, "b")
         a.write_bytes(old)
         b.write_bytes(new)
         proc = subprocess.run(
-            ["diff", f"-U{context}", "--label", "a/f", "--label", "b/f", str(a), str(b)],
+            ["diff", f"-{style}{context}", "--label", "a/f", "--label", "b/f", str(a), str(b)],
             capture_output=True,
             check=False,
         )
@@ -81,7 +82,7 @@ def _diff(old: bytes, new: bytes, context: int) -> bytes:
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
+def scenario(draw: st.DrawFn, style: str = "U") -> tuple[bytes, bytes, bytes]:
     """(patch, target file) pair where the target drifted from the file the patch was made on."""
     lines, final_nl = draw(_text())
     alphabet = sorted(set(lines) | {b"a\n", b"b\n", b"c\n"})
@@ -90,7 +91,7 @@ def scenario(draw: st.DrawFn) -> tuple[bytes, bytes, bytes]:
     old = _render(lines, final_nl)
     new = _render(new_lines, new_final_nl)
     assume(old != new)
-    patch = _diff(old, new, draw(st.integers(0, 3)))
+    patch = _diff(old, new, draw(st.integers(0, 3)), style)
     if draw(st.integers(0, 9)) == 0:
         # A patch mangled to CRLF as a whole: GNU strips the CRs from every patch line.
         patch = patch.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
@@ -157,6 +158,32 @@ def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
     for fuzz in FUZZES:
         ours = apply_file(target, parsed.files[0], max_fuzz=fuzz)
         _compare(ours, gnu[fuzz], target, fuzz)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not SOAK,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenario(style="C"))
+def test_context_diffs_match_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
+    """``diff -c`` output (Debian's older series have some): quilt applies it, so must we."""
+    patch, _old, target = case
+    try:
+        parsed = parse_patch(patch, source="random.diff", strip=1)
+    except PatchFormatError as exc:
+        if "context lines differ" in str(exc):
+            return  # refused where GNU applies each side as it stands (documented, never silent)
+        gnu = run_gnu_many(target, patch, fuzzes=[0])[0]
+        assert gnu.returncode == 2, gnu.output  # GNU refuses it too (its wording differs by format)
+        return
+    if not parsed.files:
+        return
+    assert len(parsed.files) == 1
+    gnu = run_gnu_many(target, patch, fuzzes=FUZZES)
+    for fuzz in FUZZES:
+        _compare(apply_file(target, parsed.files[0], max_fuzz=fuzz), gnu[fuzz], target, fuzz)
 
 
 _HUNK_HEADER = re.compile(rb"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@", re.MULTILINE)

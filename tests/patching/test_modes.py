@@ -88,3 +88,26 @@ def test_a_new_file_gets_its_new_file_mode(tmp_path, header):
 ], ids=["mode-only-755", "mode-only-644", "rename", "rename-755", "rename-index-755", "copy"])
 def test_modes_of_headers_without_hunks_renames_and_copies(tmp_path, executable, patch):
     assert our_modes(executable, patch) == gnu_modes(tmp_path, executable, patch)
+
+
+def test_a_context_diff_names_its_files_and_applies_as_gnu_patch_does(tmp_path):
+    """``diff -c`` sections (``*** old`` / ``--- new``) through the tree applier, a new file included,
+    against GNU patch on the same tree (the hunks themselves: test_differential's context test)."""
+    old, new = tmp_path / "a", tmp_path / "b"
+    (old / "src").mkdir(parents=True)
+    (new / "src").mkdir(parents=True)
+    (old / "src" / "f.c").write_bytes(b"".join(b"line %d\n" % i for i in range(20)))
+    (new / "src" / "f.c").write_bytes(b"".join(b"line %d\n" % i for i in range(20)).replace(b"line 9\n", b"nine\n"))
+    (new / "src" / "g.c").write_bytes(b"new file\n")
+    patch = subprocess.run(["diff", "-Nrc", "a", "b"], cwd=tmp_path, capture_output=True).stdout
+    assert patch.startswith(b"diff -Nrc") and b"***************" in patch
+    view = View({"src/f.c": ("100644", (old / "src" / "f.c").read_bytes())})
+    result = apply_to_tree(view, patch, source="ctx.patch", strip=1)
+    assert result.ok, result.error
+    work = tmp_path / "gnu"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "f.c").write_bytes((old / "src" / "f.c").read_bytes())
+    proc = subprocess.run([GNU_PATCH, "-p1", "-f", "-F0", "-i", "-"], input=patch, cwd=work, capture_output=True)
+    assert proc.returncode == 0, proc.stdout
+    ours = {path: entry[1] for path, entry in ({**view.files, **result.changes}).items() if entry is not None}
+    assert ours == {p.relative_to(work).as_posix(): p.read_bytes() for p in work.rglob("*") if p.is_file()}

@@ -279,10 +279,13 @@ def test_parses_system_patches_without_crashing() -> None:
             assert str(exc).startswith(f"{path}:")
 
 
-def test_context_and_normal_diffs_are_refused_not_ignored() -> None:
+def test_context_diffs_parse_and_normal_diffs_are_refused_not_ignored() -> None:
     context = b"*** a/f\t2020\n--- b/f\t2020\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"
-    with pytest.raises(PatchFormatError, match=r"^c\.diff:3: unsupported patch format: context"):
-        parse_patch(context, source="c.diff")
+    (fp,) = parse_patch(context, source="c.diff").files
+    assert (fp.old_path, fp.new_path) == ("f", "f") and fp.hunks[0].body == b"-a\n+b\n"
+    stray = b"***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"  # hunks without their file lines
+    with pytest.raises(PatchFormatError, match=r"^c\.diff:1: unsupported patch format: context"):
+        parse_patch(stray, source="c.diff")
     normal = b"1c1\n< a\n---\n> b\n"
     with pytest.raises(PatchFormatError, match=r"^n\.diff:1: unsupported patch format: normal"):
         parse_patch(normal, source="n.diff")
