@@ -479,11 +479,17 @@ def patch_name(patch: str) -> str:
     return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
 
 
+def check_inside(patches_dir: Path, patch: str, where: str) -> None:
+    """The series' rule for a ``patch:`` path, for a command that reads one from elsewhere
+    (import-quilt from a quilt ``series`` file): inside ``patches_dir``. SeriesError naming ``where``."""
+    _check_inside(patches_dir, patch, where, {})
+
+
 def check_patch_file(patches_dir: Path, patch: str, where: str) -> None:
     """What the series demands of an entry's ``patch:`` (inside ``patches_dir``, a file name that can be
     a patch name), for a command about to write one that a series does not list yet (import-git reads
     it from a commit's trailer). SeriesError naming ``where``."""
-    _check_inside(patches_dir, patch, where, {})
+    check_inside(patches_dir, patch, where)
     if not re.match(_FILE_NAME, patch_name(patch)) or not re.match(r"^[^\x00-\x1f\x7f]+$", patch):
         raise SeriesError(f"{where}: the file name {Path(patch).name!r} cannot be a patch name")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from materialize.errors import SeriesError, UpstreamError
-from materialize.series import patch_name
+from materialize.series import check_inside, patch_name
 from materialize.upstream import parse_spec
 
 QUILT_DEFAULT_FUZZ = 2
@@ -46,6 +46,7 @@ def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool]]:
                 reverse = True
             else:
                 raise SeriesError(f"{series_file}:{number}: unsupported quilt option {option!r} (only -pN and -R)")
+        check_inside(series_file.parent, words[0], f"{series_file}:{number}")  # not /etc/x, not ../../x
         entries.append((words[0], strip, reverse))
     return entries
 

@@ -161,3 +161,16 @@ def test_own_names_are_valid_series_names_and_unique():
     assert len(set(names)) == len(names)
     assert all(re.fullmatch(PATCH_NAME.strip("^$"), n) for n in names), names
     assert own_names(["solo.patch"]) == [None]
+
+
+@pytest.mark.parametrize("listed", ["/etc/hostname", "../../../../etc/hostname", "../outside.patch"])
+def test_a_quilt_series_that_lists_a_file_outside_its_folder_is_refused_at_import(tmp_path, listed):
+    """The series file that import-quilt writes must load: a quilt series naming a file outside
+    its folder is refused here, naming the series line, not written out to fail later."""
+    quilt = tmp_path / "debian" / "patches"
+    quilt.mkdir(parents=True)
+    (tmp_path / "debian" / "outside.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    (quilt / "series").write_text(f"# comment\nok.patch\n{listed}\n")
+    (quilt / "ok.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(SeriesError, match=rf"series:3: {re.escape(repr(listed))} is outside patches_dir"):
+        parse_quilt_series(quilt / "series")
