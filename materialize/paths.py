@@ -94,6 +94,13 @@ def link_stays_inside(link_path: str, target: str, lookup: LinkLookup | None = N
     return resolve_link(link_path, target, lookup or (lambda _p: True)) is not None
 
 
+def check_link_name(path: str, origin: str) -> None:
+    """No symlink named ``.gitmodules`` (any case): git refuses one (CVE-2018-11235, a checkout would
+    read submodule settings through it), and so do we, from a patch or from a pin (exit 4)."""
+    if path.rsplit("/", 1)[-1].lower() == ".gitmodules":
+        raise UnsafePathError(f"{origin}: {path} would be a symlink named .gitmodules; refused")
+
+
 def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
     """Refuse (exit 4) any link of a whole tree that escapes when chains are followed.
 
@@ -102,6 +109,8 @@ def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
     """
     if not links:
         return
+    for path in links:
+        check_link_name(path, origin)
     dirs: set[str] = set()
     for p in (*links, *files):
         cut = p.rfind("/")

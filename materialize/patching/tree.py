@@ -28,7 +28,7 @@ from materialize.errors import MaterializeError, PatchApplyError, PatchFormatErr
 from materialize.patching.apply import apply_file
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
-from materialize.paths import resolve_link, safe_relpath
+from materialize.paths import check_link_name, resolve_link, safe_relpath
 
 REGULAR = "100644"
 SYMLINK = "120000"
@@ -342,8 +342,7 @@ def _check_no_link_on_the_way(overlay: _Overlay, path: str, where: str) -> None:
 def _check_link(overlay: _Overlay, path: str, content: bytes, where: str) -> None:
     """A symlink the patch leaves must resolve inside the tree (kernel rules, through other links)."""
     target = content.decode("utf-8", "surrogateescape")
-    if path.rsplit("/", 1)[-1].lower() == ".gitmodules":
-        raise UnsafePathError(f"{where}: {path} would be a symlink named .gitmodules; refused")
+    check_link_name(path, where)
     if not target or "\0" in target or "\n" in target:
         raise UnsafePathError(f"{where}: symlink {path} has an invalid target {target!r}")
     if len(content) >= MAX_LINK_TARGET:  # the kernel's PATH_MAX: no output or workspace could hold it

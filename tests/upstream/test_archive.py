@@ -173,3 +173,18 @@ def test_a_link_target_longer_than_path_max_is_refused(tmp_path):
         tar.addfile(info)
     with pytest.raises(UnsafePathError, match=r"member 'p/l': symlink target longer than 4095 bytes"):
         read_archive(archive)
+
+
+@pytest.mark.parametrize("name", ["p/.gitmodules", "p/sub/.GitModules"])
+def test_a_symlink_named_gitmodules_in_a_pin_is_refused_as_in_a_patch(tmp_path, name):
+    """git refuses a .gitmodules symlink (CVE-2018-11235); a patch could not make one, nor may a pin."""
+    from materialize.cli import main
+
+    up = tmp_path / "up.tar.gz"
+    link = tarfile.TarInfo(name)
+    link.type, link.linkname = tarfile.SYMTYPE, "a"
+    make_tar(up, [file_info("p/a"), file_info("p/sub/a"), (link, None)])
+    series = tmp_path / "s.yaml"
+    series.write_text(f"version: 1\ntargets:\n  t:\n    pin: {{kind: tarball, path: {up}}}\n")
+    assert main(["apply", "--series", str(series), "--out", str(tmp_path / "out")]) == 4
+    assert not (tmp_path / "out").exists()
