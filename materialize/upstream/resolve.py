@@ -54,8 +54,8 @@ class ResolvedPin:
 
 # Bumped when what an import records changes (2: empty directories), so older cached imports are
 # redone once instead of being read without the new field (3: links judged in the rooted tree, so
-# an import cached before that check is checked once).
-_IMPORT_FORMAT = 3
+# an import cached before that check is checked once; 4: no symlink named .gitmodules).
+_IMPORT_FORMAT = 4
 
 
 def _cache_ref(identity: dict[str, Any]) -> str:
