@@ -98,3 +98,17 @@ def run_gnu_many(
             content = target.read_bytes() if target.exists() else None
             results.append(GnuResult(proc.returncode, content, parse_report(output), output))
         return results
+
+
+class DictView:
+    """A tree held in a dict (path -> (mode, bytes)): the applier's TreeView for tests that run GNU
+    patch on the same tree on disk."""
+
+    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
+        self.files = files
+
+    def get(self, path: str) -> tuple[str, bytes] | None:
+        return self.files.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return any(p.startswith(path + "/") for p in self.files)

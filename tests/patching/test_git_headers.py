@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from materialize.errors import MaterializeError
 from materialize.patching.tree import apply_to_tree
 
-from .gnu import GNU_PATCH, gnu_available
+from .gnu import GNU_PATCH, DictView, gnu_available
 
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
@@ -66,15 +66,6 @@ def section(draw) -> bytes:
             f"@@ -1,2 +0,0 @@\n-{p}\n-b\n").encode()
 
 
-class View:
-    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
-        self.files = files
-
-    def get(self, path: str) -> tuple[str, bytes] | None:
-        return self.files.get(path)
-
-    def is_dir(self, path: str) -> bool:
-        return False
 
 
 def gnu(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | None:
@@ -91,7 +82,7 @@ def gnu(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | N
 
 
 def ours(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | str | None:
-    view = View({name: (mode, content(name)) for name, mode in tree.items()})
+    view = DictView({name: (mode, content(name)) for name, mode in tree.items()})
     try:
         result = apply_to_tree(view, patch, source="t.patch", strip=1)
     except MaterializeError:
@@ -121,7 +112,7 @@ def test_renaming_a_file_an_earlier_section_edited_is_refused_not_applied_unlike
     one. Neither is what the other tool gives, so the patch is refused, naming the section."""
     patch = (b"diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n" + hunk("p.py")
              + b"diff --git a/p.py b/q.py\nsimilarity index 100%\nrename from p.py\nrename to q.py\n")
-    view = View({"p.py": ("100644", content("p.py"))})
+    view = DictView({"p.py": ("100644", content("p.py"))})
     result = apply_to_tree(view, patch, source="t.patch", strip=1)
     assert not result.ok and "t.patch:8: p.py was written by an earlier section" in str(result.error)
 

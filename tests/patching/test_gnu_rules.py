@@ -16,22 +16,9 @@ import pytest
 from materialize.errors import PatchFormatError
 from materialize.patching.tree import apply_to_tree
 
-from .gnu import GNU_PATCH, gnu_available
+from .gnu import GNU_PATCH, DictView, gnu_available
 
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
-
-
-class DictView:
-    """A tree held in a dict: path -> (mode, bytes)."""
-
-    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
-        self.files = files
-
-    def get(self, path: str) -> tuple[str, bytes] | None:
-        return self.files.get(path)
-
-    def is_dir(self, path: str) -> bool:
-        return any(p.startswith(path + "/") for p in self.files)
 
 
 def _tree(files: dict[str, bytes], dirs: tuple[str, ...] = ()) -> dict[str, tuple[str, bytes]]:

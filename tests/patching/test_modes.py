@@ -15,7 +15,7 @@ import pytest
 
 from materialize.patching.tree import apply_to_tree
 
-from .gnu import GNU_PATCH, gnu_available
+from .gnu import GNU_PATCH, DictView, gnu_available
 
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
@@ -23,15 +23,6 @@ BODY = b"--- a/f.py\n+++ b/f.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
 NEW_FILE = b"--- /dev/null\n+++ b/n.sh\n@@ -0,0 +1 @@\n+x\n"
 
 
-class View:
-    def __init__(self, files: dict[str, tuple[str, bytes]]) -> None:
-        self.files = files
-
-    def get(self, path: str) -> tuple[str, bytes] | None:
-        return self.files.get(path)
-
-    def is_dir(self, path: str) -> bool:
-        return any(p.startswith(path + "/") for p in self.files)
 
 
 def gnu_modes(tmp: Path, executable: bool, patch: bytes) -> dict[str, bool]:
@@ -46,7 +37,7 @@ def gnu_modes(tmp: Path, executable: bool, patch: bytes) -> dict[str, bool]:
 
 
 def our_modes(executable: bool, patch: bytes) -> dict[str, bool]:
-    view = View({"f.py": ("100755" if executable else "100644", b"a\nb\n")})
+    view = DictView({"f.py": ("100755" if executable else "100644", b"a\nb\n")})
     result = apply_to_tree(view, patch, source="t.patch", strip=1)
     assert result.ok, result.error
     files = {path: entry for path, entry in view.files.items()} | result.changes
@@ -101,7 +92,7 @@ def test_a_context_diff_names_its_files_and_applies_as_gnu_patch_does(tmp_path):
     (new / "src" / "g.c").write_bytes(b"new file\n")
     patch = subprocess.run(["diff", "-Nrc", "a", "b"], cwd=tmp_path, capture_output=True).stdout
     assert patch.startswith(b"diff -Nrc") and b"***************" in patch
-    view = View({"src/f.c": ("100644", (old / "src" / "f.c").read_bytes())})
+    view = DictView({"src/f.c": ("100644", (old / "src" / "f.c").read_bytes())})
     result = apply_to_tree(view, patch, source="ctx.patch", strip=1)
     assert result.ok, result.error
     work = tmp_path / "gnu"

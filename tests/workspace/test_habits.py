@@ -86,9 +86,9 @@ def test_import_git_prune_drops_the_patch_of_a_removed_commit(project: Path, sto
     assert main(["push", "-a", "--series", series]) == 0
 
 
-def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_repair(project: Path, store: Store,
-                                                                                    capsys) -> None:
-    """quilt's `push -f`: the broken patch is repaired in place, then `refresh` records the repair."""
+def _two_hunk_patch_with_hunk_2_broken(project: Path) -> tuple[list[str], Path, Path, str]:
+    """A two-hunk patch of ATTN, popped, whose second hunk's context no longer matches upstream:
+    (the --series arguments, the work file, the patch file, the broken patch text)."""
     series = ["--series", str(project / "series" / "default.yaml")]
     run(project, "new", "0001-two", "--target", "tt-metal")
     run(project, "add", ATTN)
@@ -102,6 +102,13 @@ def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_rep
     broken = good.replace(" def materialize(", " def materialize_renamed_upstream(")  # hunk 2's context is gone
     assert broken != good
     p.write_text(broken)
+    return series, f, p, broken
+
+
+def test_push_force_applies_what_applies_and_leaves_rej_files_for_refresh_to_repair(project: Path, store: Store,
+                                                                                    capsys) -> None:
+    """quilt's `push -f`: the broken patch is repaired in place, then `refresh` records the repair."""
+    series, f, p, broken = _two_hunk_patch_with_hunk_2_broken(project)
     assert main(["push", *series]) == 1  # without -f: nothing applied, and -f is named
     assert "push -f" in capsys.readouterr().err
     assert not f.exists()
@@ -176,17 +183,7 @@ def test_push_force_cannot_set_an_older_link_free(project: Path, store: Store, c
 def test_refresh_after_push_force_keeps_hunks_nobody_put_into_the_files(project: Path, store: Store, capsys) -> None:
     """push -f, refresh, pop: the failed hunk left the patch at refresh and its .rej (its last copy) at
     pop. refresh refuses while a .rej holds hunks not in their file; deleting the .rej drops them."""
-    series = ["--series", str(project / "series" / "default.yaml")]
-    run(project, "new", "0001-two", "--target", "tt-metal")
-    run(project, "add", ATTN)
-    f = wfile(project)
-    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20")
-                 .replace("def materialize(", "# cached per prefix\ndef materialize("))
-    run(project, "refresh")
-    run(project, "pop")
-    p = patch_file(project, "0001-two")
-    broken = p.read_text().replace(" def materialize(", " def materialize_renamed_upstream(")
-    p.write_text(broken)
+    series, f, p, broken = _two_hunk_patch_with_hunk_2_broken(project)
     assert main(["push", "-f", *series]) == 1
     capsys.readouterr()
     assert main(["refresh", *series]) == 1
