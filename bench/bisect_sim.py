@@ -5,6 +5,7 @@ bisect run`` uses (start, decide, observe, ...), with a simulated gate or metric
 
     .venv/bin/python bench/bisect_sim.py                 # 200 trials per scenario, 2 workers
     .venv/bin/python bench/bisect_sim.py --trials 50     # quick look
+    .venv/bin/python bench/bisect_sim.py --only 'gate: culprit' --known-baseline   # what learning p0 costs
 
 Gate scenarios: 32 patches, a gate of 32 requests, exit code only (pass/fail per run, as ``bisect
 run`` sees an exit status); baseline 1/256 per request in every prefix, 1/32 with the culprit.
@@ -37,6 +38,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # t
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import time  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -58,6 +60,7 @@ class GateScenario:
     p1: float = P1
     broken: bool = False
     min_effect: float = 1.5  # the bisect's --min-effect
+    known: tuple[float | None, float | None] = (None, None)  # --baseline-rate, --culprit-rate given
 
     @property
     def expected(self) -> str:
@@ -84,7 +87,7 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, di
     sc, seed = args
     rng = np.random.default_rng(seed)
     state = session.start(series="sim", n_patches=N, good=0, bad=N, gate="exit", requests=REQUESTS,
-                          min_effect=sc.min_effect)
+                          min_effect=sc.min_effect, baseline_rate=sc.known[0], culprit_rate=sc.known[1])
     runs = 0
     where: dict[str, int] = {}
     while runs < MAX_RUNS:
@@ -293,7 +296,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--only", default="", help="run only scenarios whose label contains this")
+    ap.add_argument("--known-baseline", action="store_true",
+                    help="give the bisect the true baseline rate (--baseline-rate 1/256), gate scenarios")
+    ap.add_argument("--known-culprit", action="store_true",
+                    help="give the bisect the true culprit rate (--culprit-rate), gate scenarios with a culprit")
     a = ap.parse_args()
+    if a.known_baseline or a.known_culprit:
+        GATES[:] = [dataclasses.replace(sc, known=(P0 if a.known_baseline else None,
+                                                   sc.p1 if a.known_culprit and sc.culprit else None))
+                    for sc in GATES]
 
     print(HEAD)
     print("|" + "|".join("-" * len(c) for c in HEAD.split("|")[1:-1]) + "|", flush=True)
