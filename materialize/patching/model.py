@@ -132,6 +132,7 @@ class FilePatch:
     old_timestamp: str | None = None
     new_timestamp: str | None = None
     is_git: bool = False
+    index_path: str | None = None  # a plain section's ``Index:`` name: GNU's last resort when ---/+++ name none
 
     @property
     def path(self) -> str | None:

@@ -330,11 +330,20 @@ class _Parser:
         old_name, old_stamp = _fetchname(self.raw[minus - 1][4:])
         new_name, new_stamp = _fetchname(self.raw[plus - 1][4:])
         first = hunks[0]
-        is_new = old_name == DEV_NULL.encode() or (first.source_start == 0 and is_epoch_timestamp(old_stamp))
-        is_delete = new_name == DEV_NULL.encode() or (first.target_start == 0 and is_epoch_timestamp(new_stamp))
-        old_path = None if is_new else self._strip(old_name)
-        new_path = None if is_delete else self._strip(new_name)
-        if old_path is None and new_path is None:
+        # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
+        # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
+        old_path = None if old_name == DEV_NULL.encode() else self._strip(old_name)
+        new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
+        # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND a
+        # first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
+        is_new = first.source_start == 0 and (
+            old_name == DEV_NULL.encode() or (old_path is not None and is_epoch_timestamp(old_stamp)))
+        is_delete = first.target_start == 0 and (
+            new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
+        start = self._preamble_start(minus)
+        index_path = next((self._strip(_fetchname(self.raw[k - 1][7:])[0]) for k in range(start, minus)
+                           if self.raw[k - 1].startswith(b"Index: ")), None)
+        if old_path is None and new_path is None and index_path is None:
             line, raw_name = (plus, new_name) if is_new else (minus, old_name)
             name = decode_path(raw_name or b"")
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
@@ -349,10 +358,11 @@ class _Parser:
             new_mode=None,
             is_binary=False,
             hunks=hunks,
-            patch_line=self._preamble_start(minus),
+            patch_line=start,
             strip_trailing_cr=self.raw[plus - 1].endswith(b"\r\n"),
             old_timestamp=old_stamp,
             new_timestamp=new_stamp,
+            index_path=index_path,
         )
         return fp
 

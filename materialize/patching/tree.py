@@ -126,9 +126,10 @@ def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[
     """The file a plain section patches, as GNU 2.7 picks it from the old and new names.
 
     An existing file wins (best of those); otherwise a name whose directory exists; otherwise the
-    best of all names. (GNU ignores ``Index:`` names unless POSIXLY_CORRECT.)
+    best of all names. An ``Index:`` name counts only when neither ``---`` nor ``+++`` gives one
+    (GNU without POSIXLY_CORRECT).
     """
-    names = [n for n in (fp.old_path, fp.new_path) if n is not None]
+    names = [n for n in (fp.old_path, fp.new_path) if n is not None] or [n for n in (fp.index_path,) if n]
     present = [n for n in names if exists(n)]
     if present:
         return best_name(present)

@@ -184,8 +184,9 @@ diff -ruN a/old.txt b/old.txt
 -bye
 """
     new, old = parse_patch(patch, source="p").files
-    assert new.is_new and new.old_path is None and new.patch_line == 1
-    assert old.is_delete and old.new_path is None and old.patch_line == 6
+    # Both names stay: which one a new (or deleted) file takes is GNU's choose_name, at apply time.
+    assert new.is_new and (new.old_path, new.new_path) == ("new.txt", "new.txt") and new.patch_line == 1
+    assert old.is_delete and (old.old_path, old.new_path) == ("old.txt", "old.txt") and old.patch_line == 6
 
 
 def test_no_newline_markers_and_crlf_contents() -> None:
