@@ -341,8 +341,8 @@ class _Parser:
         is_delete = first.target_start == 0 and (
             new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
         start = self._preamble_start(minus)
-        index_path = next((self._strip(_fetchname(self.raw[k - 1][7:])[0]) for k in range(start, minus)
-                           if self.raw[k - 1].startswith(b"Index: ")), None)
+        index_path = next((self._strip(self.raw[k - 1][7:].strip(_WS)) for k in range(start, minus)
+                           if self.raw[k - 1].startswith(b"Index: ")), None)  # GNU: the rest of the line
         if old_path is None and new_path is None and index_path is None:
             line, raw_name = (plus, new_name) if is_new else (minus, old_name)
             name = decode_path(raw_name or b"")

@@ -125,16 +125,22 @@ def best_name(names: list[str]) -> str:
 def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[str], bool]) -> str:
     """The file a plain section patches, as GNU 2.7 picks it from the old and new names.
 
-    An existing file wins (best of those); otherwise a name whose directory exists; otherwise the
-    best of all names. An ``Index:`` name counts only when neither ``---`` nor ``+++`` gives one
-    (GNU without POSIXLY_CORRECT).
+    An existing file wins (best of those); otherwise the best of the names that would create the
+    fewest new folders (GNU counts a name's leading folders that exist). An ``Index:`` name counts
+    only when neither ``---`` nor ``+++`` gives one (GNU without POSIXLY_CORRECT).
     """
     names = [n for n in (fp.old_path, fp.new_path) if n is not None] or [n for n in (fp.index_path,) if n]
     present = [n for n in names if exists(n)]
     if present:
         return best_name(present)
-    in_dirs = [n for n in names if "/" not in n or is_dir(n.rsplit("/", 1)[0])]
-    return best_name(in_dirs or names)
+
+    def new_folders(name: str) -> int:
+        folders = name.split("/")[:-1]
+        there = next((k for k in range(len(folders)) if not is_dir("/".join(folders[: k + 1]))), len(folders))
+        return len(folders) - there
+
+    fewest = min(map(new_folders, names))
+    return best_name([n for n in names if new_folders(n) == fewest])
 
 
 _SWAP = bytes.maketrans(b"+-", b"-+")

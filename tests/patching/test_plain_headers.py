@@ -24,7 +24,7 @@ from .gnu import GNU_PATCH, DictView, gnu_available
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
 EXAMPLES = int(os.environ.get("MATERIALIZE_SOAK", "0")) or 200
-NAMES = ["f.c", "g.c", "d/f.c", "d/e/h.c", "x/f.c"]
+NAMES = ["f.c", "g.c", "d/f.c", "d/e/h.c", "x/f.c", "s p.c"]
 STAMP = "\t2020-01-01 00:00:00.000000000 +0000"
 EPOCH = "\t1970-01-01 00:00:00.000000000 +0000"
 
@@ -37,8 +37,8 @@ def content(name: str) -> bytes:
 def section(draw) -> bytes:
     kind = draw(st.sampled_from(["modify", "new", "delete"]))
     old, new = draw(st.sampled_from(NAMES)), draw(st.sampled_from(NAMES))
-    old_name = draw(st.sampled_from([f"a/{old}", f"a/{old}.orig", f"{old}", "/dev/null"]))
-    new_name = draw(st.sampled_from([f"b/{new}", f"b/{new}", f"{new}", "/dev/null"]))
+    old_name = draw(st.sampled_from([f"a/{old}", f"a/{old}.orig", f"{old}", "/dev/null", f'"a/{old}"']))
+    new_name = draw(st.sampled_from([f"b/{new}", f"b/{new}", f"{new}", "/dev/null", f'"b/{new}"']))
     old_stamp = draw(st.sampled_from([STAMP, EPOCH, ""]))
     new_stamp = draw(st.sampled_from([STAMP, EPOCH, ""]))
     index = f"Index: {draw(st.sampled_from(NAMES))}\n" if draw(st.booleans()) else ""
@@ -51,23 +51,23 @@ def section(draw) -> bytes:
     return (head + f"@@ -1,2 +0,0 @@\n-{old}\n-b\n").encode()
 
 
-def gnu(tree: set[str], patch: bytes) -> dict[str, bytes] | None:
+def gnu(tree: set[str], patch: bytes, strip: int = 1) -> dict[str, bytes] | None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in tree:
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_bytes(content(name))
-        proc = subprocess.run([GNU_PATCH, "-p1", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-", "-i", "-"],
+        proc = subprocess.run([GNU_PATCH, f"-p{strip}", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-", "-i", "-"],
                               input=patch, cwd=work, capture_output=True, env=dict(os.environ, LC_ALL="C"))
         if proc.returncode != 0:
             return None
         return {p.relative_to(work).as_posix(): p.read_bytes() for p in work.rglob("*") if p.is_file()}
 
 
-def ours(tree: set[str], patch: bytes) -> dict[str, bytes] | None:
+def ours(tree: set[str], patch: bytes, strip: int = 1) -> dict[str, bytes] | None:
     view = DictView({name: ("100644", content(name)) for name in tree})
     try:
-        result = apply_to_tree(view, patch, source="t.patch", strip=1)
+        result = apply_to_tree(view, patch, source="t.patch", strip=strip)
     except MaterializeError:
         return None
     if not result.ok:
@@ -77,7 +77,8 @@ def ours(tree: set[str], patch: bytes) -> dict[str, bytes] | None:
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tree=st.sets(st.sampled_from(NAMES), min_size=1), sections=st.lists(section(), min_size=1, max_size=3))
-def test_plain_headers_match_gnu_patch(tree: set[str], sections: list[bytes]) -> None:
+@given(tree=st.sets(st.sampled_from(NAMES), min_size=1), sections=st.lists(section(), min_size=1, max_size=3),
+       strip=st.sampled_from([0, 1, 1, 2]))
+def test_plain_headers_match_gnu_patch(tree: set[str], sections: list[bytes], strip: int) -> None:
     patch = b"".join(sections)
-    assert ours(tree, patch) == gnu(tree, patch), patch.decode()
+    assert ours(tree, patch, strip) == gnu(tree, patch, strip), patch.decode()
