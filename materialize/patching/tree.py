@@ -271,26 +271,28 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
                    partial: bool = False, queue: _GnuQueue | None = None) -> FileOutcome:
     """One file section: choose and check its paths, apply its hunks, check what it leaves."""
     where = f"{source}:{fp.patch_line}"
-    if reverse:
-        fp = reverse_file_patch(fp)
-    for name in (fp.old_path, fp.new_path):
+    for name in (fp.old_path, fp.new_path, fp.index_path):
         if name is not None:
             safe_relpath(name, origin=where)  # every candidate, before the tree is even asked about it
+    # GNU reads the best of the names that exist (choose_name), taken in the patch's own order: its
+    # tie-break ignores -R. A git section chooses only when its two names differ.
+    chosen = None
+    if not fp.is_git or (fp.old_path is not None and fp.new_path is not None and fp.old_path != fp.new_path):
+        chosen = choose_name(fp, lambda p: overlay.get(safe_relpath(p, origin=where)) is not None, overlay.is_dir)
+    if reverse:
+        fp = reverse_file_patch(fp)
     if not fp.is_git:
-        name = choose_name(fp, lambda p: overlay.get(safe_relpath(p, origin=where)) is not None, overlay.is_dir)
         fp = dataclasses.replace(
-            fp, old_path=None if fp.is_new else name, new_path=None if fp.is_delete else name
+            fp, old_path=None if fp.is_new else chosen, new_path=None if fp.is_delete else chosen
         )
     old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
     if (fp.is_rename or fp.is_copy) and old is not None and old == new:  # GNU would write it, then remove it
         raise PatchFormatError(f"{where}: {'renames' if fp.is_rename else 'copies'} {old} onto itself")
     already = False
-    if fp.is_git and old is not None and new is not None and old != new:
-        # GNU reads the best of the two names that exist (choose_name); a rename or copy that reads
-        # its destination was "already renamed", and a section that is neither patches in place.
-        chosen = choose_name(dataclasses.replace(fp, old_path=old, new_path=new),
-                             lambda p: overlay.get(p) is not None, overlay.is_dir)
+    if fp.is_git and chosen is not None and old is not None and new is not None:
+        # a rename or copy that reads its destination was "already renamed"; a section that is
+        # neither patches the chosen file in place
         if fp.is_rename or fp.is_copy:
             already = chosen == new and overlay.get(new) is not None
         else:

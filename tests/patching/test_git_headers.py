@@ -68,23 +68,24 @@ def section(draw) -> bytes:
 
 
 
-def gnu(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | None:
+def gnu(tree: dict[str, str], patch: bytes, reverse: bool = False) -> dict[str, tuple[bool, bytes]] | None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name, mode in tree.items():
             (work / name).write_bytes(content(name))
             (work / name).chmod(0o755 if mode == "100755" else 0o644)
-        proc = subprocess.run([GNU_PATCH, "-p1", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-", "-i", "-"],
+        proc = subprocess.run([GNU_PATCH, "-p1", *(["-R"] if reverse else []), "-f", "-F0", "--no-backup-if-mismatch",
+                               "-r", "-", "-i", "-"],
                               input=patch, cwd=work, capture_output=True, env=dict(os.environ, LC_ALL="C"))
         if proc.returncode != 0:
             return None
         return {p.name: (bool(p.stat().st_mode & stat.S_IXUSR), p.read_bytes()) for p in work.iterdir()}
 
 
-def ours(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | str | None:
+def ours(tree: dict[str, str], patch: bytes, reverse: bool = False) -> dict[str, tuple[bool, bytes]] | str | None:
     view = DictView({name: (mode, content(name)) for name, mode in tree.items()})
     try:
-        result = apply_to_tree(view, patch, source="t.patch", strip=1)
+        result = apply_to_tree(view, patch, source="t.patch", strip=1, reverse=reverse)
     except MaterializeError:
         return None
     if result.error is not None and any(why in str(result.error) for why in ("was written by an earlier section",
@@ -98,13 +99,13 @@ def ours(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(MODES), min_size=1),
-       sections=st.lists(section(), min_size=1, max_size=4))
-def test_git_headers_match_gnu_patch(tree: dict[str, str], sections: list[bytes]) -> None:
+       sections=st.lists(section(), min_size=1, max_size=4), reverse=st.sampled_from([False, False, True]))
+def test_git_headers_match_gnu_patch(tree: dict[str, str], sections: list[bytes], reverse: bool) -> None:
     patch = b"".join(sections)
-    mine = ours(tree, patch)
+    mine = ours(tree, patch, reverse)
     if mine == "refused":  # GNU reads a file as it was before the patch where git reads it as edited
         return
-    assert mine == gnu(tree, patch), patch.decode()
+    assert mine == gnu(tree, patch, reverse), patch.decode()
 
 
 def test_renaming_a_file_an_earlier_section_edited_is_refused_not_applied_unlike_quilt() -> None:

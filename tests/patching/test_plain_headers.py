@@ -51,23 +51,24 @@ def section(draw) -> bytes:
     return (head + f"@@ -1,2 +0,0 @@\n-{old}\n-b\n").encode()
 
 
-def gnu(tree: set[str], patch: bytes, strip: int = 1) -> dict[str, bytes] | None:
+def gnu(tree: set[str], patch: bytes, strip: int = 1, reverse: bool = False) -> dict[str, bytes] | None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name in tree:
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_bytes(content(name))
-        proc = subprocess.run([GNU_PATCH, f"-p{strip}", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-", "-i", "-"],
+        proc = subprocess.run([GNU_PATCH, f"-p{strip}", *(["-R"] if reverse else []), "-f", "-F0",
+                               "--no-backup-if-mismatch", "-r", "-", "-i", "-"],
                               input=patch, cwd=work, capture_output=True, env=dict(os.environ, LC_ALL="C"))
         if proc.returncode != 0:
             return None
         return {p.relative_to(work).as_posix(): p.read_bytes() for p in work.rglob("*") if p.is_file()}
 
 
-def ours(tree: set[str], patch: bytes, strip: int = 1) -> dict[str, bytes] | None:
+def ours(tree: set[str], patch: bytes, strip: int = 1, reverse: bool = False) -> dict[str, bytes] | None:
     view = DictView({name: ("100644", content(name)) for name in tree})
     try:
-        result = apply_to_tree(view, patch, source="t.patch", strip=strip)
+        result = apply_to_tree(view, patch, source="t.patch", strip=strip, reverse=reverse)
     except MaterializeError:
         return None
     if not result.ok:
@@ -78,7 +79,8 @@ def ours(tree: set[str], patch: bytes, strip: int = 1) -> dict[str, bytes] | Non
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=st.sets(st.sampled_from(NAMES), min_size=1), sections=st.lists(section(), min_size=1, max_size=3),
-       strip=st.sampled_from([0, 1, 1, 2]))
-def test_plain_headers_match_gnu_patch(tree: set[str], sections: list[bytes], strip: int) -> None:
+       strip=st.sampled_from([0, 1, 1, 2]), reverse=st.booleans())
+def test_plain_headers_match_gnu_patch(tree: set[str], sections: list[bytes], strip: int, reverse: bool) -> None:
+    """A series entry's strip level and ``reverse`` (quilt's ``-pN`` and ``-R``) included."""
     patch = b"".join(sections)
-    assert ours(tree, patch, strip) == gnu(tree, patch, strip), patch.decode()
+    assert ours(tree, patch, strip, reverse) == gnu(tree, patch, strip, reverse), patch.decode()
