@@ -226,8 +226,8 @@ def collector_paused() -> Iterator[None]:
 class _GnuQueue:
     """Where GNU patch (so quilt) and applying a git-style patch's sections in turn would disagree.
 
-    GNU patch 2.7 holds back what a git-style section does to a file that is already on disk (its
-    new content, or its removal) and what a rename or copy writes, and does it after the last
+    GNU patch 2.7 holds back what a git-style section writes to a file that is already on disk (a
+    file it deletes counts as gone at once) and what a rename or copy writes, and does it after the last
     section, or as soon as a later section writes such a file again while it is on disk (and before
     any plain diff); a new file and a rename's removal of its source happen at once. Until then a later section that reads a held-back file reads what was on
     disk before: renaming a file that an earlier section of the same patch edited renames the unedited
@@ -258,7 +258,9 @@ class _GnuQueue:
                 f"{where}: {stale} was written by an earlier section of this git-style patch; GNU patch "
                 "(and so quilt) reads it here as it was before the patch, git as the earlier section left "
                 "it: split the patch before this section (one commit per patch file)")
-        if overlay.get(out) is not None:  # on disk already: GNU holds the new state back
+        if fp.is_delete:  # GNU counts a file it will delete as gone at once (DELETE_LATER), as we do
+            self.held.discard(out)
+        elif overlay.get(out) is not None:  # on disk already: GNU holds the new state back
             self.held.add(out)
         elif fp.is_rename or fp.is_copy:  # a new name of a rename or copy: held back too, not on disk yet
             self.held.add(out)
