@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -184,3 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_line("materialize: interrupted; nothing half-written was published")
         return 130
+    except BrokenPipeError:  # `materialize series | head`: the reader left, as git and quilt see it (SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 141

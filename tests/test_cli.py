@@ -114,3 +114,14 @@ def test_options_a_command_hands_on_reach_their_program(monkeypatch):
     monkeypatch.setattr(offline_cli, "run_offline", lambda path, **kwargs: seen.update(kwargs) or 0)
     assert main(["test-offline", "-k", "sdpa", "--at", "tip", "-x"]) == 0
     assert seen["at"] == "tip" and seen["extra"] == ("-k", "sdpa", "-x")
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """`materialize runs list | head -1`: the pipe closes under us; exit 141 (SIGPIPE) quietly, as git does."""
+    ledger = tmp_path / "runs.jsonl"
+    ledger.write_text("{}\n" * 20000)  # 20k lines to print, one read
+    proc = subprocess.run(f"{sys.executable} -m materialize runs list {ledger} | head -1; echo \"${{PIPESTATUS[0]}}\"",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    assert "INVALID" in lines[0] and lines[-1] == "141", proc.stdout[-500:]
+    assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
