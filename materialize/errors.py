@@ -12,6 +12,7 @@ Exit codes (documented in the README):
   4  refused as unsafe: a path or archive member escapes its root, a link points outside, a device file
   5  busy: another process holds a lock that is not waited for (the bisect state)
   130 interrupted (Ctrl-C); nothing half-written is left behind
+  141 the reader of our output went away (a closed pipe), as git exits on SIGPIPE
 """
 
 
