@@ -6,6 +6,7 @@ bisect run`` uses (start, decide, observe, ...), with a simulated gate or metric
     .venv/bin/python bench/bisect_sim.py                 # 200 trials per scenario, 2 workers
     .venv/bin/python bench/bisect_sim.py --trials 50     # quick look
     .venv/bin/python bench/bisect_sim.py --only 'gate: culprit' --known-baseline   # what learning p0 costs
+    .venv/bin/python bench/bisect_sim.py --paired ...    # A/B of two versions on the same gate results
 
 Gate scenarios: 32 patches, a gate of 32 requests, exit code only (pass/fail per run, as ``bisect
 run`` sees an exit status); baseline 1/256 per request in every prefix, 1/32 with the culprit.
@@ -61,6 +62,7 @@ class GateScenario:
     broken: bool = False
     min_effect: float = 1.5  # the bisect's --min-effect
     known: tuple[float | None, float | None] = (None, None)  # --baseline-rate, --culprit-rate given
+    paired: bool = False  # --paired: the n-th run at a position has the same outcome whatever ran before
 
     @property
     def expected(self) -> str:
@@ -86,6 +88,7 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, di
     runs per phase: see ``WHERE``)."""
     sc, seed = args
     rng = np.random.default_rng(seed)
+    streams: dict[int, np.random.Generator] = {}  # --paired: one random stream per position
     state = session.start(series="sim", n_patches=N, good=0, bad=N, gate="exit", requests=REQUESTS,
                           min_effect=sc.min_effect, baseline_rate=sc.known[0], culprit_rate=sc.known[1])
     runs = 0
@@ -104,7 +107,8 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, di
             where[phase] = where.get(phase, 0) + repeats
             for _ in range(repeats):
                 bad = sc.culprit is not None and position >= sc.culprit
-                fails = REQUESTS if sc.broken else int(rng.binomial(REQUESTS, sc.p1 if bad else P0))
+                gen = streams.setdefault(position, np.random.default_rng([seed, position])) if sc.paired else rng
+                fails = REQUESTS if sc.broken else int(gen.binomial(REQUESTS, sc.p1 if bad else P0))
                 runs += 1
                 session.observe(state, position, source="sim", requests=REQUESTS, failures=min(fails, 1),
                                 censored=fails > 0)
@@ -300,7 +304,13 @@ def main() -> None:
                     help="give the bisect the true baseline rate (--baseline-rate 1/256), gate scenarios")
     ap.add_argument("--known-culprit", action="store_true",
                     help="give the bisect the true culprit rate (--culprit-rate), gate scenarios with a culprit")
+    ap.add_argument("--paired", action="store_true",
+                    help="one random stream per position (common random numbers): two versions of the bisect "
+                         "see the same outcome for the n-th run at a position, so an A/B compares them on the "
+                         "same gate results instead of on streams that part at their first different choice")
     a = ap.parse_args()
+    if a.paired:
+        GATES[:] = [dataclasses.replace(sc, paired=True) for sc in GATES]
     if a.known_baseline or a.known_culprit:
         GATES[:] = [dataclasses.replace(sc, known=(P0 if a.known_baseline else None,
                                                    sc.p1 if a.known_culprit and sc.culprit else None))
