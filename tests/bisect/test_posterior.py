@@ -227,3 +227,50 @@ def test_best_after_each_matches_posterior_step_by_step(deterministic: bool) -> 
     culprits, probs = best_after_each(model, ll, changes, chunk=37)
     assert culprits.tolist() == [c for c, _ in expected]
     np.testing.assert_allclose(probs, [p for _, p in expected], rtol=1e-9, atol=1e-12)
+
+
+def _censored(runs: int, failed: int) -> Counts:
+    c = Counts()
+    for i in range(runs):
+        c.add(32, int(i < failed), censored=True)
+    return c
+
+
+def test_leader_gain_is_the_expected_log_odds_rise_under_the_leader() -> None:
+    """leader_gain_table against adding each outcome to the data and recomputing the posterior."""
+    from materialize.bisect.posterior import leader_gain_table
+
+    model = GateModel(good=0, bad=8, requests_per_run=32)
+    data = {0: _censored(10, 1), 1: _censored(5, 1), 2: _censored(6, 4), 4: _censored(8, 6), 8: _censored(6, 5)}
+    post = posterior(model, data)
+    lead, p_lead = post.best()
+    before = math.log(p_lead / (1 - p_lead))
+    table = leader_gain_table(post, list(range(9)), (1, 3))
+    for k in range(9):
+        for col, r in enumerate((1, 3)):
+            want = 0.0
+            for m in range(r + 1):
+                more = {key: Counts(c.requests, c.failures, list(c.censored_fail_runs), c.runs, c.failed_runs)
+                        for key, c in data.items()}
+                add = more.setdefault(k, Counts())
+                for i in range(r):
+                    add.add(32, int(i < m), censored=True)
+                after = posterior(model, more)
+                # P(m failures of r | leader) = P(leader | o) P(o) / P(leader), P(o) from the evidence
+                p_o = math.exp(after.log_evidence - post.log_evidence) * math.comb(r, m)
+                p_after = after.prob_of(lead)
+                want += p_after * p_o / p_lead * (math.log(p_after / (1 - p_after)) - before)
+            assert table[k, col] == pytest.approx(want, rel=1e-7, abs=1e-10)
+    assert (table >= -1e-12).all()  # a Kullback-Leibler divergence
+
+
+def test_runs_follow_the_leader_once_it_holds_enough_of_the_posterior() -> None:
+    from materialize.bisect import posterior as posterior_module
+
+    model = GateModel(good=0, bad=32, requests_per_run=32)
+    data = {0: _censored(8, 1), 1: _censored(6, 0), 2: _censored(6, 4), 4: _censored(3, 2),
+            8: _censored(2, 2), 16: _censored(2, 1), 32: _censored(6, 4)}
+    post = posterior(model, data)
+    assert post.best()[0] == 2 and post.best()[1] >= posterior_module.LEADER_FOCUS
+    assert posterior_module.leader_focus(post)
+    assert choose(post)[0].position in (1, 2)  # the leader's boundary
