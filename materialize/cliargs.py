@@ -66,9 +66,6 @@ def option(*flags: str, show_default: bool = False, **kwargs: Any) -> Callable[[
     return declare
 
 
-argument = option
-
-
 def existing_dir(text: str) -> Path:
     """An argument ``type``: a directory that exists (argparse names the option when it is not)."""
     path = Path(text)
