@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if not args or args[0] not in COMMANDS:  # --help, --version, no command or an unknown one
-            root_parser().parse_args(args)
-            root_parser().print_help()
+            parser = root_parser()
+            parser.parse_args(args)
+            parser.print_help()
             return 2
         return resolve(args[0]).main(args[1:], prog=f"materialize {args[0]}")
     except SystemExit as exc:  # argparse after --help or --version (0) or a usage error (2, already printed)

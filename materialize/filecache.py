@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import threading
@@ -27,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from materialize.store import EXECUTABLE, SYMLINK, Entry, Store, cache_errors
+from materialize.store import EXECUTABLE, SYMLINK, Entry, Store, blob_id, cache_errors
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -236,9 +235,7 @@ class FileCache:
         def write(mode: str, data: bytes) -> None:
             # Hashed here, not in the import's thread: hashlib lets go of the GIL, so the hash runs
             # beside the import instead of in its critical path.
-            digest = hashlib.sha1(b"blob %d\0" % len(data))
-            digest.update(data)
-            sha = digest.hexdigest()
+            sha = blob_id(data)
             with claim:  # one writer per entry: a second copy of the same file is only a duplicate
                 if (sha, mode) in seen:
                     return

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from materialize.errors import UnsafePathError
 
 MAX_LINK_HOPS = 40  # the kernel's MAXSYMLINKS
+MAX_LINK_TARGET = 4095  # bytes a symlink target may hold: PATH_MAX, less its NUL
 
 
 def _is_git_dir_name(part: str) -> bool:

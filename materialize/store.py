@@ -82,6 +82,13 @@ def widen_pipe(stream: Any) -> None:
         fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BUFFER)
 
 
+def blob_id(data: bytes) -> str:
+    """The id git gives ``data`` as a blob (hashed without copying ``data`` behind its header)."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
 def _loose_bytes(kind: str, data: bytes) -> bytes:
     """An object as git hashes it and stores it loose (zlib'd): header, NUL, content."""
     return f"{kind} {len(data)}\0".encode() + data

@@ -28,11 +28,10 @@ from materialize.errors import MaterializeError, PatchApplyError, PatchFormatErr
 from materialize.patching.apply import apply_file
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
-from materialize.paths import check_link_name, resolve_link, safe_relpath
+from materialize.paths import MAX_LINK_TARGET, check_link_name, resolve_link, safe_relpath
 
 REGULAR = "100644"
 SYMLINK = "120000"
-MAX_LINK_TARGET = 4096  # PATH_MAX, with its NUL
 
 Content = tuple[str, bytes]  # (git mode, bytes)
 
@@ -139,8 +138,9 @@ def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[
         there = next((k for k in range(len(folders)) if not is_dir("/".join(folders[: k + 1]))), len(folders))
         return len(folders) - there
 
-    fewest = min(map(new_folders, names))
-    return best_name([n for n in names if new_folders(n) == fewest])
+    counts = {n: new_folders(n) for n in names}
+    fewest = min(counts.values())
+    return best_name([n for n in names if counts[n] == fewest])
 
 
 _SWAP = bytes.maketrans(b"+-", b"-+")
@@ -227,11 +227,11 @@ class _GnuQueue:
     """Where GNU patch (so quilt) and applying a git-style patch's sections in turn would disagree.
 
     GNU patch 2.7 holds back what a git-style section writes to a file that is already on disk (a
-    file it deletes counts as gone at once) and what a rename or copy writes, and does it after the last
-    section, or as soon as a later section writes such a file again while it is on disk (and before
-    any plain diff); a new file and a rename's removal of its source happen at once. Until then a later section that reads a held-back file reads what was on
-    disk before: renaming a file that an earlier section of the same patch edited renames the unedited
-    file. git applies each section to the result of the ones before, and so do we; where GNU would
+    file it deletes counts as gone at once) and what a rename or copy writes, and does it after the
+    last section, or as soon as a later section writes such a file again while it is on disk (and
+    before any plain diff); a new file and a rename's removal of its source happen at once. Until
+    then a later section that reads a held-back file reads what was on disk before: renaming a file
+    that an earlier section of the same patch edited renames the unedited file. git applies each section to the result of the ones before, and so do we; where GNU would
     read something else, the patch is refused, naming the section and the file, rather than applied
     differently from quilt (tests/patching/test_git_headers.py runs GNU patch as the oracle).
     """
@@ -356,9 +356,9 @@ def _check_link(overlay: _Overlay, path: str, content: bytes, where: str) -> Non
     check_link_name(path, where)
     if not target or "\0" in target or "\n" in target:
         raise UnsafePathError(f"{where}: symlink {path} has an invalid target {target!r}")
-    if len(content) >= MAX_LINK_TARGET:  # the kernel's PATH_MAX: no output or workspace could hold it
+    if len(content) > MAX_LINK_TARGET:  # the kernel's PATH_MAX: no output or workspace could hold it
         raise UnsafePathError(f"{where}: symlink {path} has a target of {len(content)} bytes (at most "
-                              f"{MAX_LINK_TARGET - 1}); refused")
+                              f"{MAX_LINK_TARGET}); refused")
     saved = overlay.changes.get(path, False)
     overlay.changes[path] = (SYMLINK, content)  # a link that reaches itself is a loop, as in the kernel
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from materialize.errors import UnsafePathError, UpstreamError
-from materialize.paths import check_links, link_stays_inside, safe_relpath
+from materialize.paths import MAX_LINK_TARGET, check_links, link_stays_inside, safe_relpath
 from materialize.series import DEFAULT_EXPANSION, EXPANSION_ENV, EXPANSION_FLOOR
 from materialize.store import EXECUTABLE, PIPE_BUFFER, REGULAR, SYMLINK, TREE, die_with_parent, widen_pipe
 
@@ -175,8 +175,8 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 continue
             path = safe_relpath(info.name, origin=where)
             if info.issym():
-                if len(info.linkname.encode("utf-8", "surrogateescape")) > 4095:  # as a zip's, below
-                    raise UnsafePathError(f"{where}: symlink target longer than 4095 bytes")
+                if len(info.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
+                    raise UnsafePathError(f"{where}: symlink target longer than {MAX_LINK_TARGET} bytes")
                 if not link_stays_inside(path, info.linkname):
                     raise UnsafePathError(f"{where}: symlink to {info.linkname!r} points outside the tree")
                 target_bytes = info.linkname.encode("utf-8", "surrogateescape")
@@ -228,8 +228,8 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             path = safe_relpath(info.filename, origin=where)
             unix_mode = info.external_attr >> 16
             if stat.S_ISLNK(unix_mode):
-                if info.file_size > 4095:  # PATH_MAX, with its NUL
-                    raise UnsafePathError(f"{where}: symlink target longer than 4095 bytes")
+                if info.file_size > MAX_LINK_TARGET:
+                    raise UnsafePathError(f"{where}: symlink target longer than {MAX_LINK_TARGET} bytes")
                 data = zf.read(info)
                 target = data.decode("utf-8", "surrogateescape")
                 if not link_stays_inside(path, target):
@@ -286,12 +286,12 @@ def read_archive(archive: Path) -> list[Member]:
     members: dict[str, Member] = {}
     for m in stream_archive(archive):
         if m.mode != TREE:
-            data = members[m.same_as].data if m.same_as is not None else _read_exact(m)
+            data = members[m.same_as].data if m.same_as is not None else read_exact(m)
             members[m.path] = Member(m.path, m.mode, data)
     return list(members.values())
 
 
-def _read_exact(member: StreamMember) -> bytes:
+def read_exact(member: StreamMember) -> bytes:
     data = member.reader.read()
     if len(data) != member.size:
         raise UpstreamError(f"member {member.path!r}: {len(data)} bytes, the archive declares {member.size}")

@@ -85,7 +85,7 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
     leaves no pack, no ref and no pin behind.
     """
     # tarfile and zipfile load for archive pins only
-    from materialize.upstream.archive import _read_exact, single_top_folder, stream_archive
+    from materialize.upstream.archive import read_exact, single_top_folder, stream_archive
 
     with PackWriter(store) as pack:
         marks: dict[str, tuple[str, int]] = {}
@@ -103,7 +103,7 @@ def _import_archive(store: Store, archive: Path, root: str | None, origin: str) 
                 continue
             reader = member.reader
             if member.mode == SYMLINK:  # a link's target is a few bytes: kept to judge it in the rooted tree
-                target = _read_exact(member)
+                target = read_exact(member)
                 links[member.path] = target.decode("utf-8", "surrogateescape")
                 reader = io.BytesIO(target)
             marks[member.path] = (member.mode, pack.add_blob(reader, member.size, f"{origin}: {member.path}",

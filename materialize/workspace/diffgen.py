@@ -15,11 +15,11 @@ own rule, or none when the patch never had any): an edit plus its revert gives b
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 from dataclasses import dataclass
 
 from materialize.errors import PatchApplyError, PatchFormatError
+from materialize.store import blob_id
 from materialize.workspace.diffscript import GIT, GNU, Block, edit_scripts
 from materialize.workspace.patchtext import (
     NO_NEWLINE,
@@ -258,10 +258,6 @@ def _lines(data: bytes | None) -> list[bytes]:
     return split_lines(data) if data else []
 
 
-def _blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def _similarity(a: bytes | None, b: bytes | None) -> int:
     if a == b:
         return 100
@@ -306,8 +302,8 @@ def _refresh_header(old: FileSection, ch: FileChange) -> list[bytes]:
         m = re.match(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", line, re.S)
         if m:
             width = len(m.group(1))
-            old_id = (_blob_id(ch.base) if ch.base is not None else "0" * 40)[:width].encode()
-            new_id = (_blob_id(ch.cur) if ch.cur is not None else "0" * 40)[:width].encode()
+            old_id = (blob_id(ch.base) if ch.base is not None else "0" * 40)[:width].encode()
+            new_id = (blob_id(ch.cur) if ch.cur is not None else "0" * 40)[:width].encode()
             if (old_id, new_id) != (m.group(1), m.group(2)[:width]):
                 line = b"index " + old_id + b".." + new_id + m.group(3)
         out.append(line)

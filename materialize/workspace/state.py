@@ -9,7 +9,6 @@ target, the store tree the files on disk were written from and the blob id of ea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import Any
 from materialize.errors import MaterializeError, UnsafePathError
 from materialize.paths import safe_relpath
 from materialize.series import Series, load_series
-from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store
+from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store, blob_id
 from materialize.workspace.journal import Journal, atomic_write
 
 WORK_ENV = "MATERIALIZE_WORK"
@@ -33,11 +32,6 @@ class DirtyWorkspaceError(MaterializeError):
     """The workspace holds changes no patch records yet (unrefreshed, or files of no patch)."""
 
     exit_code = 1
-
-
-def blob_id(data: bytes) -> str:
-    """The git blob id of ``data`` (what the store names its copy)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def work_root(series: Series) -> Path:
