@@ -275,9 +275,8 @@ class _Parser:
         lines = [line if line.endswith(b"\n") else line + b"\n" for line in body]
         if not any(line[0] != 32 for line in lines):
             raise self.error(stars, "malformed patch: hunk contains no changed lines")
-        source_start = old_first if old_length or not old_first else old_first
-        target_start = new_first if new_length or not new_first else new_first
-        hunk = Hunk(source_start, old_length, target_start, new_length, "", b"".join(lines),
+        # An empty side's first line is the one it follows, as in a unified header ("*** 3 ****" -> -3,0).
+        hunk = Hunk(old_first, old_length, new_first, new_length, "", b"".join(lines),
                     b"".join(map(_FIRST, lines)), stars + 1, unterminated)
         return hunk, i
 
