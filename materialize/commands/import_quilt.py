@@ -21,34 +21,91 @@ from materialize.upstream import parse_spec
 QUILT_DEFAULT_FUZZ = 2
 
 
-def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool]]:
-    """(patch path, strip, reverse) per entry, read as quilt reads ``series``.
+# quilt reads ``series`` with sed and awk, which split fields at spaces and TABs only (a CR, a form
+# feed or a vertical tab is part of a word, and Python's ``split()``/``splitlines()`` would cut there).
+_BLANKS = re.compile(r"[ \t]+")
+_COMMENT = re.compile(r"(^|[ \t]+)#.*")  # patch_args' awk: sub(/(^|[ \t]+)#.*/, "")
+_NUMBER = r"\+?(\d+)"  # GNU patch's numeric_string: "-p01" and "-p+1" are 1
 
-    ``#`` starts a comment only at the start of a line or after whitespace (``fix#12.patch`` is one
-    name); options are ``-pN`` and ``-R``; anything else is refused with file:line.
+
+def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool, int | None]]:
+    """(patch path, strip, reverse, fuzz or None) per entry, read exactly as quilt 0.67 reads ``series``.
+
+    quilt takes the entries with ``cat_series`` (a line starting with ``#`` is dropped; otherwise the
+    first word, after leading blanks, is the patch) and each one's options with ``patch_args`` (the
+    line without its comment, ``#`` at the start or after a blank, then the words after the first),
+    and runs ``patch OPTIONS -p1`` unless an option starts with ``-p``. So ``-p 0``, ``--strip=N`` (then
+    overridden by that ``-p1``), ``-F N`` and ``--fuzz=N`` are read as GNU patch reads them. What quilt
+    cannot apply is refused here, naming file:line, rather than imported as something quilt never
+    does: an indented comment (quilt looks for a patch named ``#``), a CR (a CRLF series file: quilt
+    looks for ``x.patch\r``, or GNU patch refuses ``-p1\r``), a name with a space (quilt takes its
+    first word), and an option we do not model (``-E``, ``-l``, ``-Rp1`` …).
     """
-    entries: list[tuple[str, int, bool]] = []
+    entries: list[tuple[str, int, bool, int | None]] = []
     try:
-        text = series_file.read_text(encoding="utf-8", errors="surrogateescape")
+        text = series_file.read_bytes().decode("utf-8", "surrogateescape")  # not read_text: it drops CRs
     except FileNotFoundError:
         raise SeriesError(f"{series_file}: no quilt series file here") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
+    for number, raw in enumerate(text.split("\n"), start=1):
+        where = f"{series_file}:{number}"
+        if raw.startswith("#"):
             continue
-        words = line.split()
-        strip, reverse = 1, False
-        for option in words[1:]:
-            match = re.fullmatch(r"-p(\d+)", option)
-            if match:
-                strip = int(match.group(1))
-            elif option == "-R":
-                reverse = True
-            else:
-                raise SeriesError(f"{series_file}:{number}: unsupported quilt option {option!r} (only -pN and -R)")
-        check_inside(series_file.parent, words[0], f"{series_file}:{number}")  # not /etc/x, not ../../x
-        entries.append((words[0], strip, reverse))
+        words = _BLANKS.split(_COMMENT.sub("", raw, count=1).strip(" \t"))
+        name = _BLANKS.split(raw.lstrip(" \t"), maxsplit=1)[0]
+        if not name:
+            continue
+        if name.startswith("#"):
+            raise SeriesError(f"{where}: quilt reads {name!r} as a patch name here (a comment line must start "
+                              "with '#' in its first column): quilt push fails on it, so the series is refused")
+        if "\r" in name or any("\r" in word for word in words):
+            raise SeriesError(f"{where}: a carriage return (a CRLF series file?): quilt reads it as part of the "
+                              "patch name or of an option and fails, so the series is refused; convert it to LF")
+        strip, reverse, fuzz = _quilt_options(words[1:], where)
+        check_inside(series_file.parent, name, where)  # not /etc/x, not ../../x
+        entries.append((name, strip, reverse, fuzz))
     return entries
+
+
+def _quilt_options(options: list[str], where: str) -> tuple[int, bool, int | None]:
+    """(strip, reverse, fuzz) from a series line's options, as ``patch OPTIONS [-p1]`` reads them.
+
+    GNU patch takes the last ``-p``/``--strip`` and the last ``-F``/``--fuzz``; quilt appends ``-p1``
+    when no option starts with ``-p``, so a lone ``--strip=0`` is overridden (``-p1`` comes last).
+    """
+    strip: int | None = None
+    reverse = False
+    fuzz: int | None = None
+    i = 0
+    while i < len(options):
+        option = given = options[i]
+        value: str | None = None
+        if option in ("-p", "--strip", "-F", "--fuzz") and i + 1 < len(options):
+            i += 1
+            value = options[i]
+            given = f"{option} {value}"
+        elif match := re.fullmatch(r"(-p|--strip=|-F|--fuzz=)(.+)", option):
+            option, value = match.group(1).rstrip("="), match.group(2)
+        elif option in ("-R", "--reverse"):
+            reverse = True
+            i += 1
+            continue
+        elif not option.startswith("-"):
+            raise SeriesError(f"{where}: quilt reads the first word as the patch and {option!r} as an option to "
+                              "GNU patch (a patch name with a space?): refused")
+        number = re.fullmatch(_NUMBER, value) if value is not None else None
+        if number is None:
+            raise SeriesError(f"{where}: unsupported quilt option {given!r} "
+                              "(only -pN, -p N, --strip=N, -R, --reverse, -FN, -F N, --fuzz=N)")
+        if option in ("-p", "--strip"):
+            strip = int(number.group(1))
+        else:
+            fuzz = int(number.group(1))
+        i += 1
+    if fuzz is not None and fuzz > 3:
+        raise SeriesError(f"{where}: fuzz {fuzz}: a series entry's max_fuzz is 0 to 3")
+    if not any(o.startswith("-p") for o in options):
+        strip = 1  # quilt's own -p1, after the line's options
+    return (1 if strip is None else strip), reverse, fuzz
 
 
 def resolve_git_rev(url: str, rev: str) -> str:
@@ -86,7 +143,7 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
         quilt_dir = quilt_dir / "patches"
         series_file = quilt_dir / "series"
     entries = parse_quilt_series(series_file)
-    for name, _strip, _reverse in entries:
+    for name, _strip, _reverse, _fuzz in entries:
         if not (quilt_dir / name).is_file():
             raise SeriesError(f"{series_file}: patch {name} is listed but {quilt_dir / name} does not exist")
     pin = parse_spec(upstream)
@@ -103,8 +160,9 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
         "targets": {target: {"pin": pin_data}},
         "patches": [
             {"patch": path, **({"name": name} if name else {}), "target": target,
-             **({"strip": strip} if strip != 1 else {}), **({"reverse": True} if reverse else {})}
-            for (path, strip, reverse), name in zip(entries, own_names([e[0] for e in entries]), strict=True)
+             **({"strip": strip} if strip != 1 else {}), **({"reverse": True} if reverse else {}),
+             **({"max_fuzz": fuzz} if fuzz is not None else {})}
+            for (path, strip, reverse, fuzz), name in zip(entries, own_names([e[0] for e in entries]), strict=True)
         ],
     }
 

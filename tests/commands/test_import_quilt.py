@@ -24,9 +24,10 @@ def test_parse_quilt_series_file(tmp_path):
     series = tmp_path / "series"
     series.write_text("# comment\n\nfirst.patch\nsecond.diff -p0  # trailing comment\nfix#12.patch\nrev.patch -R -p2\n")
     assert parse_quilt_series(series) == [
-        ("first.patch", 1, False), ("second.diff", 0, False), ("fix#12.patch", 1, False), ("rev.patch", 2, True),
+        ("first.patch", 1, False, None), ("second.diff", 0, False, None), ("fix#12.patch", 1, False, None),
+        ("rev.patch", 2, True, None),
     ]
-    series.write_text("ok.patch\nbad.patch -E\n")
+    series.write_text("ok.patch\nbad.patch -E\n")  # quilt passes -E to patch; we do not model it
     with pytest.raises(SeriesError, match=r"series:2: unsupported quilt option '-E'"):
         parse_quilt_series(series)
 
@@ -174,3 +175,65 @@ def test_a_quilt_series_that_lists_a_file_outside_its_folder_is_refused_at_impor
     (quilt / "ok.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
     with pytest.raises(SeriesError, match=rf"series:3: {re.escape(repr(listed))} is outside patches_dir"):
         parse_quilt_series(quilt / "series")
+
+
+# Series lines against quilt itself. Each is run by ``quilt push -a`` and by import-quilt + apply on the
+# same tree: where quilt applies, our tree must be quilt's; where quilt fails, we must refuse (at import,
+# or apply exits non-zero). KNOWN_REFUSALS are lines quilt applies that we refuse on purpose, loudly.
+_TEN = "".join(f"{i}\n" for i in range(1, 11))
+_QUILT_PATCHES = {
+    "p1.diff": "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n",
+    "p0.diff": "--- f\n+++ f\n@@ -8,3 +8,3 @@\n 8\n-9\n+nine\n 10\n",
+    "rev.diff": "--- a/f\n+++ b/f\n@@ -6,3 +6,3 @@\n 6\n-seven\n+7\n 8\n",  # applies only reversed
+    "fuzzy.diff": "--- a/f\n+++ b/f\n@@ -4,3 +4,3 @@\n four\n-5\n+five\n 6\n",  # needs fuzz 1
+    "h#sh.diff": "--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n 3\n-4\n+4#\n 5\n",
+    "sp ace.diff": "--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n 3\n-4\n+4 \n 5\n",
+}
+SERIES_LINES = [
+    "p1.diff\n", "p0.diff -p0\n", "p0.diff -p 0\n", "p0.diff\t-p0\t# c\n", "p0.diff -p0 # -R\n",
+    "p0.diff --strip=0\n", "p0.diff --strip=0 -p0\n", "p0.diff -p0 --strip 1\n", "p1.diff -p01\n",
+    "p1.diff -p+1\n", "p0.diff -p0 -p1\n", "rev.diff -R\n", "rev.diff --reverse\n", "rev.diff -R -R\n",
+    "rev.diff\n", "fuzzy.diff\n", "fuzzy.diff -F0\n", "fuzzy.diff -F 1\n", "fuzzy.diff --fuzz=0\n",
+    "fuzzy.diff --fuzz 2\n", "p1.diff\r\n", "p1.diff # c\r\n", "p1.diff -p1\r\n", "p1.diff\r\np0.diff -p0\r\n",
+    "  # indented comment\np1.diff\n", "p1.diff\n\t#x\n", "#p0.diff\np1.diff\n", "p1.diff\n  p0.diff -p0\n",
+    "p1.diff\n\n \t\n", "h#sh.diff\n", "sp ace.diff\n", "p1.diff -pab\n", "p1.diff -p\n", "p1.diff -E\n",
+    "p1.diff\np1.diff\n", "p1.diff\x0b\n", "p1.diff#x\n",
+]
+KNOWN_REFUSALS = {"p1.diff -E\n"}  # quilt runs patch -E (remove files left empty): not modelled, refused
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("lines", SERIES_LINES)
+def test_series_lines_are_read_as_quilt_reads_them(lines, tmp_path):
+    upstream = tmp_path / "up"
+    upstream.mkdir()
+    (upstream / "f").write_text(_TEN)
+    quilt_dir = tmp_path / "patches"
+    quilt_dir.mkdir()
+    for name, text in _QUILT_PATCHES.items():
+        (quilt_dir / name).write_text(text)
+    (quilt_dir / "series").write_bytes(lines.encode())
+    upstream_tar = tmp_path / "up-1.0.tar.gz"
+    with tarfile.open(upstream_tar, "w:gz") as tar:
+        tar.add(upstream, arcname="up-1.0")
+    work = tmp_path / "quilt"
+    work.mkdir()
+    with tarfile.open(upstream_tar) as tar:
+        tar.extractall(work, **_TAR_FILTER)
+    env = {**os.environ, "QUILT_PATCHES": str(quilt_dir), "QUILTRC": "/dev/null"}
+    quilt = subprocess.run(["quilt", "push", "-a", "-q"], cwd=work / "up-1.0", env=env, capture_output=True)
+    series = tmp_path / "imported.yaml"
+    try:
+        code = main(["import-quilt", str(quilt_dir), "--upstream", str(upstream_tar), "--target", "t",
+                     "-o", str(series)])
+    except SeriesError:
+        code = 2
+    if code == 0:
+        code = main(["apply", "--series", str(series), "--out", str(tmp_path / "out")])
+    if lines in KNOWN_REFUSALS:
+        assert quilt.returncode == 0 and code != 0
+    elif quilt.returncode != 0:
+        assert code != 0, f"quilt fails on {lines!r}, we applied it"
+    else:
+        assert code == 0, f"quilt applies {lines!r}, we refused it"
+        assert tree_bytes(tmp_path / "out" / "t") == tree_bytes(work / "up-1.0")
