@@ -174,6 +174,17 @@ def _find(lines: list[bytes], pattern: list[bytes], near: int, reach: int = 5000
     return None
 
 
+def _anchor_holds(p: _Piece, base_len: int) -> bool:
+    """A hunk with less context after its changes than before them applies only at the end of the file
+    (less before: only at its start), GNU patch's rule at fuzz 0: a kept hunk still has to sit there.
+    ``abc`` + "append a line" kept its bytes when the new upstream grew a line at the end, and the
+    rebase died on its own regenerated patch (it no longer applied), half-way, with no conflict to
+    resolve."""
+    assert p.hunk is not None
+    lead, trail = _context(p.hunk)
+    return (lead == trail or (trail < lead and p.b1 == base_len) or (lead < trail and p.b0 == 0))
+
+
 def _kept_candidates(old: FileSection | None, base, prev, cur) -> list[_Piece]:
     """Old hunks that still match base and prev exactly (possibly moved) and that the prev→cur edit
     leaves alone. Moved hunks keep their bytes; only their ``@@`` numbers are rewritten."""
@@ -213,7 +224,7 @@ def _file_hunks(old: FileSection | None, base: list[bytes], prev, cur: list[byte
     would write wherever the old patch was written by it, and the old bytes wherever they still hold.
     """
     kept = [p for p in _kept_candidates(old, base, prev, cur)
-            if _on_path(blocks, p.b0, p.c0) and _on_path(blocks, p.b1, p.c1)]
+            if _on_path(blocks, p.b0, p.c0) and _on_path(blocks, p.b1, p.c1) and _anchor_holds(p, len(base))]
     sections = {_loc(h.old_start, h.old_len): h.section for h in (old.hunks if old else [])}
     while True:
         demote: set[int] = set()

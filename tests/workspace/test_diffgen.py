@@ -204,3 +204,24 @@ def test_refresh_after_push_force_never_drops_a_git_binary_payload(project) -> N
         assert f"{patch}:7: models/tt/blob.bin: a GIT binary patch" in proc.stderr
     assert patch.read_bytes() == BINARY_PATCH
     assert cli("pop", "-f").returncode == 0 and patch.read_bytes() == BINARY_PATCH
+
+
+def test_a_kept_hunk_anchored_at_the_end_of_a_file_moves_off_it_only_regenerated(tmp_path: Path) -> None:
+    """A hunk with less context after its change than before applies only at the end of the file (GNU
+    patch at fuzz 0). The upstream grew a line at the end; the hunk that appends ``# first`` kept its
+    bytes, did not apply any more, and `rebase` died on its own regenerated patch half-way (exit 1, no
+    conflict to resolve, only --abort left)."""
+    base = b"".join(b"%d\n" % i for i in range(1, 21))
+    v1 = base + b"# first\n"
+    p1 = regenerate(None, [FileChange("models/attention.py", base, v1)], header=HEADER)
+    grown = base + b"# upstream moved on\n"
+    merged = base + b"# first\n# upstream moved on\n"
+    p2 = regenerate(parse(p1), [FileChange("models/attention.py", grown, merged, prev=merged)])
+    assert apply_with_gnu_patch(tmp_path, grown, p2) == merged
+    # at the start of a file, likewise
+    v1 = b"# zeroth\n" + base
+    p1 = regenerate(None, [FileChange("models/attention.py", base, v1)], header=HEADER)
+    grown = b"# upstream moved on\n" + base
+    merged = b"# upstream moved on\n# zeroth\n" + base
+    p2 = regenerate(parse(p1), [FileChange("models/attention.py", grown, merged, prev=merged)])
+    assert apply_with_gnu_patch(tmp_path, grown, p2) == merged
