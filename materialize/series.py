@@ -414,6 +414,33 @@ class PatchEntry:
             )
         return out
 
+    def encode(self, data: bytes) -> bytes:
+        """``data`` (a patch text) as this entry's file keeps it: compressed again when the file is
+        ``.gz``/``.bz2``/``.xz``/``.lzma``, as quilt's refresh does. Every command that writes a patch file
+        goes through here (refresh, header, rebase, import-git): a plain diff written under a ``.gz`` name
+        left a series that no command could load. Deterministic (no timestamp in the gzip header), so
+        the same text gives the same file."""
+        return encode_patch(self.path, data)
+
+    def raw(self) -> bytes:
+        """The file's bytes as they are on disk (compressed or not): what a copy, a backup or a rename
+        keeps, so restoring it is byte for byte."""
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise SeriesError(f"{self.where}: patch {self.name}: cannot read {self.path}: {exc.strerror or exc}") from None
+
+    @property
+    def suffixes(self) -> str:
+        """The file name's ending that a rename keeps: ``.patch.gz`` of ``0001-x.patch.gz``, ``.diff``; a
+        file named otherwise (``fix.txt``, ``fix.gz``) becomes ``.patch`` plus its compression, so the new
+        file's name is the new patch name and it is still read the way it is written."""
+        name, stem = self.path.name, patch_name(self.path.name)
+        if stem != name:
+            return name[len(stem):]
+        suffix = self.path.suffix.lower()
+        return ".patch" + (self.path.suffix if suffix in _COMPRESSED else "")
+
     @property
     def where(self) -> str:
         """``series-file:line`` of this entry (set by ``load_series``)."""
@@ -471,6 +498,23 @@ class Series:
         if ref in (0, "0", "base"):
             return 0
         return self.find(ref).position
+
+
+def encode_patch(path: Path, data: bytes) -> bytes:
+    """A patch text as a file named ``path`` keeps it (see ``PatchEntry.encode``; import-git writes files
+    a series does not list yet)."""
+    suffix = path.suffix.lower()
+    if suffix not in _COMPRESSED:
+        return data
+    import bz2
+    import gzip
+    import lzma
+
+    if suffix == ".gz":
+        return gzip.compress(data, mtime=0)
+    if suffix == ".bz2":
+        return bz2.compress(data)
+    return lzma.compress(data, format=lzma.FORMAT_XZ if suffix == ".xz" else lzma.FORMAT_ALONE)
 
 
 def patch_name(patch: str) -> str:

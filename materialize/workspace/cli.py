@@ -202,13 +202,15 @@ def _report_refresh(plan: edit.RefreshPlan) -> None:
 
 @command("refresh")
 @series_option
+@option("-f", "--force", action="store_true",
+        help="also when the patch file was changed since it was pushed: what work/ holds overwrites the change")
 @option("patch", nargs="?")
-def refresh(series_path: Path | None, patch: str | None) -> int:
+def refresh(series_path: Path | None, patch: str | None, force: bool) -> int:
     """Regenerate the top patch (or PATCH) from the workspace; unchanged hunks stay byte-identical."""
     from materialize.workspace import edit
 
     with _session(series_path, "refresh") as ws:
-        plan = edit.refresh(ws, patch)
+        plan = edit.refresh(ws, patch, force=force)
     _report_refresh(plan)
     write(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged")
     return 0

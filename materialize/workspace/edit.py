@@ -8,6 +8,7 @@ new patch reproduces the workspace by applying it with the engine before anythin
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import subprocess
 import time
@@ -109,13 +110,15 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     return plan
 
 
-def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
-    """Write the regenerated patch (top, or ``ref`` when no later applied patch shares its files)."""
+def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> RefreshPlan:
+    """Write the regenerated patch (top, or ``ref`` when no later applied patch shares its files);
+    ``force`` also when its file was changed since it was pushed (``check_unchanged_since_push``)."""
     state = ws.load()
     check_stack_matches(ws, state)
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     if entry.position > state.position:
         raise MaterializeError(f"{entry.name} is not applied (top is {state.top}); push it first")
+    check_unchanged_since_push(ws, state, entry, force=force)
     plan = plan_refresh(ws, state, entry)
     if plan.markers:
         raise MaterializeError(
@@ -138,7 +141,7 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
     if not plan.changed:
         return plan
     with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
-        journal.write(entry.path, plan.new)
+        journal.write(entry.path, entry.encode(plan.new))
         ws.reload_series()
         # Through the engine even for the top: it records the new prefix, so popping and pushing the
         # refreshed patch again (quilt's daily loop) finds it cached instead of applying it again.
@@ -158,6 +161,33 @@ def refresh(ws: Workspace, ref: str | None = None) -> RefreshPlan:
         state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
         ws.save(state, journal)
     return plan
+
+
+def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *, force: bool = False) -> None:
+    """Refuse to regenerate ``entry`` while an applied patch file is no longer the one that was pushed
+    (edited by hand, rewritten by import-git or another checkout): work/ holds what was pushed.
+
+    ``entry`` itself: refresh would write work/ back over the edit without a word (``force``: on
+    purpose). A patch below it: refresh diffs against the series as it is now, so ``entry`` would
+    record the reverse of that edit (never forced). quilt's pop notices the same thing ("does not
+    remove cleanly"); here pop is safe (work/ is in the store), and pop + push applies the edit.
+    """
+    changed = [p for p, record in zip(ws.series.patches, state.applied, strict=False)
+               if p.name == record["name"] and record.get("sha256") not in (None, p.sha256())]
+    if entry in changed and not force:
+        raise MaterializeError(
+            f"refresh {entry.name} refused: {entry.path} was changed since it was pushed (edited by hand?), and "
+            f"work/ holds the version that was pushed, so refresh would overwrite the change. `materialize pop` "
+            f"then `materialize push` applies the changed file to work/ (unrefreshed edits: refresh or save them "
+            f"first); `materialize refresh --force` overwrites it with what work/ holds")
+    below = [p for p in changed if p.position < entry.position]
+    if below:
+        raise MaterializeError(
+            f"refresh {entry.name} refused: {', '.join(str(p.path) for p in below)} changed since "
+            f"{'it was' if len(below) == 1 else 'they were'} pushed, and work/ holds the pushed version, so "
+            f"{entry.name} would record the reverse of that change. Pop to {below[0].name} and push again (that "
+            f"applies the change; `pop --force` saves unrefreshed edits under {ws.meta / 'saved'}), or put the "
+            "file back")
 
 
 def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:
@@ -403,14 +433,14 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     if any(p.name == stem for p in ws.series.patches):
         raise MaterializeError(f"rename: a patch named {stem} is already in the series")
     old_rel = entry.spec.patch
-    suffix = Path(old_rel).suffix or ".patch"
+    suffix = entry.suffixes  # .patch.gz stays .patch.gz, and the bytes move as they are
     new_rel = str(Path(old_rel).parent / f"{stem}{suffix}") if "/" in old_rel else f"{stem}{suffix}"
     new_path = entry.path.parent / f"{stem}{suffix}"
     if new_path.exists():
         raise MaterializeError(f"rename: {new_path} already exists")
     doc = _series_doc(ws)
     with Journal.run(ws.meta, "rename", [new_name] + ([ref] if ref else [])) as journal:
-        journal.write(new_path, entry.read())
+        journal.write(new_path, entry.raw())
         journal.remove(entry.path)
         doc.set_field(doc.index_of(old_rel), "patch", new_rel)
         if entry.spec.name is not None:  # an entry named apart from its file (see PatchSpec.name)
@@ -444,7 +474,7 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             keep = ws.meta / "saved" / f"{stamp}-delete" / entry.path.name
             keep.parent.mkdir(parents=True, exist_ok=True)
-            keep.write_bytes(entry.read())
+            keep.write_bytes(entry.raw())
             journal.remove(entry.path)
         ws.reload_series()
         ws.save(state, journal)
@@ -506,9 +536,13 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
         text += b"\n"
     parsed.header = text
     with Journal.run(ws.meta, "header", [entry.name]) as journal:
-        journal.write(entry.path, parsed.render())
+        journal.write(entry.path, entry.encode(parsed.render()))
         if entry.position <= state.position:
             ws.reload_series()
-            state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+            # only this entry's record moves, and only when its file was the one pushed: re-recording
+            # every applied patch's sha256 blessed a diff edited by hand (the next refresh dropped it)
+            record = state.applied[entry.position - 1]
+            if record["name"] == entry.name and record.get("sha256") == hashlib.sha256(data).hexdigest():
+                record["sha256"] = ws.series.patches[entry.position - 1].sha256()
             ws.save(state, journal)
     return entry

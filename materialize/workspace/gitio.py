@@ -26,7 +26,7 @@ from materialize.engine import materialize
 from materialize.errors import MaterializeError, SeriesError, UnsafePathError
 from materialize.patching import parse_patch
 from materialize.patching.tree import apply_to_tree
-from materialize.series import PatchEntry, Series, check_patch_file
+from materialize.series import PatchEntry, Series, check_patch_file, encode_patch
 from materialize.store import REGULAR, Store
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -250,14 +250,15 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
     patches_dir = series.resolve(series.spec.patches_dir)
     doc = SeriesDoc.load(series.path)
     with Journal.run(ws.meta, "import-git", [target, rev_range, "--repo", str(repo_path)]) as journal:
-        for rel, data, is_new in planned:
+        for rel, text, is_new in planned:
             path = patches_dir / rel
             name = Path(rel).stem
+            data = encode_patch(path, text)  # a .patch.gz entry stays compressed (as refresh keeps it)
             if is_new:
                 if path.exists() and path.read_bytes() != data:
                     raise MaterializeError(f"import-git: {path} exists but is not in the series; move it away first")
                 result.created.append(name)
-            elif path.read_bytes() == data:
+            elif path.read_bytes() == data or by_file[rel].read() == text:
                 result.unchanged.append(name)
                 continue
             else:
@@ -270,7 +271,7 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
             for entry in gone:
                 doc.remove(doc.index_of(entry.spec.patch))
                 if entry.path.exists():
-                    (keep / entry.path.name).write_bytes(entry.read())
+                    (keep / entry.path.name).write_bytes(entry.raw())
                     journal.remove(entry.path)
                 result.pruned.append(entry.name)
             result.saved_to = str(keep)

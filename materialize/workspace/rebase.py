@@ -373,7 +373,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         files = {"series": ws.series.path.read_bytes()}
         (backup / "series").write_bytes(files["series"])
         for e in entries:
-            (backup / f"{e.name}.patch").write_bytes(e.read())
+            (backup / f"{e.name}.patch").write_bytes(e.raw())  # as kept: --abort restores it byte for byte
         rb.data = {
             "target": target, "spec": spec, "orig_position": orig_position,
             "patches": {e.name: str(e.path) for e in entries}, "old": {k: list(v) for k, v in chain.items()},
@@ -414,7 +414,7 @@ def _run(rb: Rebase) -> list[Outcome]:
                 else:
                     assert contents is not None
                     if outcome.status != "clean":
-                        journal.write(entry.path, _regenerate(ws.store, before, entry, data, contents))
+                        journal.write(entry.path, entry.encode(_regenerate(ws.store, before, entry, data, contents)))
                     rb.data["tree"] = ws.store.write_tree(before, contents)
                 rb.data["todo"].pop(0)
                 rb.data["done"].append(outcome.to_json())
@@ -453,7 +453,7 @@ def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
     journal.write(ws.series.path, doc.render())
     keep = ws.meta / "saved" / "rebase-dropped" / entry.path.name
     keep.parent.mkdir(parents=True, exist_ok=True)
-    keep.write_bytes(entry.read())
+    keep.write_bytes(entry.raw())
     journal.remove(entry.path)
 
 
@@ -507,7 +507,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                     f"rebase --continue: the files of {entry.name} in {ws.target_dir(entry.target)} now hold none of "
                     f"its changes, so it would be written back empty; edit them to keep its changes, or "
                     f"`materialize rebase --skip` to drop it (its file is kept under {ws.meta / 'saved'})")
-            journal.write(entry.path, new)
+            journal.write(entry.path, entry.encode(new))
             rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"

@@ -1,0 +1,152 @@
+"""The patch files themselves, as users keep them: compressed (quilt's `.patch.gz`), or edited by hand
+while applied. Every command that writes a patch file writes it the way it was kept, and none silently
+overwrites a hand edit with what work/ holds."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import MaterializeError
+
+from .test_edit import ATTN, patch_file, run, wfile
+
+COMPRESS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
+
+
+def compressed_patch(project: Path, suffix: str) -> Path:
+    """One refreshed patch, then compressed in place as a quilt user (or dpkg-source) keeps it."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# first\n")
+    run(project, "refresh")
+    run(project, "pop")
+    plain = patch_file(project, "0001-a")
+    packed = plain.with_name(plain.name + suffix)
+    packed.write_bytes({".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](plain.read_bytes()))
+    plain.unlink()
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("0001-a.patch", "0001-a.patch" + suffix))
+    return packed
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_refresh_of_a_compressed_patch_writes_it_compressed(project: Path, suffix: str) -> None:
+    """refresh wrote the plain diff into 0001-a.patch.gz: the series no longer loaded (rolled back, but
+    a compressed patch could never be refreshed). quilt recompresses by the file's suffix."""
+    packed = compressed_patch(project, suffix)
+    assert run(project, "push") == 0
+    f = wfile(project)
+    f.write_text(f.read_text() + "# second\n")
+    assert run(project, "refresh") == 0
+    text = COMPRESS[suffix](packed.read_bytes())
+    assert b"+# first\n" in text and b"+# second\n" in text
+    assert run(project, "pop") == 0 and run(project, "push") == 0
+    assert f.read_text().endswith("# first\n# second\n")
+
+
+def test_header_of_a_compressed_patch_keeps_it_compressed(project: Path, tmp_path: Path) -> None:
+    packed = compressed_patch(project, ".gz")
+    text = tmp_path / "h.txt"
+    text.write_text("Subject: a new description\n")
+    assert run(project, "header", "--set", str(text), "0001-a") == 0
+    data = gzip.decompress(packed.read_bytes())
+    assert data.startswith(b"Subject: a new description\n") and b"+# first\n" in data
+    assert run(project, "push") == 0
+
+
+def test_rename_of_a_compressed_patch_moves_its_bytes_and_keeps_its_suffixes(project: Path) -> None:
+    """rename copied the decompressed bytes into `uno.gz`: a plain diff under a .gz name, and every later
+    command failed to load the series (exit 2) until the file was fixed by hand."""
+    packed = compressed_patch(project, ".gz")
+    raw = packed.read_bytes()
+    assert run(project, "rename", "-P", "0001-a", "uno") == 0
+    renamed = packed.with_name("uno.patch.gz")
+    assert renamed.read_bytes() == raw and not packed.exists()
+    assert "tt-metal/uno.patch.gz" in (project / "series" / "default.yaml").read_text()
+    assert run(project, "push") == 0
+
+
+def test_rebase_abort_restores_a_compressed_patch_byte_for_byte(project: Path) -> None:
+    """The rebase backup held the decompressed text, and --abort wrote it back under the .gz name."""
+    packed = compressed_patch(project, ".gz")
+    raw = packed.read_bytes()
+    upstream = project / "upstream" / "tt-metal" / "models" / "tt" / "attention.py"
+    moved = project / "upstream-2"
+    shutil.copytree(project / "upstream" / "tt-metal", moved)
+    target = moved / "models" / "tt" / "attention.py"
+    lines = upstream.read_text().splitlines(keepends=True)
+    target.write_text("".join(lines[:-1]) + "# upstream rewrote its last line\n")  # the patch's context: conflict
+    run(project, "push")
+    with pytest.raises(MaterializeError, match="rebase stopped: 0001-a"):
+        run(project, "rebase", "tt-metal", "--to", str(moved))
+    assert run(project, "rebase", "--abort") == 0
+    assert packed.read_bytes() == raw
+
+
+def test_refresh_refuses_to_overwrite_a_patch_edited_by_hand_while_applied(project: Path, capsys) -> None:
+    """quilt's pop notices a patch file newer than its push ("does not remove cleanly"); our refresh wrote
+    what work/ holds over the hand edit, which work/ never saw: the edit was gone without a word."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# first\n")
+    run(project, "refresh")
+    p = patch_file(project, "0001-a")
+    p.write_bytes(p.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    edited = p.read_bytes()
+    with pytest.raises(MaterializeError, match=r"0001-a.patch was changed since it was pushed"):
+        run(project, "refresh")
+    assert p.read_bytes() == edited
+    # the way out the message names: pop and push it again (work/ then holds the edit), then refresh
+    assert run(project, "pop") == 0 and run(project, "push") == 0
+    assert f.read_text().endswith("# first, by hand\n")
+    assert run(project, "refresh") == 0 and p.read_bytes() == edited
+    # or refresh --force: what work/ holds wins, on purpose
+    p.write_bytes(edited.replace(b"by hand", b"by hand again"))
+    assert run(project, "refresh", "--force") == 0
+    assert b"by hand again" not in p.read_bytes() and b"+# first, by hand\n" in p.read_bytes()
+
+
+def test_a_header_edit_does_not_bless_a_hand_edited_diff(project: Path, tmp_path: Path) -> None:
+    """`header --set` re-recorded every applied patch's sha256, so a diff edited by hand before it was
+    recorded as the one pushed, and the next refresh dropped the edit without a word."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# first\n")
+    run(project, "refresh")
+    p = patch_file(project, "0001-a")
+    p.write_bytes(p.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    text = tmp_path / "h.txt"
+    text.write_text("Subject: described\n")
+    assert run(project, "header", "--set", str(text)) == 0
+    with pytest.raises(MaterializeError, match="changed since it was pushed"):
+        run(project, "refresh")
+    assert b"+# first, by hand\n" in p.read_bytes()
+
+
+def test_refresh_refuses_while_a_lower_patch_was_edited_by_hand(project: Path) -> None:
+    """refresh diffs the top against the series as it is now: with 0001 edited by hand (and work/ still
+    holding the pushed 0001), 0002 recorded the reverse of that edit as its own hunk."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# first\n")
+    run(project, "refresh")
+    run(project, "new", "0002-b", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f.write_text(f.read_text() + "# second\n")
+    lower = patch_file(project, "0001-a")
+    lower.write_bytes(lower.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    top = patch_file(project, "0002-b").read_bytes()
+    for args in ([], ["--force"]):
+        with pytest.raises(MaterializeError, match="would record the reverse of that change"):
+            run(project, "refresh", *args)
+    assert patch_file(project, "0002-b").read_bytes() == top
