@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -61,26 +60,36 @@ class StoreTree:
         return f"<materialized {self.target}@{self.tree[:12]}>/{path}"
 
 
-@dataclass
 class Materialization:
-    """The result of applying a selection of the series; ``id`` names the code, nothing else."""
+    """The result of applying a selection of the series; ``id`` names the code, nothing else.
 
-    id: str
-    series: Series
-    position: int
-    applied: tuple[PatchEntry, ...]
-    store: Store
-    trees: dict[str, str]
-    base_trees: dict[str, str]
-    pins: dict[str, dict]
-    commits: dict[str, str]
-    reports: list[PatchReport] = field(default_factory=list)
-    display_root: str | None = None
-    empty_dirs: dict[str, list[str]] = field(default_factory=dict)
-    """Per target, the upstream's empty directories that a full output recreates (see ``surviving_empty_dirs``)."""
-    _changed: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict, repr=False, compare=False)
-    _manifests: dict[bool, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
-    """``output.manifest`` per overlay flag: the output writes it and ``apply --json`` prints it."""
+    ``empty_dirs``: per target, the upstream's empty directories that a full output recreates (see
+    ``surviving_empty_dirs``). ``_manifests``: ``output.manifest`` per overlay flag (the output writes
+    it and ``apply --json`` prints it). A plain class, as every record that each command loads: the
+    ``dataclasses`` module and the methods it generates cost more start-up than ``status`` itself.
+    """
+
+    def __init__(self, id: str, series: Series, position: int, applied: tuple[PatchEntry, ...], store: Store,
+                 trees: dict[str, str], base_trees: dict[str, str], pins: dict[str, dict], commits: dict[str, str],
+                 reports: list[PatchReport] | None = None, display_root: str | None = None,
+                 empty_dirs: dict[str, list[str]] | None = None) -> None:
+        self.id = id
+        self.series = series
+        self.position = position
+        self.applied = applied
+        self.store = store
+        self.trees = trees
+        self.base_trees = base_trees
+        self.pins = pins
+        self.commits = commits
+        self.reports = reports if reports is not None else []
+        self.display_root = display_root
+        self.empty_dirs = empty_dirs if empty_dirs is not None else {}
+        self._changed: dict[str, tuple[list[str], list[str]]] = {}
+        self._manifests: dict[bool, dict[str, Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"Materialization(id={self.id!r}, position={self.position}, trees={self.trees!r})"
 
     def tree(self, target: str) -> StoreTree:
         root = f"{self.display_root}/{target}" if self.display_root else None

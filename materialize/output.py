@@ -22,7 +22,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -212,16 +211,19 @@ def _publish_fresh(m: Materialization, final: Path, wanted: str, overlay: bool) 
         raise
 
 
-@dataclass
 class _Step:
     """What one target's folder needs to go from one output to another (``undo``: and back)."""
 
-    write: list[str]
-    remove: list[str]
-    empty_dirs: list[str]
-    drop_dirs: list[str]
-    tree: str
-    undo: _Step | None = None
+    __slots__ = ("write", "remove", "empty_dirs", "drop_dirs", "tree", "undo")
+
+    def __init__(self, write: list[str], remove: list[str], empty_dirs: list[str], drop_dirs: list[str],
+                 tree: str) -> None:
+        self.write = write
+        self.remove = remove
+        self.empty_dirs = empty_dirs
+        self.drop_dirs = drop_dirs
+        self.tree = tree
+        self.undo: _Step | None = None
 
     def changes(self) -> bool:
         assert self.undo is not None

@@ -7,7 +7,6 @@ its report), written to manifest.json, and printed as a table; nothing here form
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -27,8 +26,7 @@ class HunkReport(NamedTuple):
 _STATUS = itemgetter(2)  # HunkReport.status
 
 
-@dataclass(frozen=True)
-class PatchReport:
+class PatchReport(NamedTuple):
     position: int
     name: str
     target: str
@@ -38,7 +36,7 @@ class PatchReport:
     added: int
     removed: int
     reused: bool = False
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] | tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Hunks per status; ``check`` refuses any fuzz so the series stays exact."""

@@ -15,9 +15,8 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from materialize.errors import SeriesError, UnsafePathError
 from materialize.yamlpos import load_located
@@ -352,8 +351,7 @@ class SeriesSpec(_Model):
     patches: list[PatchSpec] = _field(_list(PatchSpec.parse), default_factory=list)
 
 
-@dataclass(frozen=True)
-class PatchEntry:
+class PatchEntry(NamedTuple):
     """One resolved series entry: position is 1-based, as quilt counts."""
 
     position: int
@@ -450,8 +448,7 @@ class PatchEntry:
         return hashlib.sha256(self.read()).hexdigest()
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(NamedTuple):
     """A validated series file."""
 
     path: Path

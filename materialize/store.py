@@ -28,9 +28,8 @@ import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
@@ -60,8 +59,7 @@ _COMMIT_ENV = {
 }
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One file in a tree: its git mode and blob id."""
 
     mode: str

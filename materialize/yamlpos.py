@@ -17,7 +17,6 @@ import hashlib
 import marshal
 import os
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,13 +37,15 @@ MAX_DEPTH = 64
 MAX_NODES = 100_000
 
 
-@dataclass
 class LocatedYaml:
     """Plain data plus the 1-based line of every mapping key / sequence item."""
 
-    data: Any
-    source: str
-    lines: dict[PathKey, int] = field(default_factory=dict)
+    __slots__ = ("data", "source", "lines")
+
+    def __init__(self, data: Any, source: str, lines: dict[PathKey, int] | None = None) -> None:
+        self.data = data
+        self.source = source
+        self.lines = lines if lines is not None else {}
 
     def validate(self, model: type[ModelT], error: type[MaterializeError], what: str, fields: str) -> ModelT:
         """Validate the document against ``model``; every problem becomes one ``file:line: field`` line."""

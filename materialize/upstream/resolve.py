@@ -17,9 +17,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
@@ -36,8 +35,7 @@ from materialize.store import (
 )
 
 
-@dataclass(frozen=True)
-class ResolvedPin:
+class ResolvedPin(NamedTuple):
     """A pin resolved to a tree in the store; ``identity`` is what the manifest records.
 
     ``identity["empty_dirs"]`` (present when there are any) lists the upstream's empty directories:

@@ -7,12 +7,10 @@ new patch reproduces the workspace by applying it with the engine before anythin
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,18 +27,20 @@ if TYPE_CHECKING:
     from materialize.workspace.seriesedit import SeriesDoc
 
 
-@dataclass
 class RefreshPlan:
     """What refresh would write, and what it leaves out (reported, never dropped)."""
 
-    entry: PatchEntry
-    old: bytes
-    new: bytes
-    new_tree: str
-    files: list[str]
-    elsewhere: list[str] = field(default_factory=list)  # modified files that belong to another patch
-    stray: list[str] = field(default_factory=list)  # files on disk that belong to no patch
-    markers: list[str] = field(default_factory=list)  # "file:line" of conflict markers the patch would add
+    __slots__ = ("entry", "old", "new", "new_tree", "files", "elsewhere", "stray", "markers")
+
+    def __init__(self, entry: PatchEntry, old: bytes, new: bytes, new_tree: str, files: list[str]) -> None:
+        self.entry = entry
+        self.old = old
+        self.new = new
+        self.new_tree = new_tree
+        self.files = files
+        self.elsewhere: list[str] = []  # modified files that belong to another patch
+        self.stray: list[str] = []  # files on disk that belong to no patch
+        self.markers: list[str] = []  # "file:line" of conflict markers the patch would add
 
     @property
     def changed(self) -> bool:
@@ -89,7 +89,7 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
         ))
     old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
     new = regenerate(old, changes, strip=entry.strip, source=str(entry.path))
-    new_tree = apply_one(ws.store, before, dataclasses.replace(entry, max_fuzz=0), new)
+    new_tree = apply_one(ws.store, before, entry._replace(max_fuzz=0), new)
     for ch in changes:
         got = ws.tree_entry(new_tree, ch.path)
         want = ws.disk_entry(target, ch.path)
@@ -486,8 +486,8 @@ def reordered(series: Series, moving: PatchEntry, after: int) -> Series:
     rest = [p for p in series.patches if p.name != moving.name]
     index = after if after < moving.position else after - 1
     rest.insert(index, moving)
-    patches = tuple(dataclasses.replace(p, position=i + 1) for i, p in enumerate(rest))
-    return dataclasses.replace(series, patches=patches)
+    patches = tuple(p._replace(position=i + 1) for i, p in enumerate(rest))
+    return series._replace(patches=patches)
 
 
 def move(ws: Workspace, ref: str, after: str) -> Series:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_AUTHOR = "materialize <materialize@localhost>"
 DEFAULT_DATE = "Thu, 01 Jan 1970 00:00:00 +0000"
 TRAILER = "Materialize-Patch"
 
 
-@dataclass(frozen=True)
-class Description:
+class Description(NamedTuple):
     author: str  # "Name <email>"
     date: str  # RFC 2822
     subject: str

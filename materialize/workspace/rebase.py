@@ -182,7 +182,7 @@ def _regenerate(store: Store, tree: str, entry: PatchEntry, data: bytes,
                                   prev=cur[1] if cur else None,
                                   old_mode=base[0] if base else None, new_mode=cur[0] if cur else None))
     new = regenerate(old, changes, strip=entry.strip, source=str(entry.path))
-    check_tree = apply_one(store, tree, dataclasses.replace(entry, max_fuzz=0), new)
+    check_tree = apply_one(store, tree, entry._replace(max_fuzz=0), new)
     for path, cur in contents.items():
         if current_in_tree(store, check_tree, path) != cur:
             raise MaterializeError(f"rebase: regenerated {entry.name} does not reproduce {path}; stopped")

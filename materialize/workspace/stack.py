@@ -7,9 +7,8 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from materialize.errors import MaterializeError, PatchApplyError
 from materialize.workspace.journal import Journal
@@ -20,8 +19,7 @@ if TYPE_CHECKING:
     from materialize.series import PatchEntry
 
 
-@dataclass
-class MoveResult:
+class MoveResult(NamedTuple):
     position: int
     top: str | None
     saved_to: str | None = None

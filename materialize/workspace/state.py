@@ -14,7 +14,6 @@ import os
 import shutil
 import stat
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,29 @@ def work_root(series: Series) -> Path:
     return Path(override).resolve() if override else series.base_dir.parent / "work"
 
 
-@dataclass
 class State:
-    """What ``state.json`` holds: position, applied patches, and per target the tree on disk."""
+    """What ``state.json`` holds: position, applied patches, and per target the tree on disk.
 
-    series: str
-    position: int = 0
-    applied: list[dict[str, str]] = field(default_factory=list)  # [{"name", "sha256"}] in order
-    trees: dict[str, str] = field(default_factory=dict)  # target -> store tree at ``position``
-    bases: dict[str, str] = field(default_factory=dict)  # target -> pinned base tree
-    files: dict[str, dict[str, str | None]] = field(default_factory=dict)  # target -> path -> blob|None
-    added: dict[str, list[str]] = field(default_factory=dict)  # top patch name -> files added to it
-    pins: dict[str, Any] = field(default_factory=dict)  # target -> the pin the bases were resolved from
-    rejects: dict[str, list[str]] = field(default_factory=dict)  # target -> .rej files a push -f left
-    refs_for: dict[str, str] = field(default_factory=dict, compare=False)  # trees whose gc refs are set
+    A plain class, as every record that each command loads (``dataclasses`` costs more start-up than
+    ``materialize add`` itself).
+    """
+
+    __slots__ = ("series", "position", "applied", "trees", "bases", "files", "added", "pins", "rejects", "refs_for")
+
+    def __init__(self, series: str, position: int = 0, applied: list[dict[str, str]] | None = None,
+                 trees: dict[str, str] | None = None, bases: dict[str, str] | None = None,
+                 files: dict[str, dict[str, str | None]] | None = None, added: dict[str, list[str]] | None = None,
+                 pins: dict[str, Any] | None = None, rejects: dict[str, list[str]] | None = None) -> None:
+        self.series = series
+        self.position = position
+        self.applied = applied if applied is not None else []  # [{"name", "sha256"}] in order
+        self.trees = trees if trees is not None else {}  # target -> store tree at ``position``
+        self.bases = bases if bases is not None else {}  # target -> pinned base tree
+        self.files = files if files is not None else {}  # target -> path -> blob|None
+        self.added = added if added is not None else {}  # top patch name -> files added to it
+        self.pins = pins if pins is not None else {}  # target -> the pin the bases were resolved from
+        self.rejects = rejects if rejects is not None else {}  # target -> .rej files a push -f left
+        self.refs_for: dict[str, str] = {}  # trees whose gc refs are set
 
     def to_json(self) -> dict[str, Any]:
         return {"format": STATE_FORMAT, "series": self.series, "position": self.position, "applied": self.applied,
@@ -71,12 +79,14 @@ class State:
         return self.applied[-1]["name"] if self.applied else None
 
 
-@dataclass
 class Changes:
     """How the files on disk differ from the trees they were written from."""
 
-    modified: dict[str, list[str]] = field(default_factory=dict)  # tracked files whose bytes/mode changed
-    stray: dict[str, list[str]] = field(default_factory=dict)  # files on disk no applied patch owns
+    __slots__ = ("modified", "stray")
+
+    def __init__(self) -> None:
+        self.modified: dict[str, list[str]] = {}  # tracked files whose bytes/mode changed
+        self.stray: dict[str, list[str]] = {}  # files on disk no applied patch owns
 
     def any(self) -> bool:
         return any(self.modified.values()) or any(self.stray.values())
