@@ -12,7 +12,8 @@ wrong tree:
   (``fetchname``); git's ``"quoted"`` names are unquoted. Backslashes and colons are plain bytes.
 * Text between file sections is garbage and ignored (``Binary files … differ`` of a plain diff
   included); a patch that holds only garbage is an error ("Only garbage was found in the patch
-  input."), an empty file is an empty patch (quilt allows those), and so is a bare mail header
+  input."; blank lines only are garbage too), a zero-byte file is an empty patch (quilt skips those
+  without running patch), and so is a bare mail header
   (``git format-patch`` of an empty commit, or a patch ``materialize new`` just created).
 * In a ``diff --git`` section, ``Binary files … differ`` without a payload changes no content (GNU
   creates an empty new file, leaves an existing one alone); a ``GIT binary patch`` payload is
@@ -89,7 +90,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     files = _Parser(source, raw, strip, data).run()
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
-    if not files and data.strip(_WS) and not _is_mail_header(raw):
+    if not files and data and not _is_mail_header(raw):  # whitespace only is garbage to GNU too
         raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.")
     return PatchSet(source=source, header=header, files=tuple(files))
 

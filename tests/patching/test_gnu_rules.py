@@ -192,6 +192,15 @@ def test_garbage_only_patch_is_an_error_as_in_gnu(tmp_path: Path) -> None:
     assert "Only garbage was found in the patch input." in str(result.error)
 
 
+@pytest.mark.parametrize("text", [b"\n", b"\n\n", b"  \n \t\n", b" "])
+def test_blank_only_patch_is_garbage_as_in_gnu(tmp_path: Path, text: bytes) -> None:
+    """quilt skips a zero-byte patch file but runs patch on one of blank lines, which GNU refuses."""
+    code, _files, _report = gnu(tmp_path, {"f": b"a\n"}, text, 1)
+    assert code == 2
+    result, _ = ours({"f": b"a\n"}, text, 1)
+    assert isinstance(result.error, PatchFormatError) and "Only garbage" in str(result.error)
+
+
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files
