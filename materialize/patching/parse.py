@@ -53,7 +53,7 @@ _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
 # number ... is too large"); an unbounded Python int would instead be "found" at a huge offset.
 _HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? \+(\d{1,18})(?:,(\d{1,18}))? @@ ?(.*?)\r?\n?$", re.S)
 _LONG_NUMBER = re.compile(rb"^@@ -[\d,]*? ?\+?[\d,]*?(\d{19,})")
-_CONTEXT_HUNK = re.compile(rb"^\*{15}")
+_CONTEXT_HUNK = re.compile(rb"^\*{8}")  # GNU: a line of 8 stars or more
 _CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
 _CONTEXT_NEW = re.compile(rb"^--- (\d{1,18})(?:,(\d{1,18}))? ----")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
@@ -65,6 +65,19 @@ _FIRST = itemgetter(slice(0, 1))
 _FIRST_BYTE = itemgetter(0)
 _new_hunk = tuple.__new__
 _BLOCK_HUNKS = 4096  # hunks parsed in one go by _hunk_block (bounds the lines and lists it holds)
+
+
+@dataclass
+class _Region:
+    """The header lines (1-based numbers, 0: none yet) seen since the last section, as GNU's
+    ``intuit_diff_type`` keeps them: the last line of each kind names that side."""
+
+    first: int = 0  # the first header line: a hunk after no header line is garbage
+    minus: int = 0  # "--- "
+    plus: int = 0  # "+++ ", or "*** " not after a line of stars
+    index: int = 0  # "Index:"
+    cr: int = 0  # the last "--- ", "+++ " or "Index:" line: its CRLF strips the patch's CRs
+    stars_last: bool = False  # the previous line began with "********"
 
 
 @dataclass
@@ -131,26 +144,54 @@ class _Parser:
         return self.raw[number - 1] if 0 < number <= self.n else b""
 
     def run(self) -> list[FilePatch]:
+        """The file sections, found as GNU's ``intuit_diff_type`` finds them.
+
+        After each section (or at the start) a region begins. Its header lines name the file, the
+        last of each kind winning: ``--- `` gives the old name of a unified diff (the new of a context
+        diff), ``+++ `` and ``*** `` the other, ``Index:`` the last resort; any other line between
+        them is garbage, blank lines included. The first ``@@ -`` line after at least one of them
+        starts a unified section, and a ``*** `` line after a line of stars a context one; a hunk with
+        no header line before it in its region is garbage. A ``diff --git`` line starts a git section.
+        """
         files: list[FilePatch] = []
         i = 1
+        region = _Region()
         while i <= self.n:
             text = self.raw[i - 1]
             if text.startswith(b"diff --git "):
                 fp, i = self._git_section(i)
                 files.append(fp)
-            elif text.startswith(b"--- ") and self.line(i + 1).startswith(b"+++ ") and self.line(
-                i + 2
-            ).startswith(b"@@ -"):
-                fp, i = self._plain_section(i)
+                region = _Region()
+                continue
+            stars_last = region.stars_last
+            if not stars_last and text.startswith(b"*** "):
+                region.first = region.first or i
+                region.plus = i
+            elif text.startswith(b"+++ "):
+                region.first = region.first or i
+                region.plus = region.cr = i
+            elif text.startswith(b"Index:"):
+                region.first = region.first or i
+                region.index = region.cr = i
+            elif text.startswith(b"--- "):
+                region.first = region.first or i
+                region.minus = region.cr = i
+            elif region.first and text.startswith(b"@@ -"):
+                hunks, end = self._hunks(i)
+                files.append(self._traditional(region, region.minus, region.plus, hunks, region.cr))
+                region = _Region()
+                i = end
+                continue
+            elif region.first and stars_last and text.startswith(b"*** "):
+                fp, i = self._context_section(region, i - 1)
                 files.append(fp)
-            elif text.startswith(b"*** ") and self.line(i + 1).startswith(b"--- ") and _CONTEXT_HUNK.match(
-                self.line(i + 2)
-            ):
-                fp, i = self._context_section(i)
-                files.append(fp)
-            else:
+                region = _Region()
+                continue
+            # GNU notes a line of stars only once a header line was seen (before, it reads none)
+            region.stars_last = bool(region.first) and text.startswith(b"********")
+            if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text)
-                i += 1
+            i += 1
         return files
 
     def _refuse_other_formats(self, number: int, line: bytes) -> None:
@@ -159,7 +200,7 @@ class _Parser:
         nothing would be worse than an error.
         """
         nxt = self.line(number + 1)
-        if _CONTEXT_HUNK.match(line) and nxt.startswith(b"*** "):
+        if _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
             raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
         if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
             raise self.error(number, "unsupported patch format: normal diff (unified and context diffs are supported)")
@@ -215,25 +256,21 @@ class _Parser:
             i += 1
         return i
 
-    def _plain_section(self, minus: int) -> tuple[FilePatch, int]:
-        """A traditional ``---``/``+++`` section; the file it patches is chosen at apply time."""
-        hunks, end = self._hunks(minus + 2)
-        return self._traditional(minus, minus + 1, hunks), end
-
-    def _context_section(self, star: int) -> tuple[FilePatch, int]:
-        """A context diff section: ``*** old``, ``--- new``, then hunks each after ``***************``.
+    def _context_section(self, region: _Region, stars: int) -> tuple[FilePatch, int]:
+        """A context diff section: its hunks, each after ``***************``, named by ``region``.
 
         Each hunk gives the lines it expects (``*** first,last ****``: context, ``-`` and ``!``) and
         the lines that replace them (``--- first,last ----``: context, ``+`` and ``!``); a side
         without changes may be left out, and is then the other side's context. It becomes the same
-        unified hunk ``diff -u`` would write, so one applier serves both formats.
+        unified hunk ``diff -u`` would write, so one applier serves both formats. Here ``*** ``
+        (or ``+++ ``) names the old file and ``--- `` the new, unlike a unified diff.
         """
         hunks: list[Hunk] = []
-        i = star + 2
+        i = stars
         while _CONTEXT_HUNK.match(self.line(i)):
             hunk, i = self._context_hunk(i)
             hunks.append(hunk)
-        return self._traditional(star, star + 1, tuple(hunks)), i
+        return self._traditional(region, region.plus, region.minus, tuple(hunks), stars + 1), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
         old_first, old_length = self._context_range(stars + 1, _CONTEXT_OLD)
@@ -324,11 +361,12 @@ class _Parser:
             i += 1
         return lines, i
 
-    def _traditional(self, minus: int, plus: int, hunks: tuple[Hunk, ...]) -> FilePatch:
-        """The file section named by a traditional pair of header lines (``---``/``+++``, or a
-        context diff's ``***``/``---``)."""
-        old_name, old_stamp = _fetchname(self.raw[minus - 1][4:])
-        new_name, new_stamp = _fetchname(self.raw[plus - 1][4:])
+    def _traditional(self, region: _Region, old_line: int, new_line: int, hunks: tuple[Hunk, ...],
+                     cr_line: int) -> FilePatch:
+        """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
+        header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
+        old_name, old_stamp = _fetchname(self.raw[old_line - 1][4:]) if old_line else (None, None)
+        new_name, new_stamp = _fetchname(self.raw[new_line - 1][4:]) if new_line else (None, None)
         first = hunks[0]
         # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
         # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
@@ -340,11 +378,13 @@ class _Parser:
             old_name == DEV_NULL.encode() or (old_path is not None and is_epoch_timestamp(old_stamp)))
         is_delete = first.target_start == 0 and (
             new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
-        start = self._preamble_start(minus)
-        index_path = next((self._strip(self.raw[k - 1][7:].strip(_WS)) for k in range(start, minus)
-                           if self.raw[k - 1].startswith(b"Index: ")), None)  # GNU: the rest of the line
+        start = self._preamble_start(region.first)
+        # GNU: the rest of the last ``Index:`` line of the region
+        index_path = self._strip(self.raw[region.index - 1][6:].strip(_WS)) if region.index else None
         if old_path is None and new_path is None and index_path is None:
-            line, raw_name = (plus, new_name) if is_new else (minus, old_name)
+            line, raw_name = (new_line, new_name) if is_new or not old_line else (old_line, old_name)
+            if not line:
+                line, raw_name = region.index, self.raw[region.index - 1][6:].strip(_WS)
             name = decode_path(raw_name or b"")
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
         fp = FilePatch(
@@ -359,7 +399,7 @@ class _Parser:
             is_binary=False,
             hunks=hunks,
             patch_line=start,
-            strip_trailing_cr=self.raw[plus - 1].endswith(b"\r\n"),
+            strip_trailing_cr=bool(cr_line) and self.raw[cr_line - 1].endswith(b"\r\n"),
             old_timestamp=old_stamp,
             new_timestamp=new_stamp,
             index_path=index_path,

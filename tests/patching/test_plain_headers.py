@@ -84,3 +84,29 @@ def test_plain_headers_match_gnu_patch(tree: set[str], sections: list[bytes], st
     """A series entry's strip level and ``reverse`` (quilt's ``-pN`` and ``-R``) included."""
     patch = b"".join(sections)
     assert ours(tree, patch, strip, reverse) == gnu(tree, patch, strip, reverse), patch.decode()
+
+
+GARBAGE = ["garbage\n", "\n", "Prereq: 1.0\n", "diff -u a b\n", "=====\n", "Author: someone\n", "********\n"]
+
+
+@st.composite
+def scattered_section(draw) -> bytes:
+    """A modify section whose header lines come in any order, with garbage (blank lines included)
+    among them, some left out or given twice: GNU's ``intuit_diff_type`` keeps the last line of each
+    kind seen since the previous section and starts the section at the first ``@@ -`` after any."""
+    old, new, index = (draw(st.sampled_from(NAMES)) for _ in range(3))
+    parts = [f"--- a/{old}\n", f"+++ b/{new}\n", f"Index: {index}\n", f"*** a/{new}\n"]
+    parts = draw(st.lists(st.sampled_from(parts + GARBAGE), max_size=6))
+    name = draw(st.sampled_from([old, new, index]))
+    return ("".join(parts) + f"@@ -1,2 +1,2 @@\n {name}\n-b\n+c\n").encode()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.sets(st.sampled_from(NAMES), min_size=1),
+       sections=st.lists(scattered_section(), min_size=1, max_size=3), strip=st.sampled_from([0, 1]))
+def test_scattered_header_lines_match_gnu_patch(tree: set[str], sections: list[bytes], strip: int) -> None:
+    """A section GNU finds, we find: ``---``/``+++`` apart, reversed, alone or repeated, ``Index:``
+    anywhere in the region (found: Debian-style hand-edited patches where a blank line or a note
+    sat between the header lines; we read the section as garbage and skipped it silently)."""
+    patch = b"".join(sections)
+    assert ours(tree, patch, strip) == gnu(tree, patch, strip), patch.decode()
