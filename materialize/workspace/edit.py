@@ -18,7 +18,7 @@ from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.workspace.journal import Journal
 from materialize.workspace.stack import check_stack_matches, move_to
 from materialize.workspace.state import State, Workspace
-from materialize.workspace.trees import apply_one, trees_at
+from materialize.workspace.trees import apply_one, trees_and_bases_at, trees_at
 
 # The patch parser (patchtext), the mail header, diffgen, the applier and ruamel load inside the
 # functions that use them: `add` and `edit` need none of them.
@@ -66,12 +66,28 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     from materialize.workspace.diffgen import FileChange, regenerate
 
     target = entry.target
-    before = trees_at(ws.series, ws.store, entry.position - 1)[target]
+    trees, bases = trees_and_bases_at(ws.series, ws.store, entry.position - 1)
+    before = trees[target]
+    if target in state.bases and bases[target] != state.bases[target]:
+        pin = ws.series.targets[target].pin
+        raise MaterializeError(
+            f"refresh {entry.name} refused: the upstream of {target} changed since work/ was written ({pin.kind} pin "
+            f"{getattr(pin, 'path', None) or getattr(pin, 'url', None) or ''}, re-read on every run), so the patch "
+            "would record the reverse of upstream's change as its own. Put the upstream back, or move the "
+            f"workspace (`materialize pop --force` saves unrefreshed edits under {ws.meta / 'saved'}; push writes "
+            "work/ from the new upstream), then redo the edits")
     # the top's tree is the one the disk was written from; a lower patch needs the engine
     after = state.trees[target] if entry.position == state.position else \
         trees_at(ws.series, ws.store, entry.position)[target]
     data = entry.read()
     pairs = _patch_files(entry, data)
+    old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    if entry.reverse:
+        # a `reverse: true` entry (quilt's -R) is written forward, and refresh drops the flag, as quilt's
+        # refresh does: its old hunks run the other way, so none is kept; its description is
+        pairs = [(dest, src) for src, dest in pairs]
+        old = dataclasses.replace(old, sections=[], trailer=b"")
+        entry = forward(entry)
     dests = {dest for _src, dest in pairs}
     for path in state.added.get(entry.name, []):
         if path not in dests:
@@ -87,7 +103,6 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
             base=base[1] if base else None, prev=prev[1] if prev else None, cur=cur[1] if cur else None,
             old_mode=base[0] if base else None, new_mode=cur[0] if cur else None,
         ))
-    old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
     new = regenerate(old, changes, strip=entry.strip, source=str(entry.path))
     new_tree = apply_one(ws.store, before, entry._replace(max_fuzz=0), new)
     for ch in changes:
@@ -108,6 +123,13 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
             plan.elsewhere += [f"{t}:{p}" for p in paths]
     plan.stray = [f"{t}/{p}" for t, paths in all_changes.stray.items() for p in paths]
     return plan
+
+
+def forward(entry: PatchEntry) -> PatchEntry:
+    """``entry`` without ``reverse: true``: what refresh makes of a quilt -R entry."""
+    from materialize.series import PatchSpec
+
+    return dataclasses.replace(entry, spec=PatchSpec(**{**entry.spec.model_dump(), "reverse": False}))
 
 
 def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> RefreshPlan:
@@ -142,6 +164,10 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
         return plan
     with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
         journal.write(entry.path, entry.encode(plan.new))
+        if entry.reverse:  # written forward (see plan_refresh): the entry is no longer reversed
+            doc = _series_doc(ws)
+            doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
+            journal.write(ws.series.path, doc.render())
         ws.reload_series()
         # Through the engine even for the top: it records the new prefix, so popping and pushing the
         # refreshed patch again (quilt's daily loop) finds it cached instead of applying it again.

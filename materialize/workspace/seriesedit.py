@@ -98,6 +98,10 @@ class SeriesDoc:
     def set_field(self, index: int, key: str, value: Any) -> None:
         self.patches[index][key] = value
 
+    def drop_field(self, index: int, key: str) -> None:
+        """Remove ``key`` from an entry (its default applies again); nothing when it is not there."""
+        self.patches[index].pop(key, None)
+
     def set_pin(self, target: str, pin: dict[str, Any]) -> None:
         """Replace a target's pin, keeping the comments above it."""
         spec = self.doc["targets"][target]

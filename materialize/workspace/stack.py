@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from materialize.errors import MaterializeError, PatchApplyError
 from materialize.workspace.journal import Journal
 from materialize.workspace.state import DirtyWorkspaceError, State, Workspace
-from materialize.workspace.trees import trees_at
+from materialize.workspace.trees import trees_and_bases_at
 
 if TYPE_CHECKING:
     from materialize.series import PatchEntry
@@ -72,7 +72,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     with Journal.run(ws.meta, op, args) as journal:
         saved = guard_clean(ws, state, op, force, journal)
         try:
-            trees = trees_at(ws.series, ws.store, position)
+            trees, bases = trees_and_bases_at(ws.series, ws.store, position)
         except PatchApplyError as exc:
             entry = getattr(exc, "entry", None)
             if entry is not None and force and op == "push" and entry.position > state.position:
@@ -86,11 +86,14 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
                 raise
             stopped = str(exc)
             position = entry.position - 1
-            trees = trees_at(ws.series, ws.store, position)
+            trees, bases = trees_and_bases_at(ws.series, ws.store, position)
         keep: dict[str, set[str]] = {}
         top = ws.series.patches[position - 1].name if position else None
         if top is not None and top == state.top:
             keep[ws.series.patches[position - 1].target] = set(state.added.get(top, []))
+        # the files to hold are those the trees change against the upstream as it is now (a path pin
+        # re-read after `git pull` there), not against the one work/ was first written from
+        state.bases.update(bases)
         ws.sync(state, trees, keep, journal)
         state.position = position
         state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]

@@ -26,6 +26,15 @@ def trees_at(series: Series, store: Store, position: int) -> dict[str, str]:
     return dict(materialize(series, upto=position, store=store).trees)
 
 
+def trees_and_bases_at(series: Series, store: Store, position: int) -> tuple[dict[str, str], dict[str, str]]:
+    """``trees_at`` plus the pinned trees it started from, resolved now: a path pin is re-read on every
+    run, so the base the workspace was written from may no longer be the pin's (see ``Workspace``)."""
+    from materialize.engine import materialize
+
+    m = materialize(series, upto=position, store=store)
+    return dict(m.trees), dict(m.base_trees)
+
+
 def apply_one(store: Store, tree: str, entry: PatchEntry, data: bytes) -> str:
     """The engine's apply of one patch (exact options of ``entry``)."""
     from materialize.engine import apply_patch

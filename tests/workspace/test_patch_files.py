@@ -150,3 +150,72 @@ def test_refresh_refuses_while_a_lower_patch_was_edited_by_hand(project: Path) -
         with pytest.raises(MaterializeError, match="would record the reverse of that change"):
             run(project, "refresh", *args)
     assert patch_file(project, "0002-b").read_bytes() == top
+
+
+def test_a_reversed_patch_refreshes_forward_and_loses_its_reverse_flag(project: Path) -> None:
+    """`reverse: true` (a quilt -R entry): refresh diffed forward, then applied that diff reversed to check
+    it ("Reversed (or previously applied) patch detected!", exit 1), so the edit could not be recorded and
+    pop refused until `pop -f`. quilt's refresh writes the patch forward and drops the -R; so do we."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    pristine = (project / "upstream" / "tt-metal" / ATTN).read_bytes()
+    f.write_text(f.read_text() + "# upstream had this\n")
+    run(project, "refresh")
+    run(project, "pop")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("    target: tt-metal\n", "    target: tt-metal\n    reverse: true\n"))
+    # the reversed patch removes the line; work on it as the upstream that has the line
+    (project / "upstream" / "tt-metal" / ATTN).write_text(f"{pristine.decode()}# upstream had this\n")
+    assert run(project, "push") == 0
+    assert f.read_bytes() == pristine
+    f.write_text(f.read_text() + "# and mine\n")
+    assert run(project, "refresh") == 0
+    data = patch_file(project, "0001-a").read_bytes()
+    assert b"-# upstream had this\n" in data and b"+# and mine\n" in data
+    assert "reverse" not in series.read_text()
+    assert run(project, "pop") == 0 and run(project, "push") == 0
+    assert f.read_bytes() == pristine + b"# and mine\n"
+
+
+def test_refresh_refuses_when_a_path_pin_changed_under_work(project: Path) -> None:
+    """A path pin is re-read on every run: `git pull` in the upstream checkout while a patch is applied
+    made refresh diff the new upstream against work/ (written from the old one), so the patch recorded
+    the reverse of upstream's change as its own, without a word."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# mine\n")
+    run(project, "refresh")
+    upstream = project / "upstream" / "tt-metal" / ATTN
+    upstream.write_text(upstream.read_text().replace("import ", "import  ", 1))  # upstream moved on
+    f.write_text(f.read_text() + "# more of mine\n")
+    before = patch_file(project, "0001-a").read_bytes()
+    with pytest.raises(MaterializeError, match="upstream of tt-metal changed since work/ was written"):
+        run(project, "refresh")
+    assert patch_file(project, "0001-a").read_bytes() == before
+    # the way out: save the edit aside, move, and the workspace is written from the new upstream
+    assert run(project, "pop", "--force") == 0 and run(project, "push") == 0
+    assert f.read_text().count("import  ") == 1
+    f.write_text(f.read_text() + "# more of mine\n")
+    assert run(project, "refresh") == 0
+    data = patch_file(project, "0001-a").read_bytes()
+    assert b"import  " not in data and b"+# more of mine\n" in data
+
+
+def test_push_writes_a_file_whose_patched_content_equals_the_old_upstream(project: Path) -> None:
+    """The workspace compared the new tree with the base recorded when work/ was first written; after a
+    path pin changed, a patched file equal to the old upstream file was not written at all (and the
+    next refresh would have read its absence as a deletion)."""
+    pristine = (project / "upstream" / "tt-metal" / ATTN).read_bytes()
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# upstream had this\n")
+    run(project, "refresh")
+    run(project, "pop")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("    target: tt-metal\n", "    target: tt-metal\n    reverse: true\n"))
+    (project / "upstream" / "tt-metal" / ATTN).write_bytes(pristine + b"# upstream had this\n")
+    assert run(project, "push") == 0
+    assert f.read_bytes() == pristine
