@@ -62,6 +62,8 @@ def _str(pattern: str | None = None, max_length: int | None = None) -> Rule:
     def rule(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> str:
         if not isinstance(value, str):
             raise _Invalid("string_type", "Input should be a valid string")
+        if "\x00" in value:  # no path, URL or name holds one; os calls raised ValueError (a traceback)
+            raise _Invalid("string_nul", "String should not contain a NUL character")
         if max_length is not None and len(value) > max_length:
             raise _Invalid("string_too_long", f"String should have at most {max_length} characters")
         if whole is not None and not whole.fullmatch(value):
@@ -239,6 +241,17 @@ class _Model:
 
 
 _NO_OPTION = r"^(?!-)[^\x00-\x1f\x7f]+$"
+# ``root``: a folder inside what the pin names (relative, no '..' component): `root: ../../` made a path
+# pin read the folders above it, `root: /etc` read /etc
+_ROOT_RE = re.compile(r"(?!/)(?!(.*/)?\.\.(/|$))[^\x00-\x1f\x7f]*")
+
+
+def _ROOT(value: Any, loc: Loc, errors: list[dict[str, Any]]) -> str:  # noqa: N802 - a rule, named like one
+    value = _str()(value, loc, errors)
+    if not _ROOT_RE.fullmatch(value):
+        raise _Invalid("root_outside", "root is a folder inside the pinned tree: relative, no '..', no control "
+                                       "characters")
+    return value
 
 
 class GitPin(_Model):
@@ -249,7 +262,7 @@ class GitPin(_Model):
     url: str = _field(_str(_NO_OPTION))
     rev: str = _field(_str(r"^(?!-)[^\s\x00-\x1f\x7f]+$"))
     sha: str | None = _field(_optional(_str(r"^[0-9a-f]{40}$")), default=None)
-    root: str = _field(_str(), default="")
+    root: str = _field(_ROOT, default="")
 
 
 class PypiPin(_Model):
@@ -261,7 +274,7 @@ class PypiPin(_Model):
     file: str = _field(_str(r"^(?!\.\.?$)(?!-)[^/\\\x00-\x1f\x7f]+$"))
     sha256: str = _field(_str(_SHA256))
     index_url: str | None = _field(_optional(_str()), default=None)
-    root: str | None = _field(_optional(_str()), default=None)
+    root: str | None = _field(_optional(_ROOT), default=None)
 
 
 class PathPin(_Model):
@@ -269,7 +282,7 @@ class PathPin(_Model):
 
     kind: str = _field(_literal("path"))
     path: str = _field(_str())
-    root: str = _field(_str(), default="")
+    root: str = _field(_ROOT, default="")
 
 
 class TarballPin(_Model):
@@ -278,7 +291,7 @@ class TarballPin(_Model):
     kind: str = _field(_literal("tarball"))
     path: str = _field(_str())
     sha256: str | None = _field(_optional(_str(_SHA256)), default=None)
-    root: str | None = _field(_optional(_str()), default=None)
+    root: str | None = _field(_optional(_ROOT), default=None)
 
 
 Pin = GitPin | PypiPin | PathPin | TarballPin

@@ -291,6 +291,8 @@ def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
     file of it cost more than the rest of a `push`: the tree is remembered beside the store against
     the directory's stamp (``_directory_stamp``, one ``lstat`` per entry), as git's index does."""
     root = (base_dir / pin.path / pin.root).resolve()
+    if pin.root and not root.is_relative_to((base_dir / pin.path).resolve()):  # through a symlink in the folder
+        raise UnsafePathError(f"path pin {pin.path}: root {pin.root!r} leads out of it (to {root})")
     if not root.is_dir():
         raise UpstreamError(f"path pin: {root} is not a directory")
     stamp = _directory_stamp(str(root))

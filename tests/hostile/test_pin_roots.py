@@ -1,0 +1,58 @@
+"""A pin's ``root`` is a folder inside what the pin names, and no string of a series holds a NUL.
+
+`root: ../../` made a path pin read (and publish) the folders above the pinned one, `root: /etc` read
+/etc, and a root through a symlink inside the folder read where it led; a NUL in a pin's path was a
+ValueError traceback (exit 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import SeriesError, UnsafePathError
+from materialize.series import load_series
+from materialize.store import Store
+from materialize.upstream import resolve
+
+
+def series(tmp_path: Path, pin: str) -> Path:
+    (tmp_path / "up" / "t" / "sub").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "up" / "t" / "sub" / "a.txt").write_text("a\n")
+    (tmp_path / "series").mkdir(exist_ok=True)
+    path = tmp_path / "series" / "default.yaml"
+    path.write_text(f"version: 1\ntargets:\n  t:\n    pin: {pin}\npatches: []\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["path", "tarball", "git", "pypi"])
+@pytest.mark.parametrize("root", ["../../", "/etc", "sub/../..", "..", "a\\x01b"])
+def test_a_root_outside_the_pin_is_refused_with_file_and_line(tmp_path: Path, kind: str, root: str) -> None:
+    fields = {"path": "path: ../up/t", "tarball": "path: ../up/t.tar.gz", "git": "url: ../up/t, rev: main",
+              "pypi": f"requirement: x==1, file: x-1.tar.gz, sha256: {'0' * 64}"}[kind]
+    path = series(tmp_path, f'{{kind: {kind}, {fields}, root: "{root}"}}')
+    with pytest.raises(SeriesError, match=r"default.yaml:4: targets.t.pin.*root: root is a folder inside"):
+        load_series(path)
+
+
+def test_a_root_through_a_symlink_out_of_a_path_pin_is_refused(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(tmp_path / "cache"))
+    path = series(tmp_path, "{kind: path, path: ../up/t, root: out}")
+    os.symlink(tmp_path / "series", tmp_path / "up" / "t" / "out")
+    spec = load_series(path)
+    with pytest.raises(UnsafePathError, match="root 'out' leads out of it"):
+        resolve(spec.targets["t"].pin, Store.open(), base_dir=path.parent, progress=False)
+    inside = series(tmp_path, "{kind: path, path: ../up/t, root: sub}")
+    assert resolve(load_series(inside).targets["t"].pin, Store.open(), base_dir=path.parent, progress=False).tree
+
+
+def test_a_nul_in_a_pin_path_is_exit_2_naming_the_line(tmp_path: Path) -> None:
+    path = series(tmp_path, '{kind: path, path: "../up/t\\x00"}')
+    proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(path)], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, "MATERIALIZE_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stderr
+    assert "default.yaml:4: targets.t.pin.path.path: String should not contain a NUL" in proc.stderr
+    assert "Traceback" not in proc.stderr
