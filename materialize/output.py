@@ -135,12 +135,27 @@ def _manifest_bytes(directory: Path) -> bytes | None:
 
 
 def _replaceable(directory: Path) -> bool:
-    """Only an empty directory or one of our own outputs may be replaced: never a user's folder."""
+    """Only an empty directory or one of our own outputs may be replaced: never a user's folder.
+
+    Ours: a manifest.json as we write it (``format``, a 16-digit ``id``, ``targets``) beside nothing but
+    those targets' folders. Any parseable manifest.json counted before, so `--out` at a browser
+    extension or a PWA (both keep one) replaced the folder and its files were gone; a file of the
+    user's put beside one of our outputs is kept the same way (the output is rebuilt elsewhere).
+    """
     if not directory.exists():
         return True
     if directory.is_dir() and not any(directory.iterdir()):
         return True
-    return _read_manifest(directory) is not None
+    doc = _read_manifest(directory)
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("targets"), dict):
+        return False
+    if not isinstance(doc.get("id"), str) or not re.fullmatch(r"[0-9a-f]{16}", doc["id"]):
+        return False
+    try:
+        names = {entry.name for entry in os.scandir(directory)}
+    except OSError:
+        return False
+    return names <= {MANIFEST, *doc["targets"]}
 
 
 def write_output(m: Materialization, out: Path | None = None, *, overlay: bool = False) -> Path:

@@ -182,3 +182,25 @@ def test_a_latest_that_cannot_be_replaced_says_the_output_is_published(builder, 
         write_output(m)
     assert (tmp_path / "build" / "materialized" / m.id / "manifest.json").exists()
     assert not list((tmp_path / "build" / "materialized").glob(".latest-*"))
+
+
+@pytest.mark.parametrize("manifest", ['{"manifest_version": 3, "name": "my extension"}', "[]", '{"id": "x"}',
+                                      None])
+def test_a_folder_with_someone_elses_manifest_json_is_never_replaced(builder, tmp_path, manifest):
+    """Any folder holding a manifest.json that parsed as JSON counted as one of our outputs: `apply --out
+    ~/src/my-extension` (a browser extension, a PWA: both keep a manifest.json) replaced the folder and
+    its files were gone. Ours is a manifest we write, beside nothing but its targets' folders."""
+    series = series_with_two_patches(builder)
+    m = materialize(series)
+    folder = tmp_path / "ext"
+    if manifest is not None:
+        folder.mkdir()
+        (folder / "manifest.json").write_text(manifest)
+    else:  # one of our outputs, with a file of the user's put beside it
+        write_output(m, folder)
+        m = materialize(series, upto=1)
+    (folder / "src").mkdir()
+    (folder / "src" / "main.js").write_text("precious\n")
+    with pytest.raises(MaterializeError, match="not a materialize output"):
+        write_output(m, folder)
+    assert (folder / "src" / "main.js").read_text() == "precious\n"
