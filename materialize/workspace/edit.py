@@ -86,7 +86,7 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
         # a `reverse: true` entry (quilt's -R) is written forward, and refresh drops the flag, as quilt's
         # refresh does: its old hunks run the other way, so none is kept; its description is
         pairs = [(dest, src) for src, dest in pairs]
-        old = dataclasses.replace(old, sections=[], trailer=b"")
+        old = patchtext.PatchText(old.header, [], b"")
         entry = forward(entry)
     dests = {dest for _src, dest in pairs}
     for path in state.added.get(entry.name, []):
@@ -129,7 +129,7 @@ def forward(entry: PatchEntry) -> PatchEntry:
     """``entry`` without ``reverse: true``: what refresh makes of a quilt -R entry."""
     from materialize.series import PatchSpec
 
-    return dataclasses.replace(entry, spec=PatchSpec(**{**entry.spec.model_dump(), "reverse": False}))
+    return entry._replace(spec=PatchSpec(**{**entry.spec.model_dump(), "reverse": False}))
 
 
 def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> RefreshPlan:
@@ -162,7 +162,7 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
                 )
     if not plan.changed:
         return plan
-    with Journal.run(ws.meta, "refresh", [ref] if ref else []) as journal:
+    with Journal.run(ws.meta, "refresh", ([ref] if ref else []) + (["--force"] if force else [])) as journal:
         journal.write(entry.path, entry.encode(plan.new))
         if entry.reverse:  # written forward (see plan_refresh): the entry is no longer reversed
             doc = _series_doc(ws)
@@ -331,7 +331,8 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     from materialize.workspace.seriesedit import with_entry
 
     series_bytes = with_entry(ws.series.path, pos, {"patch": rel, "target": target})
-    with Journal.run(ws.meta, "new", [name, "--target", target] + (["--after", after] if after else [])) as journal:
+    args = [name, "--target", target] + (["--after", after] if after else []) + (["-m", subject] if subject else [])
+    with Journal.run(ws.meta, "new", args) as journal:
         journal.write(path, new_header(ws.series.base_dir, subject or Path(stem).name))
         journal.write(ws.series.path, series_bytes)
         ws.reload_series()
@@ -351,7 +352,8 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
     entry = top_entry(ws, state)
     target = entry.target
     paths = [ws.relpath(target, n, cwd) for n in names]
-    with Journal.run(ws.meta, "add", names) as journal:
+    # recorded as absolute paths: `recover --resume` may run from another directory
+    with Journal.run(ws.meta, "add", [str(ws.target_dir(target).absolute() / p) for p in paths]) as journal:
         tracked = state.files.setdefault(target, {})
         added = state.added.setdefault(entry.name, [])
         for path in paths:
@@ -410,7 +412,7 @@ def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
             error = outcome.error or (outcome.result.error if outcome.result is not None else None) or ""
             lines.append(f"  {outcome.path}: {error} hunks failed: {failed}")
         raise PatchApplyError("\n".join(lines))
-    with Journal.run(ws.meta, "fold", [str(patch_file)]) as journal:
+    with Journal.run(ws.meta, "fold", ["-p", str(strip), str(patch_file.absolute())]) as journal:
         added = state.added.setdefault(entry.name, [])
         for outcome in result.files:
             for path in {p for p in (outcome.source, outcome.path) if p is not None}:
@@ -465,7 +467,7 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     if new_path.exists():
         raise MaterializeError(f"rename: {new_path} already exists")
     doc = _series_doc(ws)
-    with Journal.run(ws.meta, "rename", [new_name] + ([ref] if ref else [])) as journal:
+    with Journal.run(ws.meta, "rename", [new_name] + (["-P", ref] if ref else [])) as journal:
         journal.write(new_path, entry.raw())
         journal.remove(entry.path)
         doc.set_field(doc.index_of(old_rel), "patch", new_rel)
@@ -489,11 +491,12 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     if entry.position < state.position:
         raise MaterializeError(f"delete: {entry.name} is applied below the top ({state.top}); pop to it first")
-    if entry.position == state.position:
-        move_to(ws, state.position - 1, op="pop", args=["--force"] if force else [], force=force)
-        state = ws.load()
-    doc = _series_doc(ws)
-    with Journal.run(ws.meta, "delete", [entry.name] + (["-r"] if remove_file else [])) as journal:
+    args = [entry.name] + (["-r"] if remove_file else []) + (["--force"] if force else [])
+    with Journal.run(ws.meta, "delete", args) as journal:  # the pop too: a kill rolls back both
+        if entry.position == state.position:
+            move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal)
+            state = ws.load(in_journal=True)
+        doc = _series_doc(ws)
         doc.remove(doc.index_of(entry.spec.patch))
         journal.write(ws.series.path, doc.render())
         if remove_file and entry.path.exists():
@@ -561,7 +564,13 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
     if text and parsed.sections and not text.endswith(b"\n\n"):
         text += b"\n"
     parsed.header = text
-    with Journal.run(ws.meta, "header", [entry.name]) as journal:
+    # the new description is kept beside the journal until the command ends: `recover --resume` runs
+    # `header --set` with it (a resume of `header NAME` only showed the old one)
+    given = ws.meta / "header-input.txt"
+    from materialize.workspace.journal import atomic_write
+
+    atomic_write(given, text)
+    with Journal.run(ws.meta, "header", ["--set", str(given), entry.name]) as journal:
         journal.write(entry.path, entry.encode(parsed.render()))
         if entry.position <= state.position:
             ws.reload_series()
@@ -571,4 +580,5 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
             if record["name"] == entry.name and record.get("sha256") == hashlib.sha256(data).hexdigest():
                 record["sha256"] = ws.series.patches[entry.position - 1].sha256()
             ws.save(state, journal)
+    given.unlink(missing_ok=True)
     return entry

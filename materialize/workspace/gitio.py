@@ -249,7 +249,8 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
                                    f"`materialize goto {applied[0]}` then pop it first")
     patches_dir = series.resolve(series.spec.patches_dir)
     doc = SeriesDoc.load(series.path)
-    with Journal.run(ws.meta, "import-git", [target, rev_range, "--repo", str(repo_path)]) as journal:
+    args = [target, rev_range, "--repo", str(Path(repo_path).absolute())] + (["--prune"] if prune else [])
+    with Journal.run(ws.meta, "import-git", args) as journal:
         for rel, text, is_new in planned:
             path = patches_dir / rel
             name = Path(rel).stem

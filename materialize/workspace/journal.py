@@ -27,6 +27,29 @@ from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
 
 
+class DamagedRecordError(MaterializeError):
+    """A record of ``work/.materialize/`` (state, journal, rebase) is not what we wrote: edited by hand,
+    or broken by a disk. Named with its line and the way out; never a traceback."""
+
+    exit_code = 2
+
+
+def load_record(path: Path, required: tuple[str, ...], way_out: str) -> dict[str, Any]:
+    """The JSON object in ``path`` with at least the keys ``required``: the one reader of the workspace's
+    records (state.json, journal.json, rebase.json), so a damaged one is one line naming it (exit 2)."""
+    try:
+        text = path.read_text()
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DamagedRecordError(f"{path}:{exc.lineno}: damaged ({exc.msg}); {way_out}") from None
+    except (UnicodeDecodeError, IsADirectoryError) as exc:
+        raise DamagedRecordError(f"{path}: damaged ({exc}); {way_out}") from None
+    missing = [key for key in required if not isinstance(data, dict) or key not in data]
+    if missing:
+        raise DamagedRecordError(f"{path}:1: damaged (no {', '.join(missing)}); {way_out}")
+    return data
+
+
 class PendingOperationError(MaterializeError):
     """A previous operation was interrupted; it must be recovered before anything else runs."""
 
@@ -78,6 +101,10 @@ def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
         raise
 
 
+JOURNAL_WAY_OUT = ("it cannot be rolled back: move {dir} aside to go on with the files as they are (its backup/ "
+                   "folder holds each file as it was before the operation)")
+
+
 class Journal:
     """The record of one operation in progress, under ``<meta>/journal``."""
 
@@ -93,7 +120,11 @@ class Journal:
         file = meta / "journal" / "journal.json"
         if not file.exists():
             return None
-        return json.loads(file.read_text())
+        data = load_record(file, ("op", "args", "files"), JOURNAL_WAY_OUT.format(dir=file.parent))
+        if not isinstance(data["args"], list) or not isinstance(data["files"], list):
+            raise DamagedRecordError(f"{file}:1: damaged (args, files are lists); "
+                                     + JOURNAL_WAY_OUT.format(dir=file.parent))
+        return data
 
     @classmethod
     def begin(cls, meta: Path, op: str, args: list[str]) -> Journal:

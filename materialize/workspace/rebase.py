@@ -205,7 +205,9 @@ class Rebase:
     def load(self) -> None:
         if not self.active():
             raise MaterializeError("no rebase in progress")
-        self.data = json.loads(self.file.read_text())
+        from materialize.workspace.session import rebase_state
+
+        self.data = rebase_state(self.ws.meta) or {}
 
     def save(self, journal: Journal) -> None:
         journal.write(self.file, json.dumps(self.data, indent=1).encode())
@@ -362,7 +364,8 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     new_base = resolve(pin, ws.store, base_dir=ws.series.base_dir, progress=False).tree
     chain = _old_chain(ws, target)
     entries = [p for p in ws.series.patches if p.target == target]
-    with Journal.run(ws.meta, "rebase", [target, "--to", spec]) as journal:
+    recorded = str(Path(spec).absolute()) if Path(spec).exists() else spec  # resumed from any directory
+    with Journal.run(ws.meta, "rebase", [target, "--to", recorded]) as journal:
         # the workspace goes to position 0 inside this journal, so a rollback restores the position too
         ws.sync(state, dict(state.bases), {}, journal)
         state.position, state.applied, state.added = 0, [], {}

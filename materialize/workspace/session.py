@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from materialize.errors import MaterializeError
-from materialize.workspace.journal import Journal, PendingOperationError, workspace_lock
+from materialize.workspace.journal import Journal, PendingOperationError, load_record, workspace_lock
 
 SERIES_DEFAULT = Path("series") / "default.yaml"
 REBASE_FILE = Path("rebase") / "rebase.json"
@@ -36,6 +36,9 @@ DURING_REBASE = LISTING | {"diff", "header", "add", "edit", "recover",
                            "rebase --continue", "rebase --skip", "rebase --abort"}
 WRITES_DURING_REBASE = frozenset({"add", "rebase"})  # the journaled operations a rebase lets through
 WHILE_INTERRUPTED = LISTING | {"recover"}
+REBASE_KEYS = ("target", "spec", "orig_position", "patches", "todo", "done", "current", "tree")
+REBASE_WAY_OUT = ("`rebase --abort` cannot read it: move {dir} aside to forget the rebase (its backup/ folder holds "
+                  "the series file and every patch file as they were before it began)")
 
 
 class RebaseInProgressError(MaterializeError):
@@ -73,7 +76,7 @@ def rebase_state(meta: Path) -> dict[str, Any] | None:
     file = meta / REBASE_FILE
     if not file.exists():
         return None
-    return json.loads(file.read_text())
+    return load_record(file, REBASE_KEYS, REBASE_WAY_OUT.format(dir=file.parent))
 
 
 def describe_rebase(data: dict[str, Any]) -> str:

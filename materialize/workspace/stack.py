@@ -7,6 +7,7 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -60,16 +61,21 @@ def check_stack_matches(ws: Workspace, state: State) -> None:
         )
 
 
-def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False) -> MoveResult:
-    """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto."""
-    state = ws.load(follow_pins=force and op == "goto")
+def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False,
+            journal: Journal | None = None) -> MoveResult:
+    """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto.
+
+    Inside ``journal`` when given (``delete`` pops the patch it removes in its own journal, so a kill
+    between the two is rolled back to before both), else in a journal of its own.
+    """
+    state = ws.load(follow_pins=force and op == "goto", in_journal=journal is not None)
     if position == state.position and not force:
         return MoveResult(position, state.top)
     if op != "goto" or not force:
         check_stack_matches(ws, state)
     stopped = None
     forced: PatchEntry | None = None
-    with Journal.run(ws.meta, op, args) as journal:
+    with contextlib.nullcontext(journal) if journal is not None else Journal.run(ws.meta, op, args) as journal:
         saved = guard_clean(ws, state, op, force, journal)
         try:
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)

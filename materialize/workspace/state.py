@@ -21,9 +21,12 @@ from materialize.errors import MaterializeError, UnsafePathError
 from materialize.paths import safe_relpath
 from materialize.series import Series, load_series
 from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store, blob_id
-from materialize.workspace.journal import Journal, atomic_write
+from materialize.workspace.journal import DamagedRecordError, Journal, atomic_write, load_record
 
 WORK_ENV = "MATERIALIZE_WORK"
+STATE_KEYS = ("series", "position", "applied", "trees", "bases", "files")
+STATE_WAY_OUT = ("remove {file} to start again at position 0 (then `materialize goto 0 --force` saves the files of "
+                 "work/ under work/.materialize/saved/ and clears it)")
 STATE_FORMAT = 1
 
 
@@ -192,7 +195,13 @@ class Workspace:
         if not (in_journal or allow_pending):
             self.check_no_pending()
         if self.state_file.exists():
-            state = State.from_json(json.loads(self.state_file.read_text()))
+            data = load_record(self.state_file, STATE_KEYS, STATE_WAY_OUT.format(file=self.state_file))
+            kinds = {"series": str, "position": int, "applied": list, "trees": dict, "bases": dict, "files": dict}
+            wrong = [key for key, kind in kinds.items() if not isinstance(data[key], kind)]
+            if wrong or any(not isinstance(a, dict) or "name" not in a for a in data["applied"]):
+                raise DamagedRecordError(f"{self.state_file}:1: damaged ({', '.join(wrong) or 'applied'} not as "
+                                         f"written); {STATE_WAY_OUT.format(file=self.state_file)}")
+            state = State.from_json(data)
             state.refs_for = dict(state.trees)
             if Path(state.series) != self.series.path:
                 raise MaterializeError(
