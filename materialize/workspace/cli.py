@@ -374,13 +374,14 @@ def recover(series_path: Path | None, mode: str | None) -> int:
 @option("--repo", dest="repo_path", type=Path, help="repository (default: work/git/<target>)")
 @option("target")
 @option("branch")
-def export_git(series_path: Path | None, target: str, branch: str, repo_path: Path | None) -> int:
+@option("-f", "--force", action="store_true", help="replace BRANCH even when it holds commits no export wrote")
+def export_git(series_path: Path | None, target: str, branch: str, repo_path: Path | None, force: bool) -> int:
     """Write BRANCH: the pinned base plus one commit per patch of TARGET (like gbp pq)."""
     from materialize.workspace import gitio
 
     with _session(series_path, "export-git") as ws:
         repo = repo_path or ws.root / "git" / target
-        result = gitio.export_git(ws.series, ws.store, target, branch, repo)
+        result = gitio.export_git(ws.series, ws.store, target, branch, repo, force=force)
     for name, commit in result.commits:
         write(f"{commit[:12]} {name}")
     write(f"{branch} in {repo}: base {result.base[:12]} + {len(result.commits)} patches")

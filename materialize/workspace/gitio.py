@@ -61,8 +61,13 @@ def _target_chain(store: Store, tip: str, count: int) -> list[str]:
     return list(reversed(out))
 
 
-def export_git(series: Series, store: Store, target: str, branch: str, repo_path: Path) -> ExportResult:
-    """Write ``branch`` in ``repo_path`` (created when missing): base commit plus one commit per patch."""
+def export_git(series: Series, store: Store, target: str, branch: str, repo_path: Path, *,
+               force: bool = False) -> ExportResult:
+    """Write ``branch`` in ``repo_path`` (created when missing): base commit plus one commit per patch.
+
+    An existing ``branch`` is replaced only when its tip is a commit the store holds (one of our exports:
+    they are made there, and a user's own commits are not), or with ``force``: it may hold commits
+    made with ``git rebase -i`` that were not imported yet (gbp pq refuses an existing branch, too)."""
     if target not in series.targets:
         raise MaterializeError(f"export-git: no target {target!r} in {series.path}")
     m = materialize(series, store=store)
@@ -84,6 +89,14 @@ def export_git(series: Series, store: Store, target: str, branch: str, repo_path
     repo_path.mkdir(parents=True, exist_ok=True)
     if not (repo_path / ".git").exists() and not (repo_path / "HEAD").exists():
         subprocess.run(["git", "init", "-q", str(repo_path)], check=True)
+    tip = subprocess.run(["git", "-C", str(repo_path), "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}"],
+                         capture_output=True, text=True).stdout.strip()
+    if tip and not force and subprocess.run(["git", "--git-dir", str(store.git_dir), "cat-file", "-e", f"{tip}^{{commit}}"],
+                                            capture_output=True).returncode != 0:
+        raise MaterializeError(
+            f"export-git: {branch} in {repo_path} holds commits that no export wrote (tip {tip[:12]}): import them "
+            f"first (`materialize import-git {target} BASE..{branch} --repo {repo_path}`), or `--force` to replace "
+            "the branch (its commits stay in that repository's reflog)")
     proc = subprocess.run(
         ["git", "-C", str(repo_path), "fetch", "-q", "--no-tags", str(store.git_dir), f"+{ref}:refs/heads/{branch}"],
         capture_output=True, text=True,

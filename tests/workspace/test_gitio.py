@@ -9,6 +9,7 @@ from pathlib import Path
 import git
 import pytest
 
+from materialize.errors import MaterializeError
 from materialize.store import Store
 from materialize.workspace import gitio
 from materialize.workspace.state import Workspace
@@ -191,3 +192,37 @@ def test_import_refuses_a_trailer_that_names_a_file_outside_patches_dir(project:
     assert series.read_bytes() == before
     assert not list(tmp_path.rglob("x-outside.patch")) and not list((tmp_path / "elsewhere").iterdir())
     assert list((project / "patches" / "tt-metal").iterdir()) == []
+
+
+def test_export_refuses_to_overwrite_a_branch_holding_commits_of_the_user(project: Path, store: Store,
+                                                                           tmp_path: Path) -> None:
+    """export-git fetched with a forced refspec: a branch the user had rebased (`git rebase -i pq`, not
+    imported yet) was overwritten by the next export, their commits left only in the reflog. gbp pq
+    refuses an existing patch-queue branch; so do we, unless it is one of our own exports."""
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "attention: bump id")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20"))
+    run(project, "refresh")
+    ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
+    first = gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    # our own export is replaced freely (after a refresh, say)
+    f.write_text(f.read_text().replace("ID_LENGTH = 20", "ID_LENGTH = 22"))
+    run(project, "refresh")
+    ws.reload_series()
+    second = gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    assert second.commits != first.commits
+    out = git.Repo(tmp_path / "out")
+    with out.git.custom_environment(**ENV):
+        out.git.checkout("-q", "-b", "elsewhere", "pq~1")
+        out.git.checkout("-q", "pq")
+        target = tmp_path / "out" / ATTN
+        target.write_text(target.read_text() + "# mine\n")
+        out.git.commit("-q", "-a", "--amend", "--no-edit")
+        out.git.checkout("-q", "elsewhere")
+    mine = out.git.rev_parse("pq")
+    with pytest.raises(MaterializeError, match="pq in .* holds commits that no export wrote"):
+        gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    assert out.git.rev_parse("pq") == mine
+    assert run(project, "export-git", "tt-metal", "pq", "--repo", str(tmp_path / "out"), "--force") == 0
+    assert out.git.rev_parse("pq") != mine
