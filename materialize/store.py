@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any, NamedTuple
 
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
+from materialize.packs import PackReader, Unsupported, write_pack
 from materialize.paths import check_links
 
 CACHE_ENV = "MATERIALIZE_CACHE"
@@ -176,7 +176,8 @@ class Store:
         self.root = root
         self.git_dir = root / "store.git"
         self.artifacts = root / "artifacts"
-        self._cat: subprocess.Popen | None = None  # ``git cat-file --batch`` for packed objects
+        self._cat: subprocess.Popen | None = None  # ``git cat-file --batch``: what the pack reader cannot read
+        self._packs = PackReader(self.git_dir / "objects" / "pack")
         self._tree_cache: dict[str, dict[str, tuple[str, str]]] = {}
         self._listings: dict[str, dict[str, Entry]] = {}
         self.blob_sink: Callable[[str, bytes], None] | None = None
@@ -459,12 +460,13 @@ class Store:
         return header[1].decode(), data
 
     def read_object(self, sha: str) -> tuple[str, bytes]:
-        """(type, content) of an object: loose objects are read in-process, packed ones through git."""
+        """(type, content) of an object (see :meth:`read_objects`)."""
         return self.read_objects([sha])[sha]
 
     def read_objects(self, shas: Iterable[str]) -> dict[str, tuple[str, bytes]]:
-        """(type, content) of many objects: packed ones are asked of ``git cat-file --batch`` all at
-        once, not one round trip each (a cached glibc run reads 109 prefix commits from a pack)."""
+        """(type, content) of many objects, loose or packed, read in-process (``packs.PackReader``);
+        only what that reader cannot follow, or cannot find, is asked of ``git cat-file --batch``,
+        all at once, which also says which object is missing."""
         found: dict[str, tuple[str, bytes]] = {}
         packed: list[str] = []
         for sha in shas:
@@ -476,7 +478,14 @@ class Store:
                 with open(self._loose_path(sha), "rb") as handle:
                     raw = zlib.decompress(handle.read())
             except FileNotFoundError:
-                packed.append(sha)
+                try:
+                    in_pack = self._packs.get(sha)
+                except Unsupported:
+                    in_pack = None
+                if in_pack is None:  # missing (git says so), or in a pack git must read
+                    packed.append(sha)
+                else:
+                    found[sha] = in_pack
                 continue
             header, _, body = raw.partition(b"\0")
             found[sha] = (header.split(b" ", 1)[0].decode(), body)
@@ -706,63 +715,6 @@ def _fast_import_path(path: str) -> bytes:
 
 BATCH_BYTES = 64 << 20  # a batch holding more than this is written out early (memory stays bounded)
 PACK_AT = 64  # fewer objects than this are written loose: every pack is one more index each lookup reads
-_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
-
-
-def write_pack(folder: Path, objects: Mapping[str, tuple[str, bytes]], root: Path) -> str:
-    """Write ``objects`` (sha -> (type, content)) as one version-2 pack and its version-2 index.
-
-    The format is git's (Documentation/gitformat-pack.txt): each object a type-and-size header and
-    its zlib stream, no deltas; the index lists the shas sorted, with a CRC-32 and an offset each.
-    The pack is renamed into place before its index, and git only reads packs that have one, so a
-    kill at any moment leaves either nothing new or a complete pack. Returns the pack's name.
-    """
-    body = bytearray(b"PACK" + struct.pack(">II", 2, len(objects)))
-    entries: list[tuple[bytes, int, int]] = []  # (sha, crc32, offset)
-    for sha, (kind, data) in objects.items():
-        size = len(data)
-        byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
-        size >>= 4
-        header = bytearray()
-        while size:
-            header.append(byte | 0x80)
-            byte = size & 0x7F
-            size >>= 7
-        header.append(byte)
-        packed = bytes(header) + zlib.compress(data, 1)
-        entries.append((bytes.fromhex(sha), zlib.crc32(packed), len(body)))
-        body += packed
-    if len(body) >= 1 << 31:
-        raise MaterializeError(f"{folder}: a batch of {len(body)} bytes is too large for one pack")
-    checksum = hashlib.sha1(body).digest()
-    body += checksum
-    entries.sort()
-    fanout = [0] * 256
-    for sha, _crc, _offset in entries:
-        fanout[sha[0]] += 1
-    index = bytearray(b"\xfftOc" + struct.pack(">I", 2))
-    index += struct.pack(">256I", *itertools.accumulate(fanout))
-    index += b"".join(sha for sha, _crc, _offset in entries)
-    index += struct.pack(f">{len(entries)}I", *(crc for _sha, crc, _offset in entries))
-    index += struct.pack(f">{len(entries)}I", *(offset for _sha, _crc, offset in entries))
-    index += checksum
-    index += hashlib.sha1(index).digest()
-    name = f"pack-{checksum.hex()}"
-    with cache_errors(root):
-        folder.mkdir(parents=True, exist_ok=True)
-        for suffix, content in ((".pack", body), (".idx", index)):
-            tmp = folder / f"tmp_{name}{suffix}_{os.getpid()}"
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
-                with open(fd, "wb") as handle:
-                    handle.write(content)
-                os.replace(tmp, folder / f"{name}{suffix}")
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-    return name
-
-
 def sweep_partial_packs(folder: Path, root: Path) -> None:
     """Remove what a killed pack writer left: ``tmp_*`` files, and a pack renamed into place whose
     index never followed (git ignores it; only the disk saw it). Imports, fetches and batches write
