@@ -500,10 +500,7 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
         doc.remove(doc.index_of(entry.spec.patch))
         journal.write(ws.series.path, doc.render())
         if remove_file and entry.path.exists():
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            keep = ws.meta / "saved" / f"{stamp}-delete" / entry.path.name
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            keep.write_bytes(entry.raw())
+            ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
             journal.remove(entry.path)
         ws.reload_series()
         ws.save(state, journal)

@@ -279,13 +279,12 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
                 result.updated.append(name)
             journal.write(path, data)
         if gone:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-            keep = ws.meta / "saved" / f"{stamp}-import-git-prune"
-            keep.mkdir(parents=True, exist_ok=True)
+            folder = time.strftime("%Y%m%dT%H%M%SZ-import-git-prune", time.gmtime())
+            keep = ws.meta / "saved" / folder
             for entry in gone:
                 doc.remove(doc.index_of(entry.spec.patch))
                 if entry.path.exists():
-                    (keep / entry.path.name).write_bytes(entry.raw())
+                    ws.keep_patch(entry, folder)
                     journal.remove(entry.path)
                 result.pruned.append(entry.name)
             result.saved_to = str(keep)

@@ -454,9 +454,7 @@ def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
     doc = SeriesDoc.load(ws.series.path)
     doc.remove(doc.index_of(entry.spec.patch))
     journal.write(ws.series.path, doc.render())
-    keep = ws.meta / "saved" / "rebase-dropped" / entry.path.name
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    keep.write_bytes(entry.raw())
+    ws.keep_patch(entry, "rebase-dropped")
     journal.remove(entry.path)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from materialize.errors import MaterializeError, UnsafePathError
 from materialize.paths import safe_relpath
-from materialize.series import Series, load_series
+from materialize.series import PatchEntry, Series, load_series
 from materialize.store import EXECUTABLE, REGULAR, SYMLINK, Entry, Store, blob_id
 from materialize.workspace.journal import DamagedRecordError, Journal, atomic_write, load_record
 
@@ -376,6 +376,21 @@ class Workspace:
             "Copy a file back into work/<target>/ and `materialize refresh` to put it into a patch.\n\n"
             + "\n".join(listing) + "\n"
         )
+        return dest
+
+    def keep_patch(self, entry: PatchEntry, folder: str) -> Path:
+        """Copy ``entry``'s file as it is (compressed or not) to ``work/.materialize/saved/<folder>/``
+        under its path in patches_dir, before a command removes it (delete -r, a rebase's drop, import-git
+        --prune). Never over another copy: riscv/flaky.patch and mips/flaky.patch, dropped by one rebase,
+        were both kept as rebase-dropped/flaky.patch (the first one lost), and so was a patch of the same
+        name dropped by a later rebase."""
+        dest = self.meta / "saved" / folder / entry.spec.patch
+        n = 0
+        while dest.exists() or dest.is_symlink():
+            n += 1
+            dest = dest.with_name(f"{Path(entry.spec.patch).name}.{n}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(entry.raw())
         return dest
 
     def sync(self, state: State, trees: dict[str, str], keep: dict[str, set[str]], journal: Journal) -> None:

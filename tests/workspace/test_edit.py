@@ -170,7 +170,7 @@ def test_rename_move_delete_header_keep_yaml_comments(project: Path, capsys) -> 
     assert data.split(b"diff --git", 1)[1] == body
     run(project, "delete", "0002-b", "-r")
     assert not patch_file(project, "0002-b").exists()
-    assert list((project / "work" / ".materialize" / "saved").glob("*-delete/0002-b.patch"))
+    assert list((project / "work" / ".materialize" / "saved").glob("*-delete/tt-metal/0002-b.patch"))
 
 
 def test_move_refuses_when_a_later_patch_would_no_longer_apply(project: Path) -> None:

@@ -82,7 +82,7 @@ def test_import_git_prune_drops_the_patch_of_a_removed_commit(project: Path, sto
     assert "dropped   0001-a" in out
     assert "0001-a.patch" not in (project / "series" / "default.yaml").read_text()
     assert not patch_file(project, "0001-a").exists()
-    assert list((project / "work" / ".materialize" / "saved").glob("*-import-git-prune/0001-a.patch"))
+    assert list((project / "work" / ".materialize" / "saved").glob("*-import-git-prune/tt-metal/0001-a.patch"))
     assert main(["push", "-a", "--series", series]) == 0
 
 

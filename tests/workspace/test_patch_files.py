@@ -219,3 +219,28 @@ def test_push_writes_a_file_whose_patched_content_equals_the_old_upstream(projec
     (project / "upstream" / "tt-metal" / ATTN).write_bytes(pristine + b"# upstream had this\n")
     assert run(project, "push") == 0
     assert f.read_bytes() == pristine
+
+
+def test_patch_files_removed_by_a_command_are_all_kept_even_with_one_name(project: Path) -> None:
+    """delete -r, a rebase's drop and import-git --prune kept a removed patch file as saved/<op>/<file
+    name>: riscv/flaky.patch and mips/flaky.patch (quilt names patches by path) went to one name, and
+    the first copy, the only one left, was overwritten."""
+    for arch in ("riscv", "mips"):
+        folder = project / "patches" / "tt-metal" / arch
+        folder.mkdir()
+        (folder / "flaky.patch").write_text(f"Subject: flaky on {arch}\n")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("patches: []", "patches:\n"
+                      "  - {patch: tt-metal/riscv/flaky.patch, name: riscv-flaky, target: tt-metal}\n"
+                      "  - {patch: tt-metal/mips/flaky.patch, name: mips-flaky, target: tt-metal}\n"))
+    from materialize.workspace.state import Workspace
+
+    ws = Workspace.open(series)
+    for entry in ws.series.patches:
+        ws.keep_patch(entry, "rebase-dropped")
+        ws.keep_patch(entry, "rebase-dropped")  # a later drop of a patch of that name
+    kept = sorted(p.read_text() for p in (project / "work" / ".materialize" / "saved").rglob("flaky.patch*"))
+    assert kept == ["Subject: flaky on mips\n"] * 2 + ["Subject: flaky on riscv\n"] * 2
+    assert run(project, "delete", "-r", "riscv-flaky") == 0 and run(project, "delete", "-r", "mips-flaky") == 0
+    kept = [p for p in (project / "work" / ".materialize" / "saved").glob("*-delete/**/flaky.patch*")]
+    assert sorted(p.read_text() for p in kept) == ["Subject: flaky on mips\n", "Subject: flaky on riscv\n"]

@@ -93,7 +93,7 @@ def test_rebase_continue_leaves_an_exact_series_on_the_new_pin(project: Path, st
     series = load_series(project / "series" / "default.yaml")
     assert series.targets["tt-metal"].pin.path == str(v2)
     assert [p.name for p in series.patches] == ["0001-id", "0002-plugin", "0003-mat", "0005-targets"]
-    assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "0004-run.patch").exists()
+    assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "tt-metal" / "0004-run.patch").exists()
     assert "# the vLLM side" in series.path.read_text()
     m = materialize(series, store=store)
     assert {h.status for r in m.reports for h in r.hunks} == {"clean"}  # offsets and fuzz refreshed away
@@ -177,4 +177,4 @@ def test_rebase_continue_refuses_to_write_a_patch_back_empty(project: Path, stor
         run(project, "rebase", "--continue")
     assert patch_file(project, "0005-targets").read_bytes() == old
     assert run(project, "rebase", "--skip") == 0
-    assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "0005-targets.patch").read_bytes() == old
+    assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "tt-metal" / "0005-targets.patch").read_bytes() == old
