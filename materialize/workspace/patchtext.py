@@ -259,7 +259,17 @@ def conflict_markers(base: bytes | None, cur: bytes | None) -> list[int]:
     if not cur:
         return []
     already = set(split_lines(base)) if base else set()
-    return [n for n, line in enumerate(split_lines(cur), 1) if _MARKER.match(line) and line not in already]
+    found, inside = [], False
+    for n, line in enumerate(split_lines(cur), 1):
+        if not _MARKER.match(line) or line in already:
+            continue
+        if line.startswith(b"="):  # only between <<<<<<< and >>>>>>>: alone it is a setext or RST underline
+            if inside:      # ("Summary" over "=======" in a README), which refresh refused for good
+                found.append(n)
+            continue
+        inside = line.startswith((b"<", b"|"))
+        found.append(n)
+    return found
 
 
 def touched(data: bytes, *, source: str = "<patch>", strip: int = 1) -> list[tuple[str, str]]:

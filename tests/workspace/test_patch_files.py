@@ -244,3 +244,28 @@ def test_patch_files_removed_by_a_command_are_all_kept_even_with_one_name(projec
     assert run(project, "delete", "-r", "riscv-flaky") == 0 and run(project, "delete", "-r", "mips-flaky") == 0
     kept = [p for p in (project / "work" / ".materialize" / "saved").glob("*-delete/**/flaky.patch*")]
     assert sorted(p.read_text() for p in kept) == ["Subject: flaky on mips\n", "Subject: flaky on riscv\n"]
+
+
+def test_add_refuses_a_folder(project: Path) -> None:
+    """`add models` recorded the folder as a file of the patch: nothing to refresh, and nothing said."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    with pytest.raises(MaterializeError, match="is a folder"):
+        run(project, "add", "models/tt")
+    (project / "work" / "tt-metal" / "fresh").mkdir(parents=True)
+    with pytest.raises(MaterializeError, match="is a folder"):
+        run(project, "add", "fresh")
+
+
+def test_an_underline_of_seven_equals_signs_is_no_conflict_marker(project: Path) -> None:
+    """A heading underlined with exactly seven '=' (Markdown's setext, reStructuredText: "Summary") was
+    taken for a conflict marker, so a patch adding one could never be refreshed; a real conflict block
+    is still refused."""
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", "NOTES.md")
+    notes = wfile(project, "NOTES.md")
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_text("Summary\n=======\n\ntext\n")
+    assert run(project, "refresh") == 0
+    notes.write_text("Summary\n=======\n\n<<<<<<< ours\ntext\n=======\nother\n>>>>>>> theirs\n")
+    with pytest.raises(MaterializeError, match=r"NOTES.md:4.*NOTES.md:6.*NOTES.md:8"):
+        run(project, "refresh")
