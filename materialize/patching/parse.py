@@ -42,10 +42,11 @@ from materialize.patching.paths import (
 
 # Lines that belong to a plain diff's per-file preamble rather than to the free-text header.
 _PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
-_EXT_HEADER = (
+# The extended header lines GNU reads in a git region (anywhere in it); "similarity index" and a
+# "Binary files … differ" line are garbage to it.
+_GIT_EXT_HEADER = (
     b"old mode ", b"new mode ", b"deleted file mode ", b"new file mode ", b"copy from ", b"copy to ",
-    b"rename from ", b"rename to ", b"similarity index ", b"dissimilarity index ", b"index ",
-    b"Binary files ", b"GIT binary patch",
+    b"rename from ", b"rename to ", b"index ", b"GIT binary patch",
 )
 ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
 _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
@@ -159,8 +160,9 @@ class _Parser:
         while i <= self.n:
             text = self.raw[i - 1]
             if text.startswith(b"diff --git "):
-                fp, i = self._git_section(i)
-                files.append(fp)
+                git_fp, i = self._git_section(i)
+                if git_fp is not None:
+                    files.append(git_fp)
                 region = _Region()
                 continue
             stars_last = region.stars_last
@@ -207,27 +209,55 @@ class _Parser:
 
     # -- sections --------------------------------------------------------------------------------
 
-    def _git_section(self, start: int) -> tuple[FilePatch, int]:
-        """``diff --git`` + extended headers + optional ``---``/``+++`` + hunks."""
+    def _git_section(self, start: int) -> tuple[FilePatch | None, int]:
+        """A ``diff --git`` line and its region, as GNU's ``intuit_diff_type`` reads them.
+
+        Up to the first ``@@ -`` line (the hunks), the next ``diff --git`` or the end, every line is
+        garbage unless it is an extended header (``index``, modes, renames, copies, anywhere in the
+        region) or a ``---``/``+++`` line, whose names replace the ``diff --git`` line's (the last
+        of each kind wins, as in a plain region). A region with no hunks and no extended header is
+        no section (GNU reads on into the next ``diff --git`` line's region, None here).
+        """
         git = _GitHeaders()
-        i = start + 1
-        while i <= self.n and self.raw[i - 1].startswith(_EXT_HEADER):
-            self._git_header(git, i)
-            i += 1
-            if git.binary_payload:
-                i = self._skip_binary_payload(i)
+        extended = False
         old_raw, new_raw = self._git_names(start)
-        minus = plus = None
-        if self.line(i).startswith(b"--- ") and self.line(i + 1).startswith(b"+++ "):
-            minus, plus = i, i + 1
-            old_raw = _fetchname(self.line(i)[4:])[0] or old_raw
-            new_raw = _fetchname(self.line(i + 1)[4:])[0] or new_raw
-            i += 2
+        minus = plus = 0
+        stars_last = False
+        i = start + 1
+        while i <= self.n:
+            line = self.raw[i - 1]
+            if line.startswith((b"diff --git ", b"@@ -")):
+                break
+            text = line.lstrip(b" \tX")  # GNU reads header lines past an indent of blanks (and X)
+            if text.startswith(_GIT_EXT_HEADER):
+                self._git_header(git, i, text)
+                # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
+                extended = extended or not text.startswith(b"index ") or bool(_INDEX.match(text))
+                i += 1
+                if git.binary_payload:
+                    i = self._skip_binary_payload(i)
+                continue
+            if (not stars_last and text.startswith(b"*** ")) or text.startswith(b"+++ "):
+                plus = i
+            elif text.startswith(b"--- "):
+                minus = i
+            stars_last = text.startswith(b"********")
+            i += 1
+        hunks: tuple[Hunk, ...] = ()
+        if self.line(i).startswith(b"@@ -"):
+            hunks, after = self._hunks(i)
+        elif not extended:
+            return None, i
+        else:
+            after = i
+        if minus:
+            old_raw = _fetchname(self._header_text(minus))[0] or old_raw
+        if plus:
+            new_raw = _fetchname(self._header_text(plus))[0] or new_raw
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")
-        hunks, i = self._hunks(i)
-        strip_cr = plus is not None and self.raw[plus - 1].endswith(b"\r\n")
+        strip_cr = bool(plus) and self.raw[plus - 1].endswith(b"\r\n")
         old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
         new_path = None if git.is_delete else self._strip_or_fail(new_raw, plus or start)
         fp = FilePatch(
@@ -245,7 +275,11 @@ class _Parser:
             strip_trailing_cr=strip_cr,
             is_git=True,
         )
-        return fp, i
+        return fp, after
+
+    def _header_text(self, number: int) -> bytes:
+        """A ``---``/``+++``/``*** `` line past its indent and the four bytes of its kind."""
+        return self.raw[number - 1].lstrip(b" \tX")[4:]
 
     def _skip_binary_payload(self, i: int) -> int:
         """Skip the base85 ``literal``/``delta`` blocks of a ``GIT binary patch``."""
@@ -449,9 +483,10 @@ class _Parser:
             return None, None
         return names[0], names[1]
 
-    def _git_header(self, git: _GitHeaders, number: int) -> None:
-        """Apply one extended header line to ``git``; modes are checked here, before any write."""
-        line = self.raw[number - 1].rstrip(b"\r\n")
+    def _git_header(self, git: _GitHeaders, number: int, text: bytes) -> None:
+        """Apply one extended header line (``text``, line ``number`` past its indent) to ``git``; modes
+        are checked here, before any write."""
+        line = text.rstrip(b"\r\n")
         words = line.split(b" ")
         if line.startswith(b"new file mode "):
             git.is_new = True

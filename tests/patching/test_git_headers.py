@@ -125,3 +125,32 @@ def test_a_rename_or_copy_already_done_patches_the_destination_as_gnu_does(tmp_p
     patch = (f"diff --git a/q.py b/p.py\nsimilarity index 90%\n{kind} from q.py\n{kind} to p.py\n"
              "--- a/q.py\n+++ b/p.py\n").encode() + hunk("p.py")
     assert ours({"p.py": "100644"}, patch) == gnu({"p.py": "100644"}, patch) == {"p.py": (False, b"p.py\nc\n")}
+
+
+GIT_GARBAGE = [b"\n", b"garbage\n", b"similarity index 50%\n", b"  a note\n", b"Author: x\n"]
+
+
+@st.composite
+def garbled_section(draw) -> bytes:
+    """A section with garbage lines (a blank one included) anywhere between its ``diff --git`` line and
+    its first hunk: GNU reads extended headers and ``---``/``+++`` anywhere in that region."""
+    lines = draw(section()).splitlines(keepends=True)
+    head = next((k for k, line in enumerate(lines) if line.startswith(b"@@ -")), len(lines))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(1 if lines[0].startswith(b"diff --git ") else 0, head))
+        lines.insert(at, draw(st.sampled_from(GIT_GARBAGE)))
+        head += 1
+    return b"".join(lines)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(MODES), min_size=1),
+       sections=st.lists(garbled_section(), min_size=1, max_size=3), reverse=st.sampled_from([False, False, True]))
+def test_git_regions_with_garbage_match_gnu_patch(tree: dict[str, str], sections: list[bytes], reverse: bool) -> None:
+    """Found: ``diff --git``, ``index``, a blank line, then the hunk: GNU patches the file, we skipped
+    the hunk as garbage after a section that ended at the blank line (silently, the patch applied)."""
+    patch = b"".join(sections)
+    mine = ours(tree, patch, reverse)
+    if mine == "refused":
+        return
+    assert mine == gnu(tree, patch, reverse), patch.decode()
