@@ -166,16 +166,17 @@ class _Parser:
                 region = _Region()
                 continue
             stars_last = region.stars_last
-            if not stars_last and text.startswith(b"*** "):
+            head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
+            if not stars_last and head.startswith(b"*** "):
                 region.first = region.first or i
                 region.plus = i
-            elif text.startswith(b"+++ "):
+            elif head.startswith(b"+++ "):
                 region.first = region.first or i
                 region.plus = region.cr = i
-            elif text.startswith(b"Index:"):
+            elif head.startswith(b"Index:"):
                 region.first = region.first or i
                 region.index = region.cr = i
-            elif text.startswith(b"--- "):
+            elif head.startswith(b"--- "):
                 region.first = region.first or i
                 region.minus = region.cr = i
             elif region.first and text.startswith(b"@@ -"):
@@ -190,7 +191,7 @@ class _Parser:
                 region = _Region()
                 continue
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
-            region.stars_last = bool(region.first) and text.startswith(b"********")
+            region.stars_last = bool(region.first) and head.startswith(b"********")
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text)
             i += 1
@@ -228,7 +229,7 @@ class _Parser:
             line = self.raw[i - 1]
             if line.startswith((b"diff --git ", b"@@ -")):
                 break
-            text = line.lstrip(b" \tX")  # GNU reads header lines past an indent of blanks (and X)
+            text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
             if text.startswith(_GIT_EXT_HEADER):
                 self._git_header(git, i, text)
                 # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
@@ -279,7 +280,7 @@ class _Parser:
 
     def _header_text(self, number: int) -> bytes:
         """A ``---``/``+++``/``*** `` line past its indent and the four bytes of its kind."""
-        return self.raw[number - 1].lstrip(b" \tX")[4:]
+        return _unindent(self.raw[number - 1])[4:]
 
     def _skip_binary_payload(self, i: int) -> int:
         """Skip the base85 ``literal``/``delta`` blocks of a ``GIT binary patch``."""
@@ -399,8 +400,8 @@ class _Parser:
                      cr_line: int) -> FilePatch:
         """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
         header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
-        old_name, old_stamp = _fetchname(self.raw[old_line - 1][4:]) if old_line else (None, None)
-        new_name, new_stamp = _fetchname(self.raw[new_line - 1][4:]) if new_line else (None, None)
+        old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
+        new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
         first = hunks[0]
         # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
         # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
@@ -414,11 +415,11 @@ class _Parser:
             new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
         start = self._preamble_start(region.first)
         # GNU: the rest of the last ``Index:`` line of the region
-        index_path = self._strip(self.raw[region.index - 1][6:].strip(_WS)) if region.index else None
+        index_path = self._strip(_unindent(self.raw[region.index - 1])[6:].strip(_WS)) if region.index else None
         if old_path is None and new_path is None and index_path is None:
             line, raw_name = (new_line, new_name) if is_new or not old_line else (old_line, old_name)
             if not line:
-                line, raw_name = region.index, self.raw[region.index - 1][6:].strip(_WS)
+                line, raw_name = region.index, _unindent(self.raw[region.index - 1])[6:].strip(_WS)
             name = decode_path(raw_name or b"")
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
         fp = FilePatch(
@@ -682,6 +683,20 @@ class _Parser:
         hunk = Hunk(source_start, source_length, target_start, target_length, section, b"".join(lines),
                     b"".join(map(_FIRST, lines)), header_line, tuple(unterminated))
         return hunk, i
+
+
+def _unindent(line: bytes) -> bytes:
+    """``line`` as GNU's ``intuit_diff_type`` matches header lines: past an indent of spaces, TABs
+    and X's, and a ``--- `` line past RFC 934's ``- `` prefixes (a forwarded mail's)."""
+    if line[:1] in (b" ", b"\t", b"X"):
+        line = line.lstrip(b" \tX")
+    if line.startswith(b"- "):
+        t = line
+        while t.startswith(b"- "):
+            t = t[2:]
+        if t.startswith(b"--- "):
+            return t
+    return line
 
 
 def _is_mail_header(raw: list[bytes]) -> bool:

@@ -95,7 +95,8 @@ def scattered_section(draw) -> bytes:
     among them, some left out or given twice: GNU's ``intuit_diff_type`` keeps the last line of each
     kind seen since the previous section and starts the section at the first ``@@ -`` after any."""
     old, new, index = (draw(st.sampled_from(NAMES)) for _ in range(3))
-    parts = [f"--- a/{old}\n", f"+++ b/{new}\n", f"Index: {index}\n", f"*** a/{new}\n"]
+    parts = [f"--- a/{old}\n", f"+++ b/{new}\n", f"Index: {index}\n", f"*** a/{new}\n",
+             f"  --- a/{old}\n", f"\t+++ b/{new}\n", f"- --- a/{old}\n", f"X Index: {index}\n"]  # indented, RFC 934
     parts = draw(st.lists(st.sampled_from(parts + GARBAGE), max_size=6))
     name = draw(st.sampled_from([old, new, index]))
     return ("".join(parts) + f"@@ -1,2 +1,2 @@\n {name}\n-b\n+c\n").encode()
