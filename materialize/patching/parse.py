@@ -52,7 +52,9 @@ ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
 _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
 # Line numbers of at most 18 digits: GNU keeps them in a ptrdiff_t and refuses a larger one ("line
 # number ... is too large"); an unbounded Python int would instead be "found" at a huge offset.
-_HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? \+(\d{1,18})(?:,(\d{1,18}))? @@ ?(.*?)\r?\n?$", re.S)
+# GNU's reading of a unified hunk header: "@@ -" N[,M], at most one space, "+" N[,M], at most one space,
+# then "@"; only "@@ " begins the section text ("@@ -1 +1 @" and "@@ -1 +1@@x" apply as well).
+_HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? ?\+(\d{1,18})(?:,(\d{1,18}))? ?@(?:@ (.*?)|.*?)\r?\n?$", re.S)
 _LONG_NUMBER = re.compile(rb"^@@ -[\d,]*? ?\+?[\d,]*?(\d{19,})")
 _CONTEXT_HUNK = re.compile(rb"^\*{8}")  # GNU: a line of 8 stars or more
 _CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
@@ -620,7 +622,7 @@ class _Parser:
         source_length = int(m.group(2)) if m.group(2) is not None else 1
         target_start = int(m.group(3))
         target_length = int(m.group(4)) if m.group(4) is not None else 1
-        section = m.group(5).decode("utf-8", "replace")
+        section = (m.group(5) or b"").decode("utf-8", "replace")
         old_left, new_left = source_length, target_length
         lines: list[bytes] = []  # every one ends in "\n"; ``unterminated`` says which have none
         unterminated: list[int] = []

@@ -201,6 +201,24 @@ def test_blank_only_patch_is_garbage_as_in_gnu(tmp_path: Path, text: bytes) -> N
     assert isinstance(result.error, PatchFormatError) and "Only garbage" in str(result.error)
 
 
+@pytest.mark.parametrize("header", [b"@@ -1,3 +1,3 @@", b"@@ -1,3 +1,3 @", b"@@ -1,3 +1,3@@", b"@@ -1,3+1,3@@",
+                                    b"@@ -1,3 +1,3 @@@", b"@@ -1,3 +1,3 @@f", b"@@ -01,3 +1,3 @@ f(x)",
+                                    b"@@ -1,3 +1,3", b"@@ -1,3  +1,3 @@", b"@@ -1,+3 +1,3 @@", b"@@  -1,3 +1,3 @@"])
+def test_unified_hunk_headers_are_read_as_gnu_reads_them(tmp_path: Path, header: bytes) -> None:
+    """GNU takes "@@ -N,M", one optional space, "+N,M", one optional space, then "@": a hand-edited
+    "@@ -1,3 +1,3 @" applies (we refused it as a bad hunk header); two spaces or no "@" do not."""
+    patch = b"--- a/f\n+++ b/f\n" + header + b"\n 1\n-2\n+two\n 3\n"
+    code, gnu_files, _report = gnu(tmp_path, {"f": b"1\n2\n3\n"}, patch, 1)
+    try:
+        result, our_files = ours({"f": b"1\n2\n3\n"}, patch, 1)
+    except PatchFormatError:
+        assert code == 2
+        return
+    assert result.error is None if code == 0 else result.error is not None
+    if code == 0:
+        assert our_files == gnu_files == {"f": b"1\ntwo\n3\n"}
+
+
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files
