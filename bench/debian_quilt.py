@@ -3,6 +3,9 @@
 Same comparison as ``make test-differential`` (``tests/differential/debian.py``): contents,
 symlinks, executable bits, empty files and empty directories, per package, then the total.
 Usage: ``.venv/bin/python bench/debian_quilt.py [PACKAGE ...]`` (network once: ``apt-get source``).
+Without packages: the list in ``tests/differential/debian.py``. Sources are cached in
+``$MATERIALIZE_TEST_DATA/debian`` (default ``~/.cache/materialize-testdata``); a package whose
+sources the mirror lacks, or without a series, is "skipped"; run long sweeps under ``nice -n 19``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def _debian_module():
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return 0
     debian = _debian_module()
     packages = argv or debian.PACKAGES
     identical = total = 0

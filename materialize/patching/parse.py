@@ -187,6 +187,8 @@ class _Parser:
                 region = _Region()
                 i = end
                 continue
+            elif region.first and head.startswith(b"@@ -"):
+                raise self._indented_hunk(i)
             elif region.first and stars_last and text.startswith(b"*** "):
                 fp, i = self._context_section(region, i - 1)
                 files.append(fp)
@@ -232,6 +234,8 @@ class _Parser:
             if line.startswith((b"diff --git ", b"@@ -")):
                 break
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
+            if text.startswith(b"@@ -"):
+                raise self._indented_hunk(i)
             if text.startswith(_GIT_EXT_HEADER):
                 self._git_header(git, i, text)
                 # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
@@ -279,6 +283,12 @@ class _Parser:
             is_git=True,
         )
         return fp, after
+
+    def _indented_hunk(self, number: int) -> PatchFormatError:
+        """GNU reads a hunk indented like its ``@@`` line (its ``p_indent``); we do not: refused, never
+        skipped as garbage while the rest of the patch applies."""
+        return self.error(number, "unsupported patch format: an indented hunk (GNU patch strips the indent "
+                                  "of its @@ line from every hunk line); remove the indent")
 
     def _header_text(self, number: int) -> bytes:
         """A ``---``/``+++``/``*** `` line past its indent and the four bytes of its kind."""
