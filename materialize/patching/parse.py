@@ -257,10 +257,15 @@ class _Parser:
             return None, i
         else:
             after = i
+        # GNU keeps the names in two slots: the ``diff --git`` line fills both, ``---`` the second and
+        # ``+++`` the first, and a region that reaches a hunk swaps them (as for a plain diff), so a
+        # hunk after ``diff --git a/f b/g`` alone reads g first, f second.
         if minus:
-            old_raw = _fetchname(self._header_text(minus))[0] or old_raw
+            new_raw = _fetchname(self._header_text(minus))[0] or new_raw
         if plus:
-            new_raw = _fetchname(self._header_text(plus))[0] or new_raw
+            old_raw = _fetchname(self._header_text(plus))[0] or old_raw
+        if hunks:
+            old_raw, new_raw = new_raw, old_raw
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")

@@ -39,7 +39,8 @@ def hunk(name: str) -> bytes:
 
 @st.composite
 def section(draw) -> bytes:
-    kind = draw(st.sampled_from(["modify", "mode", "rename", "copy", "new", "delete", "plain", "two-names"]))
+    kind = draw(st.sampled_from(["modify", "mode", "rename", "copy", "new", "delete", "plain", "two-names",
+                                 "bare"]))
     p, q = draw(st.sampled_from(NAMES)), draw(st.sampled_from(NAMES))
     m1, m2 = draw(st.sampled_from(MODES)), draw(st.sampled_from(MODES))
     modes = f"old mode {m1}\nnew mode {m2}\n" if draw(st.booleans()) else ""
@@ -48,6 +49,8 @@ def section(draw) -> bytes:
         return f"--- a/{p}\n+++ b/{p}\n".encode() + hunk(p)
     if kind == "two-names":  # old and new names differ, no rename or copy line
         return f"diff --git a/{p} b/{q}\n{index}--- a/{p}\n+++ b/{q}\n".encode() + hunk(p)
+    if kind == "bare":  # hunks without ---/+++: GNU swaps the diff --git line's names (q first)
+        return f"diff --git a/{p} b/{q}\n{index}".encode() + hunk(draw(st.sampled_from([p, q])))
     if kind == "modify":
         return f"diff --git a/{p} b/{p}\n{modes}{index}--- a/{p}\n+++ b/{p}\n".encode() + hunk(p)
     if kind == "mode":
