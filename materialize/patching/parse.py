@@ -103,11 +103,14 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     # a "\ No newline" marker, which it reads with getc() and accepts without a terminator.
     if raw and not raw[-1].endswith(b"\n") and not raw[-1].startswith(b"\\"):
         raw = raw[:-1]
-    files = _Parser(source, raw, strip, data).run()
+    parser = _Parser(source, raw, strip, data)
+    files = parser.run()
     first = min((f.patch_line for f in files), default=len(raw) + 1)
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     if not files and data and not _is_mail_header(raw):  # whitespace only is garbage to GNU too
-        raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.")
+        hint = (f" (line {parser.unheaded_normal}: a normal diff, which GNU patch reads only after an Index:, "
+                "--- or +++ line naming its file, and which we do not support)" if parser.unheaded_normal else "")
+        raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.{hint}")
     return PatchSet(source=source, header=header, files=tuple(files))
 
 
@@ -137,6 +140,7 @@ class _Parser:
         self.kinds = bytes(kinds)
         # Hunks of the same shape share one kinds string: a large patch repeats a few shapes.
         self.kinds_seen: dict[bytes, bytes] = {}
+        self.unheaded_normal = 0  # the first line of a normal diff with no header line before it
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -197,19 +201,23 @@ class _Parser:
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
             region.stars_last = bool(region.first) and head.startswith(b"********")
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
-                self._refuse_other_formats(i, text)
+                self._refuse_other_formats(i, text, headed=bool(region.first))
             i += 1
         return files
 
-    def _refuse_other_formats(self, number: int, line: bytes) -> None:
+    def _refuse_other_formats(self, number: int, line: bytes, *, headed: bool) -> None:
         """Refuse normal diffs (and context hunks without their file header) instead of silently
         ignoring them as garbage: GNU patch would apply them, and a patch that silently does
-        nothing would be worse than an error.
+        nothing would be worse than an error. GNU reads a normal diff only after a header line
+        (``headed``: ``Index:``, ``---``, ``+++`` or ``*** `` since the last section, or a ``diff --git``
+        line); before one, ``2c2`` / ``< x`` is garbage (prose quoting a diff), as here.
         """
         nxt = self.line(number + 1)
         if _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
             raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
-        if _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
+        if not headed and not self.unheaded_normal and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
+            self.unheaded_normal = number  # named if nothing else is found ("Only garbage")
+        if headed and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
             raise self.error(number, "unsupported patch format: normal diff (unified and context diffs are supported)")
 
     # -- sections --------------------------------------------------------------------------------
@@ -248,6 +256,8 @@ class _Parser:
                 plus = i
             elif text.startswith(b"--- "):
                 minus = i
+            else:
+                self._refuse_other_formats(i, line, headed=True)
             stars_last = text.startswith(b"********")
             i += 1
         hunks: tuple[Hunk, ...] = ()

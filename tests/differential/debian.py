@@ -19,8 +19,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (46 packages,
-# 906 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
+# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (48 packages,
+# 1,014 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
 # 2026-12-01), jq's two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
@@ -32,6 +32,8 @@ PACKAGES = [
     # samba: an orig tarball that holds 27 members twice; protobuf: git index lines that say 100755 for
     # files its tarball ships 0644 (GNU patch changes a mode only where old and new modes differ).
     "grub2", "nodejs", "samba", "protobuf",
+    # 2026-12-01 (session 7): many patches on tiny tarballs, cheap to keep: chkrootkit 84, netcat 24.
+    "chkrootkit", "netcat",
 ]
 SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them

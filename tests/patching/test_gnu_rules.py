@@ -234,6 +234,17 @@ def test_an_indented_hunk_is_refused_where_gnu_applies_it(tmp_path: Path, indent
     assert isinstance(result.error, PatchFormatError) and "indented hunk" in str(result.error)
 
 
+def test_a_normal_diff_quoted_before_any_header_is_garbage_as_in_gnu(tmp_path: Path) -> None:
+    """GNU reads a normal diff only after a header line: one quoted in a patch's description is prose
+    (we refused the whole patch as a normal diff)."""
+    patch = b"Description: x\n2c2\n< a\n---\n> b\n\n--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n"
+    result, files = compare(tmp_path, {"f": b"1\n2\n3\n"}, patch)
+    assert result.ok and files == {"f": b"1\ntwo\n3\n"}
+    headed = b"--- a/f\n+++ b/f\n2c2\n< 2\n---\n> two\n"  # GNU applies this one: refused, loudly
+    refused, _ = ours({"f": b"1\n2\n3\n"}, headed, 1)
+    assert isinstance(refused.error, PatchFormatError) and "normal diff" in str(refused.error)
+
+
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files

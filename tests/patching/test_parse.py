@@ -287,9 +287,11 @@ def test_context_diffs_parse_and_normal_diffs_are_refused_not_ignored() -> None:
     stray = b"***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"  # hunks without their file lines
     with pytest.raises(PatchFormatError, match=r"^c\.diff:1: unsupported patch format: context"):
         parse_patch(stray, source="c.diff")
-    normal = b"1c1\n< a\n---\n> b\n"
-    with pytest.raises(PatchFormatError, match=r"^n\.diff:1: unsupported patch format: normal"):
+    normal = b"1c1\n< a\n---\n> b\n"  # GNU: "Only garbage" (a normal diff needs a header line before it)
+    with pytest.raises(PatchFormatError, match=r"^n\.diff:1: Only garbage .*line 1: a normal diff"):
         parse_patch(normal, source="n.diff")
+    with pytest.raises(PatchFormatError, match=r"^n\.diff:2: unsupported patch format: normal"):
+        parse_patch(b"Index: f\n" + normal, source="n.diff")
 
 
 _VALID = FORMAT_PATCH + (
