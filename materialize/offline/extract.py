@@ -102,7 +102,18 @@ class _Unit:
     unconditional: set[str] = field(default_factory=set)  # names always bound when the unit runs
     typing_defines: set[str] = field(default_factory=set)  # bound only under `if TYPE_CHECKING:`
     dead_lines: set[int] = field(default_factory=set)  # the TYPE_CHECKING branch: never runs
-    mutates: set[str] = field(default_factory=set)  # `X.a = …`, `X[k] = …`, `X.register(…)`: changes X
+    mutates: set[str] = field(
+        default_factory=set
+    )  # names whose object or binding running the unit may change
+    rebinds: set[str] = field(default_factory=set)  # names a function it calls rebinds (`global X`)
+    stores: set[str] = field(default_factory=set)  # names changed through an attribute or item, at import
+    passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
+    refs: set[str] = field(default_factory=set)  # names its import-time code reads
+    dynamic: list[tuple[int, str]] = field(default_factory=list)  # (line, how) it writes the namespace unseen
+
+
+_BodyEffects = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[tuple[int, str], ...]]
+"""What calling a function may do: (objects changed, objects handed to calls, names rebound, dynamic uses)."""
 
 
 @dataclass
@@ -238,11 +249,111 @@ class _Analysis:
                         targets = [small.target]
                     for target in targets:
                         unit.unconditional.update(_target_names(target))
-                    unit.mutates |= _mutated_roots(small)
+        self._collect_effects()
+
+    def _collect_effects(self) -> None:
+        """What each top-level statement may change when it runs (``_Effects``), through the file's
+        own functions and classes it calls, decorates with or derives from, transitively."""
+        self._body_cache: dict[int, _BodyEffects] = {}
+        self._dynamic_cache: dict[int, list[tuple[int, str]]] = {}
+        for unit in self.units:
+            if unit.kind in ("import", "star"):
+                continue
+            effects = _Effects(immediate=True)
+            if _is_main_guard(unit.node):  # `if __name__ == "__main__":` never runs when imported
+                orelse = unit.node.orelse  # type: ignore[attr-defined]
+                if orelse is not None:
+                    orelse.visit(effects)
+            else:
+                unit.node.visit(effects)
+            unit.refs = effects.refs
+            unit.mutates = set(effects.changed)
+            unit.rebinds = set(effects.rebound)
+            unit.passes = set(effects.passed)
+            unit.stores = set(effects.stores)
+            # `eval(text)` at import time can read module names, not bind them: only kept code using it is refused
+            unit.dynamic = [
+                (self.positions[n].start.line, how) for n, how in effects.dynamic if how != "eval()"
+            ]
+            for name in effects.deleted:  # `del X` unbinds X: a later reader sees no binding
+                unit.defines.add(name)
+            for name in effects.refs:
+                for callee in self._callables(name, unit.index):
+                    changed, passed, rebound, dynamic = self._body_effects(callee, set())
+                    unit.mutates |= changed
+                    unit.passes |= passed
+                    unit.rebinds |= rebound
+                    unit.dynamic += [
+                        (line, f"{how} in {callee.node.name.value}()")  # type: ignore[attr-defined]
+                        for line, how in dynamic
+                        if how != "eval()"
+                    ]
+
+    def _callables(self, name: str, before: int) -> list[_Unit]:
+        return [u for u in self.bindings(name, before) if u.kind in ("def", "class")]
+
+    def _body_effects(self, unit: _Unit, active: set[int]) -> _BodyEffects:
+        """What calling the function (or using the class: creating it, its instances, its subclasses) may change."""
+        cached = self._body_cache.get(unit.index)
+        if cached is not None:
+            return cached
+        if unit.index in active:
+            return frozenset(), frozenset(), frozenset(), ()
+        active.add(unit.index)
+        effects = _Effects(immediate=False, class_name=unit.node.name.value if unit.kind == "class" else None)  # type: ignore[attr-defined]
+        unit.node.visit(effects)
+        changed, passed, rebound = set(effects.changed), set(effects.passed), set(effects.rebound)
+        dynamic = [(self.positions[n].start.line, how) for n, how in effects.dynamic]
+        for name in effects.refs:
+            for callee in self._callables(name, len(self.units)):
+                if callee is not unit:
+                    more, more_passed, more_rebound, more_dynamic = self._body_effects(callee, active)
+                    changed |= more
+                    passed |= more_passed
+                    rebound |= more_rebound
+                    dynamic += more_dynamic
+        active.discard(unit.index)
+        result = (frozenset(changed), frozenset(passed), frozenset(rebound), tuple(dynamic))
+        if not active:
+            self._body_cache[unit.index] = result
+        return result
+
+    def body_dynamic(self, unit: _Unit) -> list[tuple[int, str]]:
+        """Dynamic namespace access anywhere in the unit's own code (function bodies included)."""
+        found = self._dynamic_cache.get(unit.index)
+        if found is None:
+            effects = _Effects(immediate=False)
+            unit.node.visit(effects)
+            found = self._dynamic_cache[unit.index] = [
+                (self.positions[n].start.line, how) for n, how in effects.dynamic
+            ]
+        return found
 
     def mutators(self, name: str, after: int) -> list[_Unit]:
-        """Top-level statements after unit ``after`` that change the object ``name`` is bound to."""
-        return [u for u in self.units[after + 1 :] if name in u.mutates and u.kind == "other"]
+        """Top-level statements after unit ``after`` that may change the object ``name`` is bound to
+        (directly or through a name bound from it: ``ALIAS = X``, ``for row in X:``), or rebind it
+        through a function they call (``global X``). An immutable literal cannot be changed, only rebound."""
+        binder = self.units[after]
+        immutable = _binds_immutable_literal(binder, name)
+        # a function or class handed to a call (`attach(fn)`, `register(Cls)`) is taken as left as it is;
+        # any other object handed to one may be changed by it (`fill(REG)`)
+        passed_changes = binder.kind not in ("def", "class")
+        names, out, todo = {name}, [], [name]
+        while todo:
+            current = todo.pop()
+            for unit in self.units[after + 1 :]:
+                if unit.kind in ("import", "star", "typing"):
+                    continue
+                changes = current in unit.mutates or (passed_changes and current in unit.passes)
+                if (current in unit.rebinds or (changes and not immutable)) and unit not in out:
+                    out.append(unit)
+                if immutable:
+                    continue
+                if current in unit.refs and unit.kind == "other":
+                    for alias in unit.defines - names:
+                        names.add(alias)
+                        todo.append(alias)
+        return sorted(out, key=lambda u: u.index)
 
     def _collect_accesses(self) -> None:
         seen: set[int] = set()
@@ -329,6 +440,14 @@ class _Analysis:
         """Names in a literal ``__all__`` (assignments and ``+=``), in order."""
         names: list[str] = []
         for unit in self.units:
+            literal = isinstance(unit.node, cst.SimpleStatementLine) and all(
+                isinstance(small, cst.Assign | cst.AugAssign | cst.AnnAssign) for small in unit.node.body
+            )
+            if ("__all__" in unit.mutates or "__all__" in unit.defines) and not literal:
+                raise ExtractError(
+                    f"{self.display}:{unit.first}: __all__ is changed here by code extract does not evaluate "
+                    "(a method call or a conditional): name the definitions to extract"
+                )
             if not isinstance(unit.node, cst.SimpleStatementLine):
                 continue
             for small in unit.node.body:
@@ -345,6 +464,24 @@ class _Analysis:
                             raise ExtractError(f"{self.display}:{unit.first}: __all__ holds a non-literal")
                         names.append(element.value.evaluated_value)
         return names
+
+
+def _is_main_guard(node: cst.CSTNode) -> bool:
+    """``if __name__ == "__main__":``, whose body runs only when the file is executed as a script."""
+    if (
+        not isinstance(node, cst.If)
+        or not isinstance(node.test, cst.Comparison)
+        or len(node.test.comparisons) != 1
+    ):
+        return False
+    sides = [node.test.left, node.test.comparisons[0].comparator]
+    names = [s.value for s in sides if isinstance(s, cst.Name)]
+    strings = [s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)]
+    return (
+        isinstance(node.test.comparisons[0].operator, cst.Equal)
+        and names == ["__name__"]
+        and strings == ["__main__"]
+    )
 
 
 def _is_type_checking(test: cst.BaseExpression) -> bool:
@@ -528,6 +665,14 @@ def extract(
         names = tuple(analysis.all_names())
         if not names:
             raise ExtractError(f"{display}: no names requested and the module has no literal __all__")
+    for unit in analysis.units:
+        if unit.dynamic:
+            line, how = unit.dynamic[0]
+            raise ExtractError(
+                f"{display}:{line}: the module namespace is reached dynamically at import time ({how}, run by "
+                f"the statement at line {unit.first}): names may be bound or rebound where no statement names "
+                "them, so no extraction from this file can be shown to behave as the file does"
+            )
     plan = _Plan(analysis, policy, display, package)
     for requested in names:
         plan.request(requested)
@@ -612,7 +757,17 @@ class _Plan:
             imp = binder.imports.get(name)
             if imp is not None:
                 self.bind.setdefault(name, (imp, _Need(need.name, line, need.root)))
-            return  # an imported module's state (os.environ[...] = ...) is not the file's to replay
+            # an imported module's state (os.environ[...] = ...) is not the file's to replay: it would
+            # leak into the test process; but code that reads it would see it unchanged, so refuse
+            for later in self.a.units[binder.index + 1 :]:
+                if name in later.stores and name not in self.policy.stubs:
+                    code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
+                    raise ExtractError(
+                        f"{self.display}:{later.first}: `{code}` changes the imported {name!r} when the file is "
+                        f"imported, and {need.root} uses {name!r} (line {line}); extract does not replay changes "
+                        f"to imported modules (they would leak into the test process): stub {name!r}"
+                    )
+            return
         self._keep(binder, None, _Need(name, line, need.root))
         for mutator in self.a.mutators(name, binder.index):
             self._keep(mutator, None, _Need(name, mutator.first, need.root))
@@ -628,6 +783,12 @@ class _Plan:
             return
         self.keep_units[unit.index] = merged
         lines = self.kept_lines(unit, merged)
+        for line, how in self.a.body_dynamic(unit):
+            if line in lines:
+                raise ExtractError(
+                    f"{self.display}:{line}: {need.root} needs code that reaches the module namespace dynamically "
+                    f"({how}): the names it reads or binds there cannot be followed; stub {need.name!r}"
+                )
         for access in self.a.accesses[unit.index]:
             if access.line not in lines or access.line in unit.dead_lines:
                 continue
@@ -641,7 +802,11 @@ class _Plan:
             # `from __future__ import annotations`: dataclasses still look ClassVar/InitVar up by name
             for binder in self.a.bindings(name, unit.index):
                 imp = binder.imports.get(name) if binder.kind == "import" else None
-                if imp is not None and imp.module.split(".")[0] in _DATACLASS_TYPING and name not in self.policy.stubs:
+                if (
+                    imp is not None
+                    and imp.module.split(".")[0] in _DATACLASS_TYPING
+                    and name not in self.policy.stubs
+                ):
                     self.bind.setdefault(name, (imp, _Need(need.name, access.line, need.root)))
             return
         self.requires.setdefault(need.root, set()).add(name)
@@ -695,12 +860,23 @@ class _Plan:
         that could supply it.
         """
         info = _class_info(unit.node)  # type: ignore[arg-type]
-        result = set(members)
-        todo = list(members)
+        # the class body's own statements (kept whole) may name a method: `h = g`, `x = property(k)`
+        body_refs = _NameRefs()
+        for stmt in unit.node.body.body:  # type: ignore[attr-defined]
+            if not isinstance(stmt, cst.FunctionDef):
+                stmt.visit(body_refs)
+        result = set(members) | (body_refs.names & set(info.methods))
+        todo = list(result)
         while todo:
             member = todo.pop()
             for fn in info.methods.get(member, []):
-                for attr, node in _self_reads(fn):
+                deco_refs = _NameRefs()
+                for deco in fn.decorators:
+                    deco.visit(deco_refs)
+                for attr in deco_refs.names & set(info.methods) - result:
+                    result.add(attr)
+                    todo.append(attr)
+                for attr, node in _self_reads(fn, info.name):
                     if attr in info.methods:
                         if attr not in result:
                             result.add(attr)
@@ -767,8 +943,9 @@ class _Plan:
         keep: set[int] = set()
         for index, members in self.keep_units.items():
             keep |= self.kept_lines(self.a.units[index], members)
+        left_out = self._left_out_lines(source_lines)
         text = "".join(
-            line if number in keep else ("\n" if line.endswith("\n") else "")
+            line if number in keep else left_out.get(number, "\n" if line.endswith("\n") else "")
             for number, line in enumerate(source_lines, start=1)
         )
         namespace = types.ModuleType(modname)
@@ -800,16 +977,52 @@ class _Plan:
         registered = modname not in sys.modules
         if registered:
             sys.modules[modname] = namespace
+        placeholders: list[_LeftOut] = []
+        namespace.__dict__[_LEFT_OUT] = lambda *args: (
+            placeholders.append(_LeftOut(self.display, *args)) or placeholders[-1]
+        )
         try:
             exec(code, namespace.__dict__)
         finally:
+            namespace.__dict__.pop(_LEFT_OUT, None)
             if registered:
                 sys.modules.pop(modname, None)
+        for placeholder in placeholders:
+            placeholder.armed = True
         namespace.__extracted__ = names  # type: ignore[attr-defined]
         namespace.__requires__ = {k: frozenset(v) for k, v in self.requires.items()}  # type: ignore[attr-defined]
         namespace.__unresolved__ = {k: tuple(v) for k, v in self.unresolved.items()}  # type: ignore[attr-defined]
         namespace.__kept_lines__ = frozenset(keep)  # type: ignore[attr-defined]
         return namespace
+
+    def _left_out_lines(self, source_lines: list[str]) -> dict[int, str]:
+        """For each method left out of a partly kept class, a line binding its name to a ``_LeftOut``
+        placeholder (on the method's first line, so no line number moves): a left-out member is never
+        silently absent (``getattr(self, "h", default)``, ``len(self)``, ``C.h()`` would not see it)."""
+        out: dict[int, str] = {}
+        for index, members in self.keep_units.items():
+            if members is None:
+                continue
+            unit = self.a.units[index]
+            kept = ", ".join(sorted(members)) or "none"
+            for stmt in unit.node.body.body:  # type: ignore[attr-defined]
+                if not isinstance(stmt, cst.FunctionDef) or stmt.name.value in members:
+                    continue
+                first = min(
+                    [self.a.positions[stmt].start.line]
+                    + [self.a.positions[d].start.line for d in stmt.decorators]
+                )
+                text = source_lines[first - 1]
+                indent = text[: len(text) - len(text.lstrip())]
+                qualname = f"{unit.node.name.value}.{stmt.name.value}"  # type: ignore[attr-defined]
+                on_get = any(
+                    _dotted_or_none(d.decorator) not in ("staticmethod", "classmethod")
+                    for d in stmt.decorators
+                )
+                out[first] = (
+                    f"{indent}{stmt.name.value} = {_LEFT_OUT}({qualname!r}, {first}, {kept!r}, {on_get})\n"
+                )
+        return out
 
     def _bind_import(self, imp: _Import, need: _Need) -> Any:
         module = _resolve_relative(imp, self.package)
@@ -843,6 +1056,45 @@ class _Plan:
                 return importlib.import_module(f"{module}.{imp.attr}")
         except ImportError as exc:
             raise ExtractError(f"{where}: `{imp.text}` failed: {exc}") from exc
+
+
+_LEFT_OUT = "__materialize_left_out__"
+
+
+class _LeftOut:
+    """Stands for a method ``Class.member`` extraction left out: any use of it after extraction raises
+    ``ExtractError`` naming the method's file and line (never ``AttributeError``, which ``hasattr`` and
+    ``getattr(obj, name, default)`` would swallow). A plain method is fetched as this object and
+    refuses when called (Python swallows errors raised while *looking up* ``__eq__`` and other
+    comparison slots, not errors raised by calling them); a property-like member (any other
+    decorator) refuses when fetched. While the class is being created (metaclasses, decorators,
+    ``ABCMeta`` looking for abstract methods) it is inert."""
+
+    def __init__(self, display: str, qualname: str, line: int, kept: str, on_get: bool) -> None:
+        self.display, self.qualname, self.line, self.kept, self.on_get = display, qualname, line, kept, on_get
+        self.armed = False
+
+    def _refuse(self) -> ExtractError:
+        return ExtractError(
+            f"{self.display}:{self.line}: {self.qualname} was left out of this extraction (only {self.kept} "
+            f"requested from its class) but is used: request {self.qualname!r} too"
+        )
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if self.armed and self.on_get:
+            raise self._refuse()
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or not self.armed:
+            raise AttributeError(name)
+        raise self._refuse()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._refuse()
+
+    def __bool__(self) -> bool:
+        raise self._refuse()
 
 
 def _class_assigns(node: cst.ClassDef, member: str) -> bool:
@@ -975,8 +1227,10 @@ def _class_info(node: cst.ClassDef) -> _ClassInfo:
             decorators.append(_dotted(target).rsplit(".", 1)[-1])
         except ExtractError:
             decorators.append("")
-    open_ = bool(node.keywords) or any(d != "dataclass" for d in decorators) or bool(
-        {"__getattr__", "__getattribute__"} & set(methods)
+    open_ = (
+        bool(node.keywords)
+        or any(d != "dataclass" for d in decorators)
+        or bool({"__getattr__", "__getattribute__"} & set(methods))
     )
     return _ClassInfo(node.name.value, methods, attributes, bases, open_)
 
@@ -1015,7 +1269,13 @@ class _StoreCollector(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         # setattr(self, "x", ...) / object.__setattr__(self, "x", ...) (frozen dataclasses)
         func = node.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        name = (
+            func.value
+            if isinstance(func, cst.Name)
+            else func.attr.value
+            if isinstance(func, cst.Attribute)
+            else ""
+        )
         if name in ("setattr", "__setattr__") and self.owner is not None and len(node.args) >= 2:
             obj, attr = node.args[0].value, node.args[1].value
             if isinstance(obj, cst.Name) and obj.value == self.owner and isinstance(attr, cst.SimpleString):
@@ -1055,21 +1315,27 @@ def _first_param(fn: cst.FunctionDef) -> str | None:
 
 
 class _SelfReads(cst.CSTVisitor):
-    def __init__(self, owner: str) -> None:
-        self.owner = owner
+    def __init__(self, owners: set[str]) -> None:
+        self.owners = owners
         self.reads: list[tuple[str, cst.CSTNode]] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if isinstance(node.value, cst.Name) and node.value.value == self.owner:
+        if isinstance(node.value, cst.Name) and node.value.value in self.owners:
             self.reads.append((node.attr.value, node))
 
 
-def _self_reads(fn: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
-    """``(attr, node)`` for every ``self.attr`` / ``cls.attr`` in ``fn`` (reads and writes)."""
+class _NameRefs(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _self_reads(fn: cst.FunctionDef, class_name: str) -> list[tuple[str, cst.CSTNode]]:
+    """``(attr, node)`` for every ``self.attr`` / ``cls.attr`` / ``ClassName.attr`` in ``fn`` (reads and writes)."""
     owner = _first_param(fn)
-    if owner is None:
-        return []
-    visitor = _SelfReads(owner)
+    visitor = _SelfReads({class_name} | ({owner} if owner else set()))
     fn.body.visit(visitor)
     return visitor.reads
 
@@ -1081,27 +1347,317 @@ def _root_name(node: cst.BaseExpression) -> str | None:
     return node.value if isinstance(node, cst.Name) else None
 
 
-def _mutated_roots(small: cst.BaseSmallStatement) -> set[str]:
-    """Module-level names whose object a simple statement changes without rebinding the name."""
-    targets: list[cst.BaseExpression] = []
-    if isinstance(small, cst.Assign):
-        targets = [t.target for t in small.targets]
-    elif isinstance(small, cst.AugAssign | cst.AnnAssign | cst.Del):
-        targets = [small.target]
-    elif (
-        isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute)
-    ):
-        targets = [small.value.func.value]
-    roots: set[str] = set()
-    for target in targets:
+_READ_ONLY_METHODS = frozenset(
+    [
+        "get",
+        "keys",
+        "values",
+        "items",
+        "copy",
+        "count",
+        "index",
+        "find",
+        "rfind",
+        "format",
+        "format_map",
+        "join",
+        "split",
+        "rsplit",
+        "splitlines",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "startswith",
+        "endswith",
+        "lower",
+        "upper",
+        "casefold",
+        "replace",
+        "encode",
+        "decode",
+        "isdigit",
+        "isalpha",
+        "isalnum",
+        "isidentifier",
+        "isspace",
+        "partition",
+        "rpartition",
+        "zfill",
+        "ljust",
+        "rjust",
+        "center",
+        "fullmatch",
+        "match",
+        "search",
+        "findall",
+        "finditer",
+        "sub",
+        "subn",
+        "group",
+        "groups",
+        "groupdict",
+        "union",
+        "intersection",
+        "difference",
+        "symmetric_difference",
+        "issubset",
+        "issuperset",
+        "isdisjoint",
+        "debug",
+        "info",
+        "warning",
+        "warn",
+        "error",
+        "exception",
+        "critical",
+        "log",
+        "getLogger",
+        "getChild",
+        "isEnabledFor",
+        "bit_length",
+        "to_bytes",
+        "hex",
+        "is_integer",
+        "conjugate",
+    ]
+)
+"""Methods that only read their object: calling one does not change what a definition sees."""
+
+_PURE_BUILTINS = frozenset(
+    [
+        "abs",
+        "all",
+        "any",
+        "ascii",
+        "bin",
+        "bool",
+        "bytes",
+        "callable",
+        "chr",
+        "dict",
+        "divmod",
+        "enumerate",
+        "filter",
+        "float",
+        "format",
+        "frozenset",
+        "hash",
+        "hex",
+        "id",
+        "int",
+        "isinstance",
+        "issubclass",
+        "iter",
+        "len",
+        "list",
+        "map",
+        "max",
+        "min",
+        "oct",
+        "ord",
+        "pow",
+        "range",
+        "repr",
+        "reversed",
+        "round",
+        "set",
+        "slice",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "type",
+        "zip",
+        "getattr",
+        "hasattr",
+        "print",
+        "super",
+    ]
+)
+"""Builtins that never change an argument (``setattr``, ``delattr``, ``vars`` are not among them)."""
+
+_MUTATING_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault", "add",
+        "discard", "sort", "reverse", "difference_update", "intersection_update", "symmetric_difference_update",
+        "__setitem__", "__delitem__", "__setattr__", "__delattr__",
+    }
+)  # fmt: skip
+"""Container methods that change their object: how code changes an imported module's state in place
+(``os.environ.setdefault``, ``sys.path.insert``); any other call on a module attribute is taken as a read."""
+
+_DYNAMIC_CALLS = frozenset({"globals", "locals", "exec", "eval"})
+"""Calls through which code may read or bind module names that no statement names."""
+
+_CLASS_PARAMS = frozenset({"cls", "mcs", "mcls", "metacls", "klass"})
+
+
+class _Effects(cst.CSTVisitor):
+    """What running some code may change at module level: the names whose object it may mutate or
+    whose binding it may change, and whether it reaches the module namespace dynamically
+    (``globals()``, ``vars()``, ``exec``, ``sys.modules[__name__]``).
+
+    Conservative on purpose: any method call other than a known read-only one may mutate its object,
+    and any object passed to a call (other than a pure builtin) may be mutated by the callee.
+    ``immediate`` walks only the code that runs when a top-level statement runs (not function or
+    lambda bodies; their decorators, defaults and class bodies do run). Walking a class's methods
+    (``class_name``), a change through ``cls`` or through ``self.x`` (``self.x.append(…)``, which may
+    be a class attribute shared by every instance) is a change of the class.
+    """
+
+    def __init__(self, immediate: bool, class_name: str | None = None) -> None:
+        self.immediate = immediate
+        self.class_name = class_name
+        self.owners: list[tuple[str, bool]] = []  # (first parameter, whether it is the class)
+        self.changed: set[str] = set()
+        self.rebound: set[str] = set()
+        self.passed: set[str] = set()
+        self.stores: set[str] = set()  # changed through an attribute or item of it (`os.environ[k] = v`)
+        self.deleted: set[str] = set()
+        self.refs: set[str] = set()
+        self.dynamic: list[tuple[cst.CSTNode, str]] = []
+        self._depth = 0
+
+    def _changes(self, obj: cst.BaseExpression, into: set[str] | None = None) -> None:
+        """``obj`` (an expression naming an object) may be changed."""
+        into = self.changed if into is None else into
+        root = _root_name(obj)
+        if root is None:
+            return
+        if self.owners and root == self.owners[-1][0] and root:
+            if self.class_name is not None and (self.owners[-1][1] or not isinstance(obj, cst.Name)):
+                into.add(self.class_name)
+            return
+        into.add(root)
+
+    def _target(self, target: cst.BaseExpression, *, delete: bool = False) -> None:
         for element in _flatten_targets(target):
-            if isinstance(element, cst.Attribute | cst.Subscript) or (
-                isinstance(small, cst.Expr) and isinstance(element, cst.Name)
+            if isinstance(element, cst.Attribute | cst.Subscript):
+                self._changes(element.value)
+                self._changes(element.value, self.stores)
+            elif isinstance(element, cst.Name) and delete and self._depth == 0:
+                self.deleted.add(element.value)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        if isinstance(node.decorator, cst.Attribute):  # `@f.register` calls f.register(the function)
+            self._changes(node.decorator.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for deco in node.decorators:
+            deco.visit(self)
+        params = node.params
+        for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+            if param.default is not None:
+                param.default.visit(self)
+        if self.immediate:
+            return False
+        first = _first_param(node) or ""
+        decorators = {_dotted_or_none(d.decorator) for d in node.decorators}
+        classlike = (
+            first in _CLASS_PARAMS
+            or "classmethod" in decorators
+            or node.name.value in ("__init_subclass__", "__new__", "__class_getitem__")
+        )
+        self.owners.append((first, classlike))
+        self._depth += 1
+        node.body.visit(self)
+        self._depth -= 1
+        self.owners.pop()
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return not self.immediate
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.rebound.update(n.name.value for n in node.names)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.refs.add(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+        if isinstance(node.target, cst.Name) and self._depth == 0:
+            self.changed.add(node.target.value)  # `X += [1]` extends the list X was bound to
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._target(node.target, delete=True)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if _dotted_or_none(node.value) == "sys.modules":
+            index = node.slice[0].slice if len(node.slice) == 1 else None
+            if (
+                isinstance(index, cst.Index)
+                and isinstance(index.value, cst.Name)
+                and index.value.value == "__name__"
             ):
-                root = _root_name(element)
-                if root is not None:
-                    roots.add(root)
-    return roots
+                self.dynamic.append((node, "sys.modules[__name__]"))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        callee = func.value if isinstance(func, cst.Name) else None
+        if callee in _DYNAMIC_CALLS or (callee == "vars" and not node.args):
+            self.dynamic.append((node, f"{callee}()"))
+        if isinstance(func, cst.Attribute) and func.attr.value not in _READ_ONLY_METHODS:
+            self._changes(func.value)
+            name = func.attr.value
+            if (name in _MUTATING_METHODS and not isinstance(func.value, cst.Name)) or name in (
+                "putenv",
+                "unsetenv",
+            ):
+                self._changes(func.value, self.stores)  # `os.environ.setdefault(…)`, `sys.path.insert(…)`
+        if callee in ("setattr", "delattr") and node.args:
+            self._changes(node.args[0].value)
+            return
+        if callee in _PURE_BUILTINS:
+            return
+        for arg in node.args:
+            if isinstance(arg.value, cst.Name | cst.Attribute | cst.Subscript):
+                self._changes(arg.value, self.passed if isinstance(arg.value, cst.Name) else None)
+
+
+def _binds_immutable_literal(unit: _Unit, name: str) -> bool:
+    """Whether ``unit`` is ``name = <literal>`` with a value nothing can change in place."""
+    if not isinstance(unit.node, cst.SimpleStatementLine) or len(unit.node.body) != 1:
+        return False
+    small = unit.node.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target, value = small.targets[0].target, small.value
+    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+        target, value = small.target, small.value
+    else:
+        return False
+    return isinstance(target, cst.Name) and target.value == name and _immutable(value)
+
+
+def _immutable(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString | cst.ConcatenatedString):
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in ("True", "False", "None")
+    if isinstance(value, cst.UnaryOperation):
+        return _immutable(value.expression)
+    if isinstance(value, cst.Tuple):
+        return all(
+            _immutable(e.value) for e in value.elements if not isinstance(e, cst.StarredElement)
+        ) and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+    return False
+
+
+def _dotted_or_none(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Call):
+        node = node.func
+    try:
+        return _dotted(node)
+    except ExtractError:
+        return None
 
 
 def _comprehension_target(scope: Any, name: str) -> bool:

@@ -119,7 +119,9 @@ def test_method_reading_an_attribute_nothing_provides_is_refused(tmp_path):
     ok = _tree(tmp_path, "class B:\n    @classmethod\n    def f(cls):\n        return cls.g()\n\n    @staticmethod\n"
                "    def g():\n        return 3\n\n    def h(self):\n        return 0\n", "b.py")  # fmt: skip
     b = extract(ok, "b.py", "B.f").B
-    assert b.f() == 3 and not hasattr(b, "h")
+    assert b.f() == 3
+    with pytest.raises(ExtractError, match=r"b\.py:10: B\.h was left out"):
+        b().h()
 
 
 # 6. unresolved names fail ------------------------------------------------------------------------

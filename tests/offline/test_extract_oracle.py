@@ -1,0 +1,285 @@
+"""The extractor against Python itself: each snippet is imported for real (stdlib only, a private
+module name, never the tree) and extracted; the extracted definition must behave exactly as the
+imported one, or extraction must raise ``ExtractError`` naming file and line. Every case here was
+found silently wrong (session 7) and names the class of code it stands for."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from materialize.offline import extract
+from materialize.offline.errors import ExtractError
+from materialize.tree import DirTree
+
+
+def _outcome(probe: Callable[[Any], Any], module: Any) -> str:
+    try:
+        return repr(probe(module))
+    except ExtractError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
+        return f"raises {type(exc).__name__}"
+
+
+def _imported(path: Path) -> Any:
+    name = f"_oracle_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def _check(tmp_path: Path, source: str, name: str, probe: Callable[[Any], Any]) -> str:
+    """'same' when extraction matches the import, 'refused' when it raised ExtractError naming file:line."""
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "m.py").write_text(textwrap.dedent(source))
+    expected = _outcome(probe, _imported(root / "m.py"))
+    try:
+        extracted = extract(DirTree(root, "demo"), "m.py", name)
+    except ExtractError as exc:
+        assert "m.py:" in str(exc), f"refusal does not name file:line: {exc}"
+        return "refused"
+    try:
+        got = _outcome(probe, extracted)
+    except ExtractError as exc:  # a left-out member used: loud, naming file:line, never silent
+        assert "m.py:" in str(exc), f"refusal does not name file:line: {exc}"
+        return "refused"
+    assert got == expected, f"extracted {name} behaves differently: {got} != {expected} (the import)"
+    return "same"
+
+
+# Import-time code the requested definition does not need, but which changes what it sees.
+STATE_CASES = {
+    "del-after-def": (
+        "helper = lambda: 1\ndef f():\n    return helper()\ndel helper\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "decorator-registers": (
+        "REG = {}\ndef register(fn):\n    REG[fn.__name__] = fn\n    return fn\n"
+        "@register\ndef a():\n    return 'a'\n@register\ndef b():\n    return 'b'\n"
+        "def names():\n    return sorted(REG)\n",
+        "names",
+        lambda m: m.names(),
+    ),
+    "method-call-inside-an-assignment": (
+        "REG = {'a': 1, 'b': 2}\ndef f():\n    return sorted(REG)\n_gone = REG.pop('a')\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "call-of-a-function-that-mutates": (
+        "REG = []\ndef _fill():\n    REG.append(1)\ndef f():\n    return REG\n_fill()\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "call-of-a-function-that-rebinds-with-global": (
+        "X = 1\ndef _init():\n    global X\n    X = 5\ndef f():\n    return X\n_init()\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "passed-to-a-function-that-mutates": (
+        "REG = []\ndef fill(r):\n    r.append(1)\ndef f():\n    return REG\nfill(REG)\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "alias-mutated": (
+        "REG = {}\nALIAS = REG\nALIAS['k'] = 1\ndef f():\n    return REG\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "loop-over-it-mutates-elements": (
+        "ROWS = [[1], [2]]\nfor _row in ROWS:\n    _row.append(0)\ndef f():\n    return ROWS\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "init-subclass-registry": (
+        "class Base:\n    registry = []\n    def __init_subclass__(cls, **kw):\n"
+        "        super().__init_subclass__(**kw)\n        cls.registry.append(cls.__name__)\n"
+        "    @classmethod\n    def names(cls):\n        return list(cls.registry)\n"
+        "class A(Base):\n    pass\nclass B(Base):\n    pass\n",
+        "Base.names",
+        lambda m: m.Base.names(),
+    ),
+    "globals-written": (
+        "X = 1\nglobals()['X'] = 2\ndef f():\n    return X\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "globals-written-by-a-called-function": (
+        "X = 1\ndef _load():\n    globals().update(X=3)\n_load()\ndef f():\n    return X\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "singledispatch-bare-register": (
+        "from functools import singledispatch\n@singledispatch\ndef f(x):\n    return 'base'\n"
+        "@f.register\ndef _(x: int):\n    return 'int'\n",
+        "f",
+        lambda m: m.f(1),
+    ),
+    "setattr-on-a-class": (
+        "class C:\n    pass\ndef f():\n    return getattr(C, 'x', None)\nsetattr(C, 'x', 5)\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "decorators-in-a-class-body-register": (
+        "HANDLERS = {}\ndef handles(name):\n    def deco(fn):\n        HANDLERS[name] = fn\n        return fn\n"
+        "    return deco\nclass C:\n    @handles('a')\n    def a(self):\n        return 'a'\n"
+        "def f():\n    return sorted(HANDLERS)\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "module-setattr": (
+        "import sys\nX = 1\nsetattr(sys.modules[__name__], 'X', 4)\ndef f():\n    return X\n",
+        "f",
+        lambda m: m.f(),
+    ),
+}
+
+# ... and import-time code that changes nothing the definition sees: extracted, not refused.
+QUIET_CASES = {
+    "main-guard": (
+        "REG = []\ndef _fill():\n    REG.append(globals())\ndef f():\n    return len(REG)\n"
+        "if __name__ == '__main__':\n    _fill()\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "function-handed-to-a-registry": (
+        "REG = {}\ndef f():\n    return 2\nREG['f'] = f\nprint(f)\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "calls-on-an-imported-module-that-only-read": (
+        "import os\nimport json\nBASE = os.path.basename('a/b')\nTEXT = json.dumps({})\n"
+        "def f():\n    return os.path.join(BASE, TEXT)\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "constant-read-by-later-code": (
+        "N = 3\nM = max(N, 1)\ndef f():\n    return N\n",
+        "f",
+        lambda m: m.f(),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUIET_CASES))
+def test_import_time_code_that_changes_nothing_does_not_refuse(tmp_path, case):
+    assert _check(tmp_path, *QUIET_CASES[case]) == "same"
+
+
+@pytest.mark.parametrize("case", sorted(STATE_CASES))
+def test_import_time_changes_are_kept_or_refused(tmp_path, case):
+    _check(tmp_path, *STATE_CASES[case])
+
+
+# `Class.member` keeps part of a class: a member left out must never be silently absent.
+CLASS_CASES = {
+    "class-body-alias-of-a-method": (
+        "class C:\n    def g(self):\n        return 1\n    h = g\n",
+        "C.h",
+        lambda m: m.C().h(),
+    ),
+    "class-body-uses-a-left-out-method": (
+        "class C:\n    def g(self):\n        return 1\n    def k(self):\n        return 3\n    h = property(k)\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "staticmethod-calls-a-sibling-by-class-name": (
+        "class C:\n    @staticmethod\n    def g():\n        return C.h()\n    @staticmethod\n    def h():\n        return 5\n",
+        "C.g",
+        lambda m: m.C.g(),
+    ),
+    "getattr-with-a-string": (
+        "class C:\n    def g(self):\n        return getattr(self, 'h')()\n    def h(self):\n        return 5\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "getattr-with-a-default": (
+        "class C:\n    def g(self):\n        return getattr(self, 'h', lambda: 0)()\n    def h(self):\n        return 5\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "type-of-self": (
+        "class C:\n    def g(self):\n        return type(self).h()\n    @staticmethod\n    def h():\n        return 5\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "self-aliased": (
+        "class C:\n    def g(self):\n        s = self\n        return s.h()\n    def h(self):\n        return 5\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "dunder-len": (
+        "class C:\n    def g(self):\n        return len(self)\n    def __len__(self):\n        return 5\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "dunder-eq": (
+        "class C:\n    def g(self):\n        return self == 3\n    def __eq__(self, other):\n        return True\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "left-out-property-read-by-name": (
+        "class C:\n    def g(self):\n        return 1 if getattr(self, 'on', True) else 0\n"
+        "    @property\n    def on(self):\n        return False\n",
+        "C.g",
+        lambda m: m.C().g(),
+    ),
+    "left-out-init": (
+        "class C:\n    def __init__(self):\n        self.n = 2\n    def g(self):\n        return 1\n",
+        "C.g",
+        lambda m: m.C().__dict__,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLASS_CASES))
+def test_a_left_out_member_is_never_silently_absent(tmp_path, case):
+    _check(tmp_path, *CLASS_CASES[case])
+
+
+def test_a_change_to_an_imported_module_at_import_is_refused(tmp_path):
+    """`os.environ[k] = v` / `sys.path.insert(…)` when the file is imported: extract does not replay it
+    (it would leak into the test process), so code reading that module must not pretend it happened."""
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "m.py").write_text(
+        "import os\nos.environ['ORACLE_FLAG'] = '1'\ndef f():\n    return os.environ.get('ORACLE_FLAG')\n"
+    )
+    with pytest.raises(
+        ExtractError, match=r"m\.py:2: `os.environ\['ORACLE_FLAG'\] = '1'` changes the imported 'os'"
+    ):
+        extract(DirTree(root, "demo"), "m.py", "f")
+    assert (
+        extract(DirTree(root, "demo"), "m.py", "f", stubs={"os": type("Os", (), {"environ": {}})}).f() is None
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__all__ = ['f']\ndef f():\n    return 1\ndef g():\n    return 2\n__all__.append('g')\n",
+        "__all__ = ['f']\ndef f():\n    return 1\nif True:\n    __all__ += ['h']\n    def h():\n        return 3\n",
+    ],
+    ids=["append", "conditional"],
+)
+def test_an_all_that_code_changes_is_refused(tmp_path, text):
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "m.py").write_text(text)
+    with pytest.raises(ExtractError, match=r"m\.py:\d+: __all__ is changed here"):
+        extract(DirTree(root, "demo"), "m.py")
