@@ -24,6 +24,7 @@ Load with ``-p materialize.offline.plugin`` or ``pytest_plugins`` in a conftest.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shutil
 import sys
@@ -58,6 +59,33 @@ class _OfflineState:
         self.scratch: str | None = None
         self.seen_heavy: set[str] = set(self.preloaded)
         self.results_path: Path | None = None
+        self.blocker = _HeavyImportRefused(self.heavy)
+        self.reported_attempts = 0
+        self.collected: set[tuple[Path, str]] = set()  # (file, function) of every test collected
+
+    def unrun_refs(self, args: list[Path]) -> list[str]:
+        """The series' ``tests:`` entries this session should have collected but did not (a renamed
+        test function, a file pytest does not collect): that patch would silently lose its tests."""
+        if self.series is None:
+            return []
+        tests_dir = self.series.resolve(self.series.spec.tests_dir)
+        problems = []
+        for entry in self.series.patches:
+            for ref in entry.spec.tests:
+                file_part, _, test_part = ref.partition("::")
+                full = (tests_dir / file_part).resolve()
+                if not full.exists() or not any(full == a or a in full.parents for a in args):
+                    continue  # missing files are reported at load; files outside this run's paths are not expected
+                if test_part:
+                    found = (full, test_part) in self.collected
+                else:
+                    found = any(path == full for path, _ in self.collected)
+                if not found:
+                    problems.append(
+                        f"{self.series.path}:{entry.line}: {entry.name}: test {ref!r} was not collected "
+                        "(no such test function, or a file name pytest does not collect): the patch would run untested"
+                    )
+        return problems
 
     def load_series(self) -> Series:
         if self.series is None:
@@ -111,6 +139,12 @@ class _OfflineState:
         entry = self.by_test.get(f"{path}::{definition.originalname}") or self.by_file.get(path)
         if marker is not None:
             marked = series.find(marker.args[0])
+            if marker.args[0] not in (marked.name, marked.spec.patch, Path(marked.spec.patch).name):
+                # a position or a prefix binds to whatever sits there after the series changes
+                raise pytest.UsageError(
+                    f"{definition.nodeid}: patch({marker.args[0]!r}) must name the patch exactly "
+                    f"(e.g. {marked.name!r}), not by position or prefix"
+                )
             if entry is not None and entry is not marked:
                 raise pytest.UsageError(
                     f"{definition.nodeid}: marked patch({marker.args[0]!r}) but the series lists it under {entry.name}"
@@ -128,6 +162,29 @@ def _parse_base(text: str) -> tuple[str, Path]:
 
 def _heavy_modules(heavy: tuple[str, ...]) -> set[str]:
     return {m for m in sys.modules if m.split(".")[0] in heavy}
+
+
+class _HeavyImportRefused:
+    """First on ``sys.meta_path`` for the session: loading any heavy module, by an import statement,
+    ``__import__`` or ``importlib``, is refused with ImportError and recorded, so the session fails even
+    when the test catches the error or removes the module from ``sys.modules`` afterwards. Finding a
+    spec alone (``importlib.util.find_spec``, an availability probe) loads nothing and is not recorded."""
+
+    def __init__(self, heavy: tuple[str, ...]) -> None:
+        self.heavy = heavy
+        self.attempts: list[str] = []
+
+    def find_spec(self, name: str, path=None, target=None):  # noqa: ARG002 - the finder protocol
+        if name.split(".")[0] in self.heavy:
+            return importlib.machinery.ModuleSpec(name, self)
+        return None
+
+    def create_module(self, spec):
+        self.attempts.append(spec.name)
+        raise ImportError(f"offline tests never import {spec.name} (heavy: {', '.join(self.heavy)})", name=spec.name)
+
+    def exec_module(self, module) -> None:  # pragma: no cover - create_module always refuses
+        raise ImportError(f"offline tests never import {module.__name__}")
 
 
 def _state(config: pytest.Config) -> _OfflineState:
@@ -180,10 +237,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "weak_control(reason): the control may fail only because the patched definition is missing"
     )
     state = config.stash[_STATE_KEY] = _OfflineState(config)
+    sys.meta_path.insert(0, state.blocker)
     if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
         # hypothesis caches into ./.hypothesis by default: never write into the checkout
         state.scratch = tempfile.mkdtemp(prefix="materialize-offline-hypothesis-")
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = state.scratch
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    state = _state(item.config)
+    state.collected.add((Path(str(item.path)).resolve(), getattr(item, "originalname", item.name)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
@@ -297,6 +360,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     state = _state(item.config)
     state.ledger.add_duration(item.nodeid, report.duration)
+    attempts = state.blocker.attempts[state.reported_attempts :]
+    if report.when in ("setup", "call") and attempts:
+        state.reported_attempts = len(state.blocker.attempts)
+        state.problems.append(f"import of {', '.join(sorted(set(attempts)))} refused during {item.nodeid}")
+    if state.blocker not in sys.meta_path:
+        state.problems.append(f"the heavy-import guard was removed from sys.meta_path during {item.nodeid}")
+        sys.meta_path.insert(0, state.blocker)
+    if report.skipped or hasattr(report, "wasxfail"):
+        # a bound test proves its patch only by running: a skip or an xfail (marked or imperative) is a failure
+        how = "xfail" if hasattr(report, "wasxfail") else "skipped"
+        report.outcome = "failed"
+        report.longrepr = (
+            f"NOT RUN ({how}): {item.nodeid} is bound to a patch and must run in every arm; "
+            f"{how} hides whether it sees its patch. {getattr(report, 'wasxfail', '')}"
+        )
+        _record(item, arm, ok=False, outcome="errored", detail=f"{how}: a bound test must run")
+        return
     if report.when == "setup" and report.failed:
         _record(item, arm, ok=False, outcome="errored", detail=f"setup failed: {_short(call)}")
         return
@@ -420,6 +500,22 @@ def _record(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
+    if state.blocker.attempts[state.reported_attempts :]:
+        names = ", ".join(sorted(set(state.blocker.attempts[state.reported_attempts :])))
+        state.problems.append(f"import of {names} refused outside a test (collection or a fixture)")
+    args = [Path(str(a).split("::")[0]).resolve() for a in session.config.args]
+    if state.series is None:
+        try:
+            state.load_series()  # the series' tests must run even when no collected test uses `tree`
+        except Exception as exc:  # noqa: BLE001 - reported as the session's problem, not a crash at exit
+            state.problems.append(f"cannot load the series: {exc}")
+    state.problems += state.unrun_refs(args)
+    failed_rows = [row.name for row in state.ledger.rows.values() if not row.ok]
+    if failed_rows and session.exitstatus == 0:
+        # every arm that missed its requirement fails the session, whatever pytest made of the report
+        state.problems.append(f"arms that did not meet their requirement: {', '.join(failed_rows)}")
+    if state.blocker in sys.meta_path:
+        sys.meta_path.remove(state.blocker)
     leaked = sorted(_heavy_modules(state.heavy))
     if leaked:
         origin = (

@@ -312,3 +312,112 @@ def test_any_target_name(workspace):
     assert "2 passed" in proc.stdout
     row = _row(proc.stdout, "0001-clamp")
     assert row.split()[3:7] == ["1/1", "1/1", "0", "-"] and row.endswith("ok")
+
+
+# A bound test that did not run, or ran without being able to fail, is not a pass ------------------
+
+NOT_RUN = {
+    "skipped in the patched arm": """
+        import pytest
+        from materialize.offline import extract
+
+        def test_clamps(tree, offline_arm):
+            if offline_arm == "patched":
+                pytest.skip("flaky")
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+    """,
+    "marked skip": """
+        import pytest
+        from materialize.offline import extract
+
+        @pytest.mark.skip(reason="later")
+        def test_clamps(tree):
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+    """,
+    "marked xfail and failing when patched": """
+        import pytest
+        from materialize.offline import extract
+
+        @pytest.mark.xfail(reason="known")
+        def test_clamps(tree):
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 6
+    """,
+    "imperative xfail": """
+        import pytest
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            if extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) != 6:
+                pytest.xfail("not yet")
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_RUN))
+def test_a_bound_test_that_did_not_really_run_fails_the_session(workspace, case):
+    proc = _run(workspace, {"test_bound_by_series.py": NOT_RUN[case]})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _row(proc.stdout, "0001-clamp").endswith("FAIL"), proc.stdout
+
+
+HEAVY_TRICKS = {
+    "importlib": "importlib.import_module('vllm')",
+    "__import__": "__import__('vllm.sub')",
+    "import then forget": "import vllm; sys.modules.pop('vllm', None)",
+    "caught ImportError": "exec('try:\\n    import vllm\\nexcept ImportError:\\n    pass')",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEAVY_TRICKS))
+def test_any_import_of_a_heavy_module_fails_the_session(workspace, case):
+    """A fake `vllm` is importable from the tests' folder; loading it in any way is refused and recorded,
+    even when the test catches the error or removes the module from sys.modules afterwards."""
+    fake = workspace / "ast_tests" / "vllm"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "sub.py").write_text("")
+    body = f"""
+        import importlib
+        import sys
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            try:
+                {HEAVY_TRICKS[case]}
+            except ImportError:
+                pass
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": body})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "vllm" in proc.stdout and "test_clamps[patched]" in proc.stdout, proc.stdout
+
+
+def _list_tests(ws: Path, refs: str) -> None:
+    series = ws / "series" / "s.yaml"
+    series.write_text(series.read_text().replace("tests: [test_bound_by_series.py]", f"tests: [{refs}]"))
+
+
+@pytest.mark.parametrize(
+    ("refs", "files"),
+    [
+        ("test_bound_by_series.py::test_renamed", {"test_bound_by_series.py": GOOD}),
+        ("check_clamp.py", {"check_clamp.py": GOOD.replace("def test_clamps(tree):",
+                                                           "@__import__('pytest').mark.patch('0001-clamp')\n"
+                                                           "    def test_clamps(tree):")}),
+    ],
+    ids=["renamed-function", "file-pytest-does-not-collect"],
+)
+def test_a_listed_test_that_is_not_collected_fails_the_session(workspace, refs, files):
+    _list_tests(workspace, refs)
+    proc = _run(workspace, files)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "was not collected" in proc.stdout and refs in proc.stdout, proc.stdout
+
+
+def test_a_marker_must_name_its_patch_exactly(workspace):
+    by_position = GOOD.replace("def test_clamps(tree):", "@__import__('pytest').mark.patch('1')\n    def test_clamps(tree):")
+    _list_tests(workspace, "")
+    proc = _run(workspace, {"test_marked.py": by_position})
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "must name the patch exactly" in proc.stdout + proc.stderr
