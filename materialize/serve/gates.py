@@ -154,6 +154,27 @@ def judge_tool_calls(calls: list[dict[str, Any]], content: str, expected: Prompt
     return True, f"parsed {summary}"
 
 
+def answer_body(resp: httpx.Response, kind: str, model: str | None = None) -> tuple[dict[str, Any] | None, str]:
+    """The JSON object of an answer, or why it is not one: HTTP 200 alone proves nothing (a proxy's page,
+    an error object beside stale choices, another model's answer). ``kind`` is the OpenAI ``object``
+    the request must come back as (``list``, ``chat.completion``); ``model`` the model that must answer."""
+    if resp.status_code != 200:
+        return None, f"HTTP {resp.status_code}: {resp.text[:200]}"
+    ctype = resp.headers.get("content-type", "")
+    if ctype.split(";")[0].strip().lower() != "application/json":
+        return None, f"content type {ctype!r}, expected application/json"
+    body = resp.json()
+    if not isinstance(body, dict):
+        return None, f"body is a JSON {type(body).__name__}, not an object"
+    if "error" in body:
+        return None, f"error in the body: {json.dumps(body['error'])[:200]}"
+    if body.get("object") != kind:
+        return None, f"object {body.get('object')!r}, expected {kind!r}"
+    if model is not None and body.get("model") != model:
+        return None, f"answered by model {body.get('model')!r}, expected {model!r}"
+    return body, ""
+
+
 def sse_events(source: Any) -> tuple[list[dict[str, Any]], bool]:
     """The JSON events of an SSE stream (framing by httpx-sse), and whether ``[DONE]`` was seen."""
     events: list[dict[str, Any]] = []
@@ -165,10 +186,14 @@ def sse_events(source: Any) -> tuple[list[dict[str, Any]], bool]:
     return events, False
 
 
-def assemble_stream(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str, int, str | None]:
+def assemble_stream(
+    events: list[dict[str, Any]], model: str | None = None
+) -> tuple[list[dict[str, Any]], str, int, str | None]:
     """Merge streamed deltas into the final message with the openai client's own accumulator
     (``ChatCompletionStreamState``: tool calls by index, names and argument pieces, content), and count
-    the tool-call deltas for the message. A server error event or a malformed chunk raises ValueError."""
+    the tool-call deltas for the message. A server error event, a malformed chunk, a chunk that is not
+    a ``chat.completion.chunk`` of ``model`` (when given) or of more than the one choice asked for
+    raises ValueError."""
     from openai.lib.streaming.chat import ChatCompletionStreamState
     from openai.types.chat import ChatCompletionChunk
     from pydantic import ValidationError
@@ -179,6 +204,12 @@ def assemble_stream(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     for event in events:
         if "error" in event:
             raise ValueError(f"server error in stream: {event['error']}")
+        if event.get("object") != "chat.completion.chunk":
+            raise ValueError(f"stream event object {event.get('object')!r}, expected 'chat.completion.chunk'")
+        if model is not None and event.get("model") != model:
+            raise ValueError(f"stream chunk from model {event.get('model')!r}, expected {model!r}")
+        if any(c.get("index") != 0 for c in event.get("choices") or []):
+            raise ValueError("stream chunk for a choice other than the one asked for (index 0)")
         try:
             state.handle_chunk(ChatCompletionChunk.model_validate(event))
         except ValidationError as exc:
@@ -195,10 +226,10 @@ def assemble_stream(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
 
 
 def gate_models(client: httpx.Client, model: str, prompt: Prompt | None = None) -> Observation:
-    resp = client.get("/v1/models")
-    if resp.status_code != 200:
-        return Observation(False, f"GET /v1/models -> HTTP {resp.status_code}")
-    ids = [m.get("id") for m in resp.json().get("data", [])]
+    body, why = answer_body(client.get("/v1/models"), "list")
+    if body is None:
+        return Observation(False, f"GET /v1/models -> {why}")
+    ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
     if model not in ids:
         return Observation(False, f"model {model!r} not listed (server lists {ids})")
     return Observation(True, f"{model} listed")
@@ -214,10 +245,12 @@ def gate_tool_call_stream(client: httpx.Client, model: str, prompt: Prompt = PRO
                                       f"{source.response.text[:200]}")
         events, done = sse_events(source)
     try:
-        calls, content, deltas, finish = assemble_stream(events)
+        calls, content, deltas, finish = assemble_stream(events, model)
     except ValueError as exc:
         return Observation(False, str(exc))
     ok, why = judge_tool_calls(calls, content, prompt)
+    if finish != "tool_calls":
+        ok, why = False, why + f"; finish_reason {finish!r}, expected 'tool_calls' (the answer was cut or never parsed)"
     if not done:
         ok, why = False, why + "; stream ended without [DONE]"
     shape = f"{len(events)} chunks, {len(content)} content chars, {deltas} tool-call deltas, finish_reason={finish}"
@@ -225,19 +258,23 @@ def gate_tool_call_stream(client: httpx.Client, model: str, prompt: Prompt = PRO
 
 
 def gate_tool_call_nonstream(client: httpx.Client, model: str, prompt: Prompt = PROMPTS[0]) -> Observation:
-    resp = client.post("/v1/chat/completions", json=chat_request(model, False, prompt))
-    if resp.status_code != 200:
-        return Observation(False, f"chat -> HTTP {resp.status_code}: {resp.text[:200]}")
-    choices = resp.json().get("choices") or []
-    if not choices:
-        return Observation(False, "response has no choices")
+    body, why = answer_body(client.post("/v1/chat/completions", json=chat_request(model, False, prompt)),
+                            "chat.completion", model)
+    if body is None:
+        return Observation(False, f"chat -> {why}")
+    choices = body.get("choices") or []
+    if len(choices) != 1:
+        return Observation(False, f"response has {len(choices)} choices, expected one")
     message = choices[0].get("message") or {}
     calls = [
         {"name": (tc.get("function") or {}).get("name", ""), "arguments": (tc.get("function") or {}).get("arguments", "")}
         for tc in message.get("tool_calls") or []
     ]
     ok, why = judge_tool_calls(calls, message.get("content") or "", prompt)
-    return Observation(ok, f"{why} (finish_reason={choices[0].get('finish_reason')})")
+    finish = choices[0].get("finish_reason")
+    if finish != "tool_calls":
+        ok, why = False, why + f"; finish_reason {finish!r}, expected 'tool_calls' (the answer was cut or never parsed)"
+    return Observation(ok, f"{why} (finish_reason={finish})")
 
 
 GATES: dict[str, Callable[..., Observation]] = {

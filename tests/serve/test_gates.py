@@ -129,7 +129,7 @@ def test_truncated_stream_without_done_fails():
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            body = (b'data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", '
+            body = (b'data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "qwen3.8-27b-tt", '
                     b'"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t", '
                     b'"type": "function", "function": {"name": "get_weather", '
                     b'"arguments": "{\\"city\\": \\"Prague\\"}"}}]}}]}\n\n')
@@ -149,3 +149,85 @@ def test_truncated_stream_without_done_fails():
         httpd.shutdown()
         httpd.server_close()
     assert result.failures == 1 and "without [DONE]" in result.details[0]
+
+
+# HTTP 200 is not an answer: a body that is not the completion asked for fails the request ----------
+
+from .replay import model_answer, nonstream_body, stream_events  # noqa: E402
+
+_ANSWER = model_answer(PRAGUE.text)
+_GOOD = nonstream_body("qwen3_xml", _ANSWER, MODEL)
+_EVENTS = [{**e, "model": MODEL} for e in stream_events("qwen3_xml", _ANSWER)]
+
+
+def _sse(events, done=True):
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ("data: [DONE]\n\n" if done else "")
+
+
+def _last(events, **changes):
+    last = dict(events[-1])
+    last["choices"] = [{**last["choices"][0], **changes}]
+    return [*events[:-1], last]
+
+
+def _nonstream(**changes):
+    return {**_GOOD, **changes}
+
+
+def _choice(**changes):
+    return _nonstream(choices=[{**_GOOD["choices"][0], **changes}])
+
+
+MALFORMED = {
+    "nonstream: JSON served as text/html": ("tool_call_nonstream", httpx.Response(
+        200, content=json.dumps(_GOOD), headers={"content-type": "text/html"}), "content type"),
+    "nonstream: an error object beside the choices": ("tool_call_nonstream", httpx.Response(
+        200, json=_nonstream(error={"message": "EngineCore died"})), "error"),
+    "nonstream: object is an error": ("tool_call_nonstream", httpx.Response(
+        200, json=_nonstream(object="error")), "object"),
+    "nonstream: another model answered": ("tool_call_nonstream", httpx.Response(
+        200, json=_nonstream(model="other-model")), "model"),
+    "nonstream: two choices": ("tool_call_nonstream", httpx.Response(
+        200, json=_nonstream(choices=_GOOD["choices"] * 2)), "choices"),
+    "nonstream: cut by the length limit": ("tool_call_nonstream", httpx.Response(
+        200, json=_choice(finish_reason="length")), "finish_reason"),
+    "stream: last chunk lost, [DONE] still sent": ("tool_call_stream", httpx.Response(
+        200, content=_sse(_EVENTS[:-1]), headers={"content-type": "text/event-stream"}), "finish_reason"),
+    "stream: cut by the length limit": ("tool_call_stream", httpx.Response(
+        200, content=_sse(_last(_EVENTS, finish_reason="length")), headers={"content-type": "text/event-stream"}),
+        "length"),
+    "stream: chunks from another model": ("tool_call_stream", httpx.Response(
+        200, content=_sse([{**e, "model": "other-model"} for e in _EVENTS]),
+        headers={"content-type": "text/event-stream"}), "model"),
+    "stream: JSON served instead of events": ("tool_call_stream", httpx.Response(
+        200, content=_sse(_EVENTS), headers={"content-type": "application/json"}), "text/event-stream"),
+    "models: JSON served as text/plain": ("models", httpx.Response(
+        200, content=json.dumps({"object": "list", "data": [{"id": MODEL}]}), headers={"content-type": "text/plain"}),
+        "content type"),
+    "models: an error beside the list": ("models", httpx.Response(
+        200, json={"object": "list", "data": [{"id": MODEL}], "error": "x"}), "error"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_http_200_with_a_malformed_or_partial_body_fails_the_request(case):
+    gate, response, reason = MALFORMED[case]
+    transport = httpx.MockTransport(lambda request: response)
+    with httpx.Client(transport=transport, base_url="http://gate.test") as client:
+        result = run_gate(client, gate, MODEL, requests=1)
+    assert (result.requests, result.failures) == (1, 1), result.details
+    assert reason in result.details[-1], result.details
+
+
+def test_the_well_formed_bodies_of_the_malformed_cases_pass():
+    """The malformed cases differ from these in exactly the one thing they break."""
+    bodies = {
+        "tool_call_nonstream": httpx.Response(200, json=_GOOD),
+        "tool_call_stream": httpx.Response(200, content=_sse(_EVENTS), headers={"content-type": "text/event-stream"}),
+        "models": httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}]}),
+    }
+    for gate, response in bodies.items():
+        transport = httpx.MockTransport(lambda request, response=response: response)
+        with httpx.Client(transport=transport, base_url="http://gate.test") as client:
+            result = run_gate(client, gate, MODEL, requests=1)
+        assert result.passed, (gate, result.details)
