@@ -10,8 +10,9 @@ the series pins:
   vLLM options      argparse definitions in the pinned vLLM tree: string literals passed to
                     ``add_argument(...)``, and the fields of ``*FrontendArgs`` classes (vLLM registers
                     each as ``--field-name``); a boolean's ``--no-x`` form counts as ``--x``
-  environment       a ``.py`` file of any pinned tree that holds the name as a string and reads
-                    ``os.environ`` / ``os.getenv`` (vLLM's ``envs.py`` table, a patch's flag constant)
+  environment       a ``.py`` file of any pinned tree that holds the name as a string its code uses
+                    (not a comment, a docstring or a longer message) and reads ``os.environ`` /
+                    ``os.getenv`` (vLLM's ``envs.py`` table, a patch's flag constant)
   config keys       (``--override-tt-config``) cannot be found in a pinned tree at all
 
 A name the source does not have must be listed under the profile's ``unverified:`` with where it comes
@@ -22,7 +23,6 @@ checked out.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,7 +33,6 @@ from materialize.store import Store
 
 # Read by the Python interpreter itself, never by the served code.
 INTERPRETER_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED"})
-ENV_READ = re.compile(r"os\.environ|os\.getenv|getenv\(|environ\.get")
 VLLM_ROOT = "vllm/"
 
 
@@ -102,14 +101,39 @@ class SourceIndex:
                 for path in self.grep_files(target, name):
                     if path.startswith("tests/") or "/tests/" in path:
                         continue
-                    text = self.read(target, path)
-                    if re.search(rf"[\"']{re.escape(name)}[\"']", text) and ENV_READ.search(text):
+                    if names_env_var(self.read(target, path), name):
                         found = f"{target}:{path}"
                         break
                 if found:
                     break
             self._env[name] = found
         return self._env[name]
+
+
+def names_env_var(text: str, name: str) -> bool:
+    """Whether Python source ``text`` reads the environment (``os.environ``, ``getenv``) in its code and
+    holds ``name`` as a string in its code: a comment, a docstring or a longer message that mentions
+    the name does not count (a typo'd variable named in a comment would otherwise pass as read)."""
+    if name not in text or not ("environ" in text or "getenv" in text):
+        return False
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        return False
+    prose = {
+        id(stmt.value)
+        for node in ast.walk(module)
+        for stmt in getattr(node, "body", []) if isinstance(getattr(node, "body", None), list)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+    }  # docstrings and other bare strings: never evaluated
+    reads = any(
+        (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"))
+        or (isinstance(node, ast.Name) and node.id in ("environ", "getenv"))
+        for node in ast.walk(module)
+    )
+    return reads and any(
+        isinstance(node, ast.Constant) and node.value == name and id(node) not in prose for node in ast.walk(module)
+    )
 
 
 def _argparse_options(module: ast.Module) -> set[str]:

@@ -81,3 +81,26 @@ def test_the_vllm_tree_is_found_by_its_content_not_its_target_name(tmp_path):
     profile.write_text(yaml.safe_dump(base_profile(vllm={"extra_args": ["--max-num-batched-token", "8"]})))
     with pytest.raises(MaterializeError, match="option --max-num-batched-token exists nowhere"):
         prepare(profile, sources_dir=tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('import os\nX = os.environ.get("QWEN36_FLAG")\n', True),
+        ('import os\nFLAG = "QWEN36_FLAG"\n\ndef on():\n    return os.getenv(FLAG) == "1"\n', True),
+        ('from os import environ\nON = "QWEN36_FLAG" in environ\n', True),
+        # named, but not as a string the code uses
+        ('import os\n# set "QWEN36_FLAG" to switch it on\nX = os.environ.get("OTHER")\n', False),
+        ('"""Set "QWEN36_FLAG"."""\nimport os\nX = os.environ.get("OTHER")\n', False),
+        ('import os\ndef f():\n    """QWEN36_FLAG"""\n    return os.environ.get("OTHER")\n', False),
+        ('import os\nprint("QWEN36_FLAG is deprecated")\nX = os.environ.get("OTHER")\n', False),
+        # a string, but nothing reads the environment (only a comment says os.environ)
+        ('FLAG = "QWEN36_FLAG"  # read with os.environ elsewhere\n', False),
+    ],
+    ids=["direct", "constant", "in-environ", "comment", "module-docstring", "function-docstring", "message",
+         "no-read"],
+)
+def test_an_environment_variable_counts_as_read_only_when_code_names_it(text, read):
+    from materialize.serve.names import names_env_var
+
+    assert names_env_var(text, "QWEN36_FLAG") is read
