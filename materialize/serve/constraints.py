@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from materialize.errors import SeriesError
@@ -124,6 +125,11 @@ def resolve_enabled(profile: Profile, series: Series) -> tuple[list[PatchEntry],
                 patch = series.find(ref)
             except SeriesError as exc:  # unknown or ambiguous name
                 problems.append(_v(profile, "enabled-patch-exists", where, str(exc)))
+                continue
+            if ref.isdigit() and ref not in (patch.name, Path(patch.spec.patch).name):
+                # a position means another patch once the series is reordered or grows
+                problems.append(_v(profile, "enabled-patch-exists", where,
+                                   f"{ref!r} is a position; name the patch ({patch.name!r}) or its flag"))
                 continue
             if not patch.flag:
                 problems.append(_v(profile, "enabled-patch-has-flag", where,

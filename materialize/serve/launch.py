@@ -42,6 +42,7 @@ class Running:
     popen: subprocess.Popen
     log_path: Path
     started: float
+    offset: int = 0  # where this start's output begins in the (appended) log
 
     @property
     def pid(self) -> int:
@@ -51,8 +52,11 @@ class Running:
         return self.popen.poll()
 
     def log_text(self) -> str:
+        """This start's output only: what an earlier run appended to the same file is not its banners."""
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
+            with open(self.log_path, "rb") as log:
+                log.seek(self.offset)
+                return log.read().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
 
@@ -82,6 +86,7 @@ def launch(plan: Plan, log_path: Path) -> Running:
     """Exec the plan's argv in its own session, stdout+stderr appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
+        offset = log.seek(0, os.SEEK_END)
         popen = subprocess.Popen(
             plan.argv,
             env=process_env(plan),
@@ -90,7 +95,7 @@ def launch(plan: Plan, log_path: Path) -> Running:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return Running(plan=plan, popen=popen, log_path=log_path, started=time.monotonic())
+    return Running(plan=plan, popen=popen, log_path=log_path, started=time.monotonic(), offset=offset)
 
 
 @dataclass(frozen=True)

@@ -162,8 +162,44 @@ def mounts_for(series: Series, manifest: dict[str, Any], out_dir: Path) -> list[
                             f"{len(changed)} changed file(s) into the image")
         root = out_dir / target
         for rel in sorted(changed):
+            _inside(target, rel, root)
             mounts.append(Mount(source=str(root / rel), target=f"{install.rstrip('/')}/{rel}"))
     return mounts
+
+
+def _inside(target: str, rel: str, root: Path) -> None:
+    """A changed file's path must stay inside its target on both sides of the mount: relative, no
+    ``..`` or empty parts, and its source (symlinks resolved) under the output's target folder."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in rel:
+        raise PlanError(f"target {target}: changed file {rel!r} is not a plain relative path; a mount of it "
+                        "would escape the install path")
+    source = (root / rel).resolve()
+    if not source.is_relative_to(root.resolve()):
+        raise PlanError(f"target {target}: {root / rel} resolves to {source}, outside the output's {target} "
+                        "folder; the mount would serve a file the materialization did not write")
+
+
+def check_output(manifest: dict[str, Any], out_dir: Path, read_blob) -> None:
+    """An output read with ``--from-output`` holds, for every changed file, the bytes the store has for
+    it in the manifest's tree (``read_blob(tree, path)``): a file edited by hand after materializing
+    is refused, not served."""
+    from materialize.store import blob_id
+
+    for target, info in sorted(manifest.get("targets", {}).items()):
+        for rel in info.get("changed", []):
+            _inside(target, rel, out_dir / target)
+            path = out_dir / target / rel
+            if not path.is_file():
+                raise PlanError(f"{path}: listed as changed by materialization {manifest.get('id')} but missing")
+            try:
+                want = blob_id(read_blob(info["tree"], rel))
+            except Exception as exc:  # noqa: BLE001 - any failure to read it means it cannot be verified
+                raise PlanError(f"{path}: cannot read {target}:{rel} of tree {info.get('tree')} from the store "
+                                f"to verify the output ({exc}); materialize again") from None
+            if blob_id(path.read_bytes()) != want:
+                raise PlanError(f"{path}: differs from what materialization {manifest.get('id')} wrote "
+                                "(edited after materializing?); materialize again")
 
 
 def build_plan(
@@ -191,6 +227,7 @@ def build_plan(
             if got.get("sha256") and got["sha256"] != patch.sha256():
                 raise PlanError(f"patch {patch.name}: {patch.path} changed since materialization "
                                 f"{manifest.get('id')}; materialize again")
+        _same_series(series, manifest)
 
     mounts: list[Mount] = []
     launcher = spec.launcher
@@ -253,6 +290,32 @@ def build_plan(
         notes=notes + [f"{p.name}: flag {p.flag} declares banner: none ({p.spec.banner_none_why}); its engagement "
                        f"cannot be observed and the run record says so" for p in enabled if p.banner == BANNER_NONE],
     )
+
+
+def _same_series(series: Series, manifest: dict[str, Any]) -> None:
+    """The manifest must be the materialization of the whole series as it stands: every patch, in order,
+    with the sha256 its file has now, and the same targets. Checking only the enabled patches would
+    let ``--from-output`` serve a stale output (an always-on patch edited, added or dropped since)."""
+    where = f"materialization {manifest.get('id')} ({manifest.get('series')})"
+    have = [(p.get("name"), p.get("sha256")) for p in manifest.get("patches", [])]
+    want = [(p.name, p.sha256()) for p in series.patches]
+    problems = []
+    if manifest.get("position") != len(series.patches):
+        problems.append(f"it stops at position {manifest.get('position')} of {len(series.patches)}")
+    if have != want:
+        names_have, names_want = [n for n, _ in have], [n for n, _ in want]
+        if names_have != names_want:
+            problems.append(f"its patches are {', '.join(map(str, names_have)) or 'none'}; "
+                            f"the series has {', '.join(names_want) or 'none'}")
+        else:
+            edited = [n for (n, a), (_, b) in zip(have, want, strict=True) if a != b]
+            problems.append(f"{', '.join(map(str, edited))} changed since (sha256)")
+    if set(manifest.get("targets", {})) != set(series.targets):
+        problems.append(f"its targets are {', '.join(sorted(manifest.get('targets', {})))}; "
+                        f"the series has {', '.join(sorted(series.targets))}")
+    if problems:
+        raise PlanError(f"{where} is not the series as it stands ({series.path}): {'; '.join(problems)}; "
+                        "materialize again")
 
 
 def docker_run_argv(

@@ -21,7 +21,7 @@ from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
 from materialize.serve.launch import Running, banners_seen, launch, wait_banners, wait_ready
-from materialize.serve.plan import Plan, PlanError, build_plan
+from materialize.serve.plan import Plan, PlanError, build_plan, check_output
 from materialize.serve.profile import Profile, load_profile
 from materialize.tree import Tree
 
@@ -94,7 +94,10 @@ def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path |
         from materialize.serve.names import index_for
         from materialize.store import Store
 
-        index = index_for(m.store if m is not None else Store.open(), manifest)
+        store = m.store if m is not None else Store.open()
+        index = index_for(store, manifest)
+        if m is None and out_dir is not None:
+            check_output(manifest, out_dir, store.read_blob)
     plan = build_plan(profile, series, manifest, out_dir, plugin_tree, index)
     return Prepared(profile, series, manifest, out_dir, plan, plugin_tree, m)
 

@@ -43,6 +43,7 @@ def test_enable_accepts_names_and_flags(write_profile, series):
         (base_profile(enable=["0003-chunk-plan"]), "enabled-patch-has-flag", "declares no flag"),
         (base_profile(enable=["QWEN36_NOT_A_FLAG"]), "enabled-flag-is-declared", "not declared by any patch"),
         (base_profile(enable=["9999-nope"]), "enabled-patch-exists", "no patch named"),
+        (base_profile(enable=["1"]), "enabled-patch-exists", "is a position; name the patch"),
         (base_profile(env={"QWEN36_SDPA_STREAMING": "1"}), "flags-come-from-enable", "list the patch under 'enable'"),
         (base_profile(launcher={"kind": "docker", "image": "x", "sources": "none"}), "enabled-patches-need-sources",
          "unpatched install"),

@@ -138,3 +138,68 @@ def test_docker_argv_shape(write_profile, series_root, outputs):
     assert [v for k, v in pairs if k == "-v"] == [f"{m.source}:{m.target}:ro" for m in plan.mounts]
     assert {k for k, _ in pairs} == {"--device", "-e", "-v"}
     assert plan.container_name == "tt-serving" and "rm -f" not in " ".join(plan.argv)
+
+
+@pytest.mark.parametrize("rel", ["../../etc/passwd", "/etc/passwd", "vllm/../../x.py", "vllm//x.py"])
+def test_a_changed_path_that_would_escape_the_install_path_is_refused(series_root, outputs, rel):
+    manifest, out_dir = outputs["overlay"]
+    bad = copy.deepcopy(manifest)
+    bad["targets"]["plugin"]["changed"].append(rel)
+    with pytest.raises(PlanError, match="not a plain relative path"):
+        mounts_for(load_series(series_root / "series/default.yaml"), bad, out_dir)
+
+
+def test_a_changed_file_that_is_a_link_out_of_the_output_is_refused(series_root, outputs, tmp_path):
+    import shutil
+
+    manifest, out_dir = outputs["overlay"]
+    copy_dir = tmp_path / "out"
+    shutil.copytree(out_dir, copy_dir, symlinks=True)
+    rel = manifest["targets"]["plugin"]["changed"][0]
+    (copy_dir / "plugin" / rel).unlink()
+    (copy_dir / "plugin" / rel).symlink_to("/etc/hostname")
+    with pytest.raises(PlanError, match="outside the output's plugin folder"):
+        mounts_for(load_series(series_root / "series/default.yaml"), manifest, copy_dir)
+
+
+def test_an_output_edited_after_materializing_is_refused(write_profile, series_root, tmp_path):
+    """`--from-output DIR`: every changed file must hold the bytes the store has for it."""
+    from materialize.serve.up import prepare
+
+    series = load_series(series_root / "series/default.yaml")
+    copy_dir = write_output(materialize(series), tmp_path / "out", overlay=True)
+    manifest = json.loads((copy_dir / "manifest.json").read_text())
+    profile = write_profile("prod", base_profile())
+    assert prepare(profile, manifest_dir=copy_dir).plan.mounts  # untouched: plans
+    rel = manifest["targets"]["tt-metal"]["changed"][0]
+    with open(copy_dir / "tt-metal" / rel, "a") as handle:
+        handle.write("# hand fix\n")
+    with pytest.raises(PlanError, match="differs from what materialization .* wrote"):
+        prepare(profile, manifest_dir=copy_dir)
+
+
+def _stale(manifest, change):
+    stale = copy.deepcopy(manifest)
+    change(stale)
+    return stale
+
+
+STALE_MANIFESTS = {
+    # each is a materialization of something other than the series as it stands now
+    "a patch that is not enabled was edited": lambda m: m["patches"][-1].update(sha256="0" * 64),
+    "the series gained a patch since": lambda m: m["patches"].pop(),
+    "a patch the series no longer has": lambda m: m["patches"].append({**m["patches"][-1], "name": "0099-gone"}),
+    "patches in another order": lambda m: m["patches"].reverse(),
+    "a prefix of the series": lambda m: m.update(position=m["position"] - 1),
+    "a target the series does not have": lambda m: m["targets"].update(extra=m["targets"]["plugin"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STALE_MANIFESTS))
+def test_a_manifest_of_another_materialization_is_refused(write_profile, series_root, outputs, case):
+    """`--from-output DIR` plans from DIR's manifest: it must be the series as it stands, patch for
+    patch (name, order, sha256), not only the enabled ones, or the server runs other code."""
+    manifest, out_dir = outputs["overlay"]
+    stale = _stale(manifest, STALE_MANIFESTS[case])
+    with pytest.raises(PlanError, match="is not the series as it stands"):
+        plan_for(write_profile, series_root, base_profile(), (stale, out_dir))

@@ -164,3 +164,22 @@ def test_a_run_record_goes_through_the_ledger_and_its_schema(tmp_path):
     with pytest.raises(LedgerError, match="refusing to append an invalid record"):
         append_run(tmp_path / "runs", record)
     assert not (tmp_path / "runs" / "p.jsonl").exists() or not (tmp_path / "runs" / "p.jsonl").read_text()
+
+
+def test_a_banner_left_in_the_log_by_an_earlier_run_does_not_count(up, tmp_path):
+    """Logs are named to the second and appended to: a run started in the same second as an earlier one
+    (a quick retry) must not see that run's banners as its own."""
+    from datetime import UTC, datetime, timedelta
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    now = datetime.now(UTC)
+    for second in range(0, 120):
+        stamp = (now + timedelta(seconds=second)).strftime("%Y%m%dT%H%M%SZ")
+        (logs / f"fake-{stamp}.log").write_text("QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured\n")
+    data = process_profile(free_port(), enable=["0001-sdpa-streaming", "0002-prefix-prefill-trace"])
+    data["env"] = {"FAKE_VLLM_BANNERS": json.dumps({"QWEN36_SDPA_STREAMING": "QWEN36_SDPA_STREAMING engaged"})}
+    _, result = up(data)
+    assert result.exit_code == 1, result.reason
+    assert "QWEN36_PREFIX_PREFILL_TRACE (0002-prefix-prefill-trace)" in result.reason
+    assert_stopped(result)
