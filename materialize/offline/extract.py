@@ -162,6 +162,8 @@ class _Analysis:
         self.has_future_annotations = bool(self.future_flags & __future__.annotations.compiler_flag)
         self.global_scope = self._global_scope()
         self.var_annotations = _var_annotation_nodes(self.module)
+        # `case Point(x=1)`: the keyword names an attribute of the subject, not a variable to look up
+        self.match_keys = {id(n.key) for n in _nodes_of(self.module, cst.MatchKeywordElement)}
         self.runtime_globals: set[str] = set()  # bound only by `global x` inside a function
         self.import_names = _all_import_names(self.module)
         self._collect_defines()
@@ -371,7 +373,7 @@ class _Analysis:
                             continue  # a string, never evaluated
                         soft = True  # dataclasses look for ClassVar / InitVar in the module
                 name = _access_name(access.node)
-                if name is None or access.node not in self.positions:
+                if name is None or access.node not in self.positions or id(access.node) in self.match_keys:
                     continue
                 scopes = {type(r.scope) for r in access.referents if getattr(r, "scope", None) is not None}
                 if GlobalScope in scopes or any(
@@ -1169,6 +1171,23 @@ def _var_annotation_nodes(module: cst.Module) -> set[int]:
     collector = _Collector()
     module.visit(collector)
     return collector.annotation_nodes
+
+
+class _NodesOf(cst.CSTVisitor):
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+        self.found: list[Any] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kind):
+            self.found.append(node)
+        return True
+
+
+def _nodes_of(module: cst.Module, kind: type) -> list[Any]:
+    visitor = _NodesOf(kind)
+    module.visit(visitor)
+    return visitor.found
 
 
 def _all_import_names(module: cst.Module) -> set[str]:

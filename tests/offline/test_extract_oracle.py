@@ -168,6 +168,12 @@ QUIET_CASES = {
         "f",
         lambda m: m.f(),
     ),
+    "match-class-pattern-keyword": (
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n"
+        "def f(v):\n    match v:\n        case P(x=1):\n            return 'one'\n        case _:\n            return 'other'\n",
+        "f",
+        lambda m: (m.f(1), m.f("s")),
+    ),
     "constant-read-by-later-code": (
         "N = 3\nM = max(N, 1)\ndef f():\n    return N\n",
         "f",
