@@ -100,7 +100,9 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, di
         for position, repeats in step.runs:
             session.note_candidate(state, position, None)  # as 'bisect run' does: the switch is known
             phase = step.phase
-            if phase in ("no-culprit", "search"):
+            if phase == "ends":
+                phase += " (good)" if position == 0 else " (bad)"
+            elif phase in ("no-culprit", "search"):
                 at_end = position in (0, N)
                 at_boundary = sc.culprit is not None and position in (sc.culprit - 1, sc.culprit)
                 phase += " at the ends" if at_end else " at the boundary" if at_boundary else " elsewhere"
@@ -121,13 +123,14 @@ def gate_trial(args: tuple[GateScenario, int]) -> tuple[bool, bool, int, int, di
 
 
 # Where a gate bisect's runs go, in this order (gate_trial's last value, printed below the table)
-WHERE = ("ends", "no-culprit at the ends", "no-culprit at the boundary", "no-culprit elsewhere",
+WHERE = ("ends (good)", "ends (bad)", "no-culprit at the ends", "no-culprit at the boundary", "no-culprit elsewhere",
          "search at the ends", "search at the boundary", "search elsewhere", "confirm")
 
 
 def where_note(label: str, res: list) -> str:
-    """Mean runs per phase: the ends check, runs chosen while "no culprit" leads, the search (at
-    the ends, at the culprit's boundary c-1 and c, elsewhere), confirmation by fresh runs."""
+    """Mean runs per phase: the ends check (the good end, the bad end), runs chosen while "no
+    culprit" leads, the search (at the ends, at the culprit's boundary c-1 and c, elsewhere),
+    confirmation by fresh runs."""
     means = {k: float(np.mean([r[4].get(k, 0) for r in res])) for k in WHERE}
     parts = ", ".join(f"{k} {v:.1f}" for k, v in means.items() if v >= 0.05)
     return f"{label}: where the runs went (mean per bisect): {parts}"
@@ -354,6 +357,17 @@ def main() -> None:
                          f"mean {ours:.1f} runs")
             notes.append("one retry rule for every position at that accuracy: "
                          + one_rule_for_all([sc for sc, _ in positional], target, 4000, a.seed))
+            # The table asks a tuned rule for our accuracy capped at 99%; what a rule tuned per
+            # position costs a little above it (ours is 99.5-100% right there): the cost of a fixed
+            # rule rises by ~10 runs from 99% to 99.5%, so the cap decides the edges' comparison.
+            for goal in (0.98, 0.99, 0.995):
+                costs = []
+                for sc, _ in positional:
+                    opts = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
+                    name, _, mean, _ = best_rule(retry_gate, opts, goal, 4000, a.seed)
+                    costs.append(f"{mean:.1f} ({name})")
+                notes.append(f"retry rule tuned per position at {goal * 100:g}%: " + " / ".join(costs)
+                             + f" at {', '.join(str(sc.culprit) for sc, _ in positional)}")
         print()
         for note in [*notes, *wheres]:
             print(note)
