@@ -599,7 +599,7 @@ class Store:
                 for sha, (_kind, data) in self.read_objects(commits).items()}
 
     def set_refs(self, refs: Mapping[str, str | None]) -> None:
-        """Point many refs at once (one git process; None deletes): keeps applied prefixes safe from gc.
+        """Point many refs at once (None deletes): keeps applied prefixes safe from gc.
 
         Every ref of the store moves under the store lock, so concurrent runs never race git's
         per-ref ``.lock`` files; and a ``.lock`` file found while we hold the lock belongs to a git
@@ -608,10 +608,33 @@ class Store:
         if not refs:
             return
         self.flush()
-        script = "".join(f"update {ref} {sha}\n" if sha else f"delete {ref}\n" for ref, sha in refs.items())
         with self.lock():
             self.clear_stale_ref_locks(list(refs))
+            if all(sha and _SIMPLE_REF.fullmatch(ref) and _SHA.fullmatch(sha) for ref, sha in refs.items()):
+                with cache_errors(self.root):
+                    for ref, sha in refs.items():
+                        self._write_loose_ref(ref, sha)
+                return
+            script = "".join(f"update {ref} {sha}\n" if sha else f"delete {ref}\n" for ref, sha in refs.items())
             self.git("update-ref", "--stdin", input=script.encode())
+
+    def _write_loose_ref(self, ref: str, sha: str) -> None:
+        """Point ``ref`` at ``sha`` as git does, without a git process: the value goes into ``REF.lock``
+        (created exclusively) and is renamed over the loose ref, which takes precedence over any
+        ``packed-refs`` line. The store keeps no reflogs (bare), so there is nothing else to write.
+        Only names made of plain components come here (``_SIMPLE_REF``); deletions, which may have to
+        rewrite ``packed-refs``, and anything else are git's (``update-ref --stdin``)."""
+        path = self.git_dir / ref
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.with_name(path.name + ".lock")
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            with open(fd, "wb") as handle:
+                handle.write(f"{sha}\n".encode())
+            os.replace(lock, path)
+        except BaseException:
+            lock.unlink(missing_ok=True)
+            raise
 
     def clear_stale_ref_locks(self, refs: list[str] | None = None) -> list[Path]:
         """Remove git ``*.lock`` files left by killed processes; call only while holding :meth:`lock`.
@@ -694,6 +717,10 @@ class Store:
         return changed, deleted
 
 
+# Ref names written in-process: refs/ and components of letters, digits, '-' and '_' (never a '.',
+# so no '..', '.lock' or hidden component); anything else goes through git, which checks its format.
+_SIMPLE_REF = re.compile(r"refs(/[A-Za-z0-9_-]+)+")
+_SHA = re.compile(r"[0-9a-f]{40}")
 _PLAIN_PATH = re.compile(r'[^"\\\x00-\x1f\x7f]*')
 
 

@@ -224,3 +224,28 @@ def test_get_ref_names_only_a_commit_the_store_still_has(tmp_path):
     assert store.get_ref("refs/materialize/pins/ok") == commit
     for ref in ("refs/materialize/pins/blob", "refs/materialize/pins/lost", "refs/materialize/pins/none"):
         assert store.get_ref(ref) is None, ref
+
+
+def test_refs_written_in_process_are_what_git_reads_and_override_packed_ones(tmp_path, monkeypatch):
+    store = Store.open(tmp_path / "cache")
+    one = store.commit(store.write_tree(EMPTY_TREE, {"f": ("100644", b"1\n")}), [], "one\n")
+    two = store.commit(store.write_tree(EMPTY_TREE, {"f": ("100644", b"2\n")}), [one], "two\n")
+    store.set_refs({"refs/materialize/prefix/abc": one, "refs/materialize/workspace/t-1": one})
+    assert store.git("for-each-ref", "--format=%(refname) %(objectname)").decode().split("\n")[:2] == [
+        f"refs/materialize/prefix/abc {one}", f"refs/materialize/workspace/t-1 {one}"]
+    store.git("pack-refs", "--all")
+    assert not (store.git_dir / "refs/materialize/prefix/abc").exists()
+    git_started = []
+    real_git = Store.git
+    monkeypatch.setattr(Store, "git", lambda self, *a, **k: git_started.append(a) or real_git(self, *a, **k))
+    store.set_refs({"refs/materialize/prefix/abc": two})  # over the packed line: the loose ref wins
+    assert git_started == []
+    assert store.lookup_refs(["refs/materialize/prefix/abc"]) == {"refs/materialize/prefix/abc": two}
+    assert real_git(store, "rev-parse", "refs/materialize/prefix/abc").decode().strip() == two
+    assert not list(store.git_dir.rglob("*.lock"))
+    # deleting, and names git must judge, are git's
+    store.set_refs({"refs/materialize/prefix/abc": None, "refs/materialize/workspace/t.x": two})
+    assert len(git_started) == 1
+    assert store.lookup_refs(["refs/materialize/prefix/abc", "refs/materialize/workspace/t.x"]) == {
+        "refs/materialize/workspace/t.x": two}
+    subprocess.run(["git", "--git-dir", str(store.git_dir), "fsck", "--no-progress"], check=True, capture_output=True)
