@@ -706,7 +706,10 @@ class Store:
         return self.read_commit(commit)[0]
 
     def changed_paths(self, old_tree: str, new_tree: str) -> tuple[list[str], list[str]]:
-        """(changed or added, deleted) file paths between two trees; renames count as delete+add."""
+        """(changed or added, deleted) file paths between two trees; renames count as delete+add.
+        The same tree twice (an output updated to what it holds already) costs no git process."""
+        if old_tree == new_tree:
+            return [], []
         out = self.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree)
         parts = [p for p in out.split(b"\0") if p]
         changed: list[str] = []

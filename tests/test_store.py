@@ -249,3 +249,12 @@ def test_refs_written_in_process_are_what_git_reads_and_override_packed_ones(tmp
     assert store.lookup_refs(["refs/materialize/prefix/abc", "refs/materialize/workspace/t.x"]) == {
         "refs/materialize/workspace/t.x": two}
     subprocess.run(["git", "--git-dir", str(store.git_dir), "fsck", "--no-progress"], check=True, capture_output=True)
+
+
+def test_changed_paths_between_a_tree_and_itself_asks_no_git(tmp_path, monkeypatch):
+    store = Store.open(tmp_path)
+    tree = store.write_tree(EMPTY_TREE, {"f": ("100644", b"1\n")})
+    other = store.write_tree(tree, {"f": None, "d/g": ("100755", b"2\n")})
+    assert store.changed_paths(tree, other) == (["d/g"], ["f"])
+    monkeypatch.setattr(Store, "git", lambda *a, **k: (_ for _ in ()).throw(AssertionError("git ran")))
+    assert store.changed_paths(other, other) == ([], [])
