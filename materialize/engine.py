@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from materialize.errors import PatchApplyError
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
-from materialize.store import SYMLINK, TREE, Store
+from materialize.store import SYMLINK, Store
 from materialize.upstream import resolve
 
 if TYPE_CHECKING:  # the applier loads in apply_patch: a run whose every prefix is cached never needs it
@@ -151,14 +151,7 @@ class StoreView:
     def is_dir(self, path: str) -> bool:
         if path in self._empty and self.store.lookup(self.tree, path) is None:
             return True
-        # Store.lookup answers files only; walk the (memoized) trees on the path for directories.
-        current = self.tree
-        for part in path.split("/"):
-            found = self.store._tree_entries(current).get(part)  # noqa: SLF001
-            if found is None or found[0] != TREE:
-                return False
-            current = found[1]
-        return True
+        return self.store.is_dir(self.tree, path)
 
 
 def _changes_a_link(result: TreeApply) -> bool:

@@ -297,6 +297,17 @@ class Store:
             return None
         return Entry(*found)
 
+    def is_dir(self, tree: str, path: str) -> bool:
+        """Whether ``path`` is a folder of ``tree`` (:meth:`lookup` answers files only): the
+        memoized trees on the path are walked, as there."""
+        current = tree
+        for part in path.split("/"):
+            found = self._tree_entries(current).get(part)
+            if found is None or found[0] != TREE:
+                return False
+            current = found[1]
+        return True
+
     def read_blob(self, tree: str, path: str) -> bytes:
         entry = self.lookup(tree, path)
         if entry is None:

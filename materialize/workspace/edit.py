@@ -352,12 +352,9 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
     entry = top_entry(ws, state)
     target = entry.target
     paths = [ws.relpath(target, n, cwd) for n in names]
-    from materialize.engine import StoreView
-
-    view = StoreView(ws.store, state.trees[target])
     for name, path in zip(names, paths, strict=True):
         found = ws.read_path(target, path)
-        if view.is_dir(path) or (found is not None and os.path.isdir(found) and not os.path.islink(found)):
+        if ws.store.is_dir(state.trees[target], path) or (found is not None and os.path.isdir(found) and not os.path.islink(found)):
             raise SeriesError(f"add: {name} is a folder ({target}/{path}); add the files in it that the patch changes")
     # recorded as absolute paths: `recover --resume` may run from another directory
     with Journal.run(ws.meta, "add", [str(ws.target_dir(target).absolute() / p) for p in paths]) as journal:
