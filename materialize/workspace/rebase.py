@@ -168,9 +168,16 @@ def _counts(statuses: list[tuple[str, str, str]]) -> dict[str, int]:
 
 def _regenerate(store: Store, tree: str, entry: PatchEntry, data: bytes,
                 contents: dict[str, tuple[str, bytes] | None]) -> bytes:
-    """The patch rewritten to apply exactly on ``tree`` and produce ``contents``."""
+    """The patch rewritten to apply exactly on ``tree`` and produce ``contents``; a ``reverse: true``
+    entry is written forward (``_write_patch`` drops the flag), as refresh does (``edit.forward``)."""
     old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
     renames = {s.new_path: s.old_path for s in old.sections if s.rename and s.new_path and s.old_path}
+    if entry.reverse:  # its hunks run the other way: none is kept, and its renames go back
+        from materialize.workspace.edit import forward
+
+        renames = {src: dest for dest, src in renames.items()}
+        old = patchtext.PatchText(old.header, [], b"")
+        entry = forward(entry)
     changes = []
     for path, cur in contents.items():
         if path in renames.values() and cur is None:
@@ -417,7 +424,7 @@ def _run(rb: Rebase) -> list[Outcome]:
                 else:
                     assert contents is not None
                     if outcome.status != "clean":
-                        journal.write(entry.path, entry.encode(_regenerate(ws.store, before, entry, data, contents)))
+                        _write_patch(ws, entry, _regenerate(ws.store, before, entry, data, contents), journal)
                     rb.data["tree"] = ws.store.write_tree(before, contents)
                 rb.data["todo"].pop(0)
                 rb.data["done"].append(outcome.to_json())
@@ -447,6 +454,17 @@ def _stop_at(ws: Workspace, rb: Rebase, entry: PatchEntry, contents, journal: Jo
     state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: entry.position]]
     state.added = {entry.name: files}
     ws.save(state, journal)
+
+
+def _write_patch(ws: Workspace, entry: PatchEntry, new: bytes, journal: Journal) -> None:
+    """Write a regenerated patch as its file is kept; a reversed entry, now written forward, loses
+    ``reverse: true`` (it died here: the forward diff was checked by applying it reversed, and the
+    rebase stopped half-way with no conflict to resolve)."""
+    journal.write(entry.path, entry.encode(new))
+    if entry.reverse:
+        doc = SeriesDoc.load(ws.series.path)
+        doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
+        journal.write(ws.series.path, doc.render())
 
 
 def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
@@ -508,7 +526,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                     f"rebase --continue: the files of {entry.name} in {ws.target_dir(entry.target)} now hold none of "
                     f"its changes, so it would be written back empty; edit them to keep its changes, or "
                     f"`materialize rebase --skip` to drop it (its file is kept under {ws.meta / 'saved'})")
-            journal.write(entry.path, entry.encode(new))
+            _write_patch(ws, entry, new, journal)
             rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"

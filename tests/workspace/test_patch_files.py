@@ -269,3 +269,27 @@ def test_an_underline_of_seven_equals_signs_is_no_conflict_marker(project: Path)
     notes.write_text("Summary\n=======\n\n<<<<<<< ours\ntext\n=======\nother\n>>>>>>> theirs\n")
     with pytest.raises(MaterializeError, match=r"NOTES.md:4.*NOTES.md:6.*NOTES.md:8"):
         run(project, "refresh")
+
+
+def test_a_rebase_carries_a_reversed_patch_across_an_offset(project: Path) -> None:
+    """A `reverse: true` patch that applied with an offset on the new upstream was regenerated forward and
+    checked by applying it reversed: the rebase died on its own patch half-way (exit 1, in progress, no
+    conflict to resolve). It is written forward now and loses the flag, as refresh does."""
+    upstream = project / "upstream" / "tt-metal" / ATTN
+    pristine = upstream.read_bytes()
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_bytes(b"# upstream had this\n" + pristine)
+    run(project, "refresh")
+    run(project, "pop")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("    target: tt-metal\n", "    target: tt-metal\n    reverse: true\n"))
+    upstream.write_bytes(b"# upstream had this\n" + pristine)
+    moved = project / "upstream-2"
+    shutil.copytree(project / "upstream" / "tt-metal", moved)
+    (moved / ATTN).write_bytes(b"# a new first line\n# upstream had this\n" + pristine)
+    assert run(project, "push") == 0
+    assert run(project, "rebase", "tt-metal", "--to", str(moved)) == 0
+    assert "reverse" not in series.read_text()
+    assert f.read_bytes() == b"# a new first line\n" + pristine
