@@ -442,11 +442,11 @@ class _Parser:
             new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
         start = self._preamble_start(region.first)
         # GNU: the rest of the last ``Index:`` line of the region
-        index_path = self._strip(_unindent(self.raw[region.index - 1])[6:].strip(_WS)) if region.index else None
+        index_path = self._strip(_index_name(_unindent(self.raw[region.index - 1])[6:])) if region.index else None
         if old_path is None and new_path is None and index_path is None:
             line, raw_name = (new_line, new_name) if is_new or not old_line else (old_line, old_name)
             if not line:
-                line, raw_name = region.index, _unindent(self.raw[region.index - 1])[6:].strip(_WS)
+                line, raw_name = region.index, _index_name(_unindent(self.raw[region.index - 1])[6:])
             name = decode_path(raw_name or b"")
             raise self.error(line, f"cannot strip {self.strip} leading path component(s) from {name!r}")
         fp = FilePatch(
@@ -710,6 +710,29 @@ class _Parser:
         hunk = Hunk(source_start, source_length, target_start, target_length, section, b"".join(lines),
                     b"".join(map(_FIRST, lines)), header_line, tuple(unterminated))
         return hunk, i
+
+
+def _index_name(rest: bytes) -> bytes | None:
+    """GNU ``fetchname`` for an ``Index:`` line (no timestamp): the rest of the line, spaces inside
+    it kept, but only when the name ends the line; a trailing blank, TAB or CR (a CRLF patch) makes
+    GNU drop the name. A C-quoted name likewise."""
+    text = rest.lstrip(_WS)
+    if text.startswith(b'"'):
+        name, after = _quoted(text)
+        return name if name is not None and after == b"\n" else None
+    end = len(text)
+    for t in range(len(text)):
+        if text[t] in _WS:
+            u = t
+            while text[u] != 9 and u + 1 < len(text) and text[u + 1] in _WS:
+                u += 1
+            if text[u] != 9 and b"\n" in text[u + 1 :]:
+                continue
+            end = t
+            break
+    if end == len(text) or text[end] != 10:  # (GNU: *t != '\n' without a timestamp to read)
+        return None
+    return text[:end] or None
 
 
 def _unindent(line: bytes) -> bytes:

@@ -245,6 +245,21 @@ def test_a_normal_diff_quoted_before_any_header_is_garbage_as_in_gnu(tmp_path: P
     assert isinstance(refused.error, PatchFormatError) and "normal diff" in str(refused.error)
 
 
+@pytest.mark.parametrize("index", [b"Index: f\n", b"Index:f\n", b"Index: f \n", b"Index: f\tx\n", b"Index: f\r\n",
+                                   b"Index: \"f\"\n", b"Index: sp ace\n"])
+def test_an_index_name_is_read_as_gnu_reads_it(tmp_path: Path, index: bytes) -> None:
+    """An Index: name is the rest of its line only when it ends the line: a trailing blank, TAB or CR
+    (a CRLF patch) makes GNU drop it, and a section named by it alone finds no file (we patched f)."""
+    eol = b"\r\n" if index.endswith(b"\r\n") else b"\n"
+    patch = index + eol.join([b"@@ -1,3 +1,3 @@", b" 1", b"-2", b"+two", b" 3", b""])
+    files = {"f": b"1\n2\n3\n", "sp ace": b"1\n2\n3\n"}
+    code, gnu_files, _report = gnu(tmp_path, files, patch, 0)
+    result, our_files = ours(files, patch, 0)
+    assert result.ok == (code == 0), (code, result.error)
+    if code == 0:
+        assert our_files == gnu_files
+
+
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files
