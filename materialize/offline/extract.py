@@ -57,7 +57,13 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from materialize.offline.errors import ExtractError, MissingDefinition, RefusedImport, StarImportRefused
+from materialize.offline.errors import (
+    ExtractError,
+    MissingDefinition,
+    RefusedImport,
+    StarImportRefused,
+    observed,
+)
 from materialize.tree import Tree
 
 DEFAULT_HEAVY: tuple[str, ...] = ("ttnn", "torch", "vllm")
@@ -574,9 +580,11 @@ class ImportPolicy:
         def _import(name, globals=None, locals=None, fromlist=(), level=0):
             if level:
                 frame = sys._getframe(1)
-                raise RefusedImport(
-                    f"{frame.f_code.co_filename}:{frame.f_lineno}: relative import (level {level}) of {name!r} "
-                    f"in {frame.f_code.co_name}() is refused: extracted code has no package; stub it"
+                raise observed(
+                    RefusedImport(
+                        f"{frame.f_code.co_filename}:{frame.f_lineno}: relative import (level {level}) of {name!r} "
+                        f"in {frame.f_code.co_name}() is refused: extracted code has no package; stub it"
+                    )
                 )
             for key in (name, name.split(".")[0]):
                 if key in self.stubs:
@@ -584,9 +592,11 @@ class ImportPolicy:
             reason = self.verdict(name)
             if reason is not None:
                 frame = sys._getframe(1)
-                raise RefusedImport(
-                    f"{frame.f_code.co_filename}:{frame.f_lineno}: `import {name}` in {frame.f_code.co_name}() "
-                    f"is refused: {reason}; pass stubs={{{name.split('.')[0]!r}: ...}} to supply a stub"
+                raise observed(
+                    RefusedImport(
+                        f"{frame.f_code.co_filename}:{frame.f_lineno}: `import {name}` in {frame.f_code.co_name}() "
+                        f"is refused: {reason}; pass stubs={{{name.split('.')[0]!r}: ...}} to supply a stub"
+                    )
                 )
             return builtins.__import__(name, globals, locals, fromlist, level)
 
@@ -649,8 +659,24 @@ def extract(
     object to use instead; ``allow`` lists third-party packages that may be imported for real.
     Raises ``MissingDefinition`` when the file or a requested name is absent, ``RefusedImport`` for
     a heavy or unknown import without a stub, ``StarImportRefused`` when a needed name could only
-    come from a star import.
+    come from a star import. Every ExtractError it raises is ``observed`` on its way out.
     """
+    try:
+        return _extract(tree, path, *names, stubs=stubs, allow=allow, refuse=refuse)
+    except ExtractError as exc:
+        observed(exc)
+        raise
+
+
+def _extract(
+    tree: Tree,
+    path: str,
+    *names: str,
+    stubs: Mapping[str, Any] | None = None,
+    allow: Iterable[str] = DEFAULT_ALLOW,
+    refuse: Iterable[str] = DEFAULT_HEAVY,
+) -> types.ModuleType:
+    """``extract`` without the notice to observers."""
     display = tree.display_path(path)
     try:
         source = tree.read_bytes(path).decode("utf-8")
@@ -1076,10 +1102,12 @@ class _LeftOut:
         self.display, self.qualname, self.line, self.kept, self.on_get = display, qualname, line, kept, on_get
         self.armed = False
 
-    def _refuse(self) -> ExtractError:
-        return ExtractError(
-            f"{self.display}:{self.line}: {self.qualname} was left out of this extraction (only {self.kept} "
-            f"requested from its class) but is used: request {self.qualname!r} too"
+    def _refuse(self) -> BaseException:
+        return observed(
+            ExtractError(
+                f"{self.display}:{self.line}: {self.qualname} was left out of this extraction (only {self.kept} "
+                f"requested from its class) but is used: request {self.qualname!r} too"
+            )
         )
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
@@ -1128,7 +1156,7 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
 
 
 class _Collector(cst.CSTVisitor):
-    """One pass over the module: annotation nodes of variable annotations, and every import's names."""
+    """One pass over the module: annotation nodes of variable annotations, and every name an import binds."""
 
     def __init__(self) -> None:
         self.annotation_nodes: set[int] = set()
@@ -1139,23 +1167,15 @@ class _Collector(cst.CSTVisitor):
         node.annotation.visit(_IdCollector(self.annotation_nodes))
 
     def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = _dotted(alias.name)
-            parts = full.split(".")
-            self.import_names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-            if alias.asname is not None:
-                self.import_names.add(_dotted(alias.asname.name))  # type: ignore[arg-type]
+        for alias in node.names:  # `import a.b` binds a, `import a.b as c` binds c
+            name = alias.asname.name if alias.asname is not None else alias.name
+            self.import_names.add(_dotted(name).split(".")[0])  # type: ignore[arg-type]
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is not None:
-            parts = _dotted(node.module).split(".")
-            self.import_names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
         if isinstance(node.names, cst.ImportStar):
             return
-        for alias in node.names:
-            self.import_names.add(_dotted(alias.name))
-            if alias.asname is not None:
-                self.import_names.add(_dotted(alias.asname.name))  # type: ignore[arg-type]
+        for alias in node.names:  # `from a.b import c as d` binds d: never a, a.b or c
+            self.import_names.add(_dotted(alias.asname.name if alias.asname is not None else alias.name))  # type: ignore[arg-type]
 
 
 class _IdCollector(cst.CSTVisitor):
@@ -1191,7 +1211,7 @@ def _nodes_of(module: cst.Module, kind: type) -> list[Any]:
 
 
 def _all_import_names(module: cst.Module) -> set[str]:
-    """Every name any import in the file binds, and every module it names (stub keys)."""
+    """Every name any import in the file binds (module level or not): the names a stub may replace."""
     collector = _Collector()
     module.visit(collector)
     return collector.import_names

@@ -289,3 +289,26 @@ def test_an_all_that_code_changes_is_refused(tmp_path, text):
     (root / "m.py").write_text(text)
     with pytest.raises(ExtractError, match=r"m\.py:\d+: __all__ is changed here"):
         extract(DirTree(root, "demo"), "m.py")
+
+
+@pytest.mark.parametrize(
+    ("text", "stub"),
+    [
+        (
+            "from vllm.logger import init_logger\ndef f():\n    return vllm.x\n",
+            "vllm",
+        ),  # binds init_logger only
+        (
+            "from vllm.x import parse as _parse\ndef f(s):\n    return parse(s)\n",
+            "parse",
+        ),  # binds _parse only
+    ],
+    ids=["module-of-a-from-import", "name-imported-under-an-alias"],
+)
+def test_a_stub_cannot_stand_for_a_name_no_import_binds(tmp_path, text, stub):
+    """Python raises NameError for these; a stub for the unbound name would hide the missing import."""
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "m.py").write_text(text)
+    with pytest.raises(ExtractError, match=rf"m\.py:3: f uses {stub!r}, which the file never binds"):
+        extract(DirTree(root, "demo"), "m.py", "f", stubs={stub: object()})
