@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from materialize.errors import MaterializeError
 
+OBSERVERS: list = []
+"""Told of every ExtractError that leaves the extractor for the caller's code (``observed``): the pytest
+plugin learns of one a test caught and hid."""
+
+
+def observed(exc: BaseException) -> BaseException:
+    """``exc``, after telling the observers it is on its way to the caller."""
+    for observer in OBSERVERS:
+        observer(exc)
+    return exc
+
 
 class ExtractError(MaterializeError):
     """The definitions cannot be extracted; the message names file, line and definition."""

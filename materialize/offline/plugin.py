@@ -36,7 +36,8 @@ import pytest
 
 sys.dont_write_bytecode = True  # a __pycache__ in a source tree once broke a deployment
 
-from materialize.offline.errors import MissingDefinition  # noqa: E402
+from materialize.offline import errors as offline_errors  # noqa: E402
+from materialize.offline.errors import ExtractError, MissingDefinition  # noqa: E402
 from materialize.offline.extract import DEFAULT_HEAVY  # noqa: E402
 from materialize.offline.report import ArmResult, Ledger, results_json  # noqa: E402
 from materialize.offline.trees import EngineSource, PatchDirSource, TreeSource  # noqa: E402
@@ -62,6 +63,7 @@ class _OfflineState:
         self.blocker = _HeavyImportRefused(self.heavy)
         self.reported_attempts = 0
         self.collected: set[tuple[Path, str]] = set()  # (file, function) of every test collected
+        self.extract_errors: list[ExtractError] = []  # every ExtractError created, caught or not
 
     def unrun_refs(self, args: list[Path]) -> list[str]:
         """The series' ``tests:`` entries this session should have collected but did not (a renamed
@@ -238,6 +240,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = config.stash[_STATE_KEY] = _OfflineState(config)
     sys.meta_path.insert(0, state.blocker)
+    offline_errors.OBSERVERS.append(state.extract_errors.append)
     if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
         # hypothesis caches into ./.hypothesis by default: never write into the checkout
         state.scratch = tempfile.mkdtemp(prefix="materialize-offline-hypothesis-")
@@ -351,6 +354,15 @@ def _missing(exc: BaseException) -> MissingDefinition | None:
     return None
 
 
+_ERRORS_MARK = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Where this test's ExtractErrors begin in the session's list."""
+    item.stash[_ERRORS_MARK] = len(_state(item.config).extract_errors)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -405,6 +417,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             _record(item, arm, ok=False, outcome="failed", detail=f"failed: {_short(call)}")
         return
     weak_marker = item.get_closest_marker("weak_control")
+    own = exc is not None and _own_failure(exc, test_dir)
+    missing = _missing(exc) if exc is not None else None
+    # an ExtractError the test caught on the way (`try: extract(...) except ...:`) and then failed an
+    # assertion over: the control failed because extraction failed, not because it saw old behaviour
+    hidden = [e for e in state.extract_errors[item.stash.get(_ERRORS_MARK, 0) :] if e is not exc]
+    if own and hidden:
+        own = False
+        if all(isinstance(e, MissingDefinition) for e in hidden):
+            missing = hidden[0]  # the weak case, however the test dressed it
+        else:
+            exc = hidden[0]
     if exc is None:
         report.outcome = "failed"
         report.longrepr = (
@@ -412,10 +435,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             "Assert on the behaviour the patch changes."
         )
         _record(item, arm, ok=False, outcome="passed", detail="control passed: the test cannot see its patch")
-    elif _own_failure(exc, test_dir):
+    elif own:
         report.outcome, report.longrepr = "passed", None
         _record(item, arm, ok=True, outcome="failed", detail="control failed by assertion")
-    elif (missing := _missing(exc)) is not None:
+    elif missing is not None:
         if weak_marker is not None:
             report.outcome, report.longrepr = "passed", None
             reason = weak_marker.args[0] if weak_marker.args else "new code"
@@ -432,7 +455,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = (
             f"CONTROL ERRORED: {item.nodeid} must fail by the test's own assertion on the control tree, "
-            f"but raised {type(exc).__name__}{_where(exc)}: {exc}\n"
+            f"but raised {type(exc).__name__}{_where(exc)}: {exc}{' (caught by the test)' if hidden else ''}\n"
             "An error on the way (extraction, a stub, a NameError or an assert in kept code) proves nothing.\n\n"
             f"{report.longrepr}"
         )
@@ -516,6 +539,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.problems.append(f"arms that did not meet their requirement: {', '.join(failed_rows)}")
     if state.blocker in sys.meta_path:
         sys.meta_path.remove(state.blocker)
+    if state.extract_errors.append in offline_errors.OBSERVERS:
+        offline_errors.OBSERVERS.remove(state.extract_errors.append)
     leaked = sorted(_heavy_modules(state.heavy))
     if leaked:
         origin = (

@@ -421,3 +421,44 @@ def test_a_marker_must_name_its_patch_exactly(workspace):
     proc = _run(workspace, {"test_marked.py": by_position})
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "must name the patch exactly" in proc.stdout + proc.stderr
+
+
+def test_an_extract_error_the_control_caught_is_not_a_failing_control(workspace):
+    """`try: … except ExtractError:` then an assertion: the control failed because extraction failed."""
+    masked = """
+        from materialize.offline import extract
+        from materialize.offline.errors import ExtractError
+
+        def test_clamps(tree):
+            ns = extract(tree, "demo/calc.py", "clamp")
+            try:
+                if ns.clamp(9, 0, 5) != 5:
+                    extract(tree, "demo/calc.py", "LIMIT.x")  # refused: LIMIT is not a class
+                value = ns.clamp(9, 0, 5)
+            except ExtractError:
+                value = None
+            assert value == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": masked})
+    assert proc.returncode == 1, proc.stdout
+    assert "CONTROL ERRORED" in proc.stdout and "caught by the test" in proc.stdout
+
+
+def test_a_missing_definition_the_control_caught_is_a_weak_control(workspace):
+    dressed = """
+        import pytest
+        from materialize.offline import MissingDefinition, extract
+
+        {marker}
+        def test_widen(tree):
+            try:
+                widen = extract(tree, "demo/calc.py", "widen").widen
+            except MissingDefinition:
+                widen = None
+            assert widen is not None and widen(2) == 4
+    """
+    undeclared = _run(workspace, {"test_bound_by_series.py": dressed.format(marker="")})
+    assert undeclared.returncode == 1, undeclared.stdout
+    assert "WEAK CONTROL" in undeclared.stdout
+    declared = _run(workspace, {"test_bound_by_series.py": dressed.format(marker='@pytest.mark.weak_control("new")')})
+    assert declared.returncode == 0, declared.stdout
