@@ -21,14 +21,16 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # subprocess is imported where a process starts: a command that starts none saves ~3 ms
+    import subprocess
 
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
@@ -107,6 +109,8 @@ def _setpriv(cache: Path | None) -> str | None:
 
     Checked by running it once; a success is remembered in ``cache`` against the binary's identity,
     so later commands skip that extra process."""
+    import subprocess
+
     path = shutil.which("setpriv") if sys.platform == "linux" else None
     if path is None:
         return None
@@ -195,6 +199,8 @@ class Store:
     def _ensure(self) -> None:
         if (self.git_dir / "HEAD").exists():
             return
+        import subprocess
+
         with cache_errors(self.root):
             self.root.mkdir(parents=True, exist_ok=True)
         with self.lock(), cache_errors(self.root):
@@ -238,6 +244,8 @@ class Store:
         command that touched a packed object (every pin import is a pack). git re-scans the pack
         directory when an object is missing, so packs written after it started are found too.
         """
+        import subprocess
+
         if self._cat is None or self._cat.poll() is not None:
             argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"], self.root)
             self._cat = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=preexec)
@@ -255,6 +263,8 @@ class Store:
     # -- plumbing -------------------------------------------------------------------------------
     def git(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> bytes:
         """Run one git plumbing command on the store and return its stdout."""
+        import subprocess
+
         self.flush()  # git reads the object store: what a batch holds must be there first
         full_env = {**os.environ, **(env or {})}
         argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), *args], self.root)
@@ -268,6 +278,8 @@ class Store:
     def has_object(self, sha: str) -> bool:
         if self._pending and sha in self._pending:
             return True
+        import subprocess
+
         proc = subprocess.run(
             ["git", "--git-dir", str(self.git_dir), "cat-file", "-e", sha], capture_output=True
         )
@@ -337,6 +349,8 @@ class Store:
 
         One subprocess instead of gitpython's import and reader: what publishing needs for thousands
         of files, or checking every symlink of a tree."""
+        import subprocess
+
         argv, preexec = dying_with_parent(["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"], self.root)
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=preexec)
         assert proc.stdin is not None and proc.stdout is not None
@@ -780,6 +794,8 @@ class PackWriter:
     BIG_FILE = 16 << 20  # blobs above this are streamed by fast-import, not held in its memory
 
     def __init__(self, store: Store) -> None:
+        import subprocess
+
         self.store = store
         self._marks = 0
         self._sweep()  # partial packs of imports that were killed

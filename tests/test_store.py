@@ -105,6 +105,7 @@ def test_that_setpriv_works_is_checked_once_per_binary(tmp_path, monkeypatch):
     """The check runs setpriv once; later commands read the answer from the cache (keyed by the
     binary's identity) instead of starting one more process."""
     import shutil
+    import subprocess
 
     import pytest
 
@@ -120,7 +121,7 @@ def test_that_setpriv_works_is_checked_once_per_binary(tmp_path, monkeypatch):
     def no_check(*_args, **_kwargs):
         raise AssertionError("setpriv was run again")
 
-    monkeypatch.setattr(module.subprocess, "run", no_check)
+    monkeypatch.setattr(subprocess, "run", no_check)
     assert module._setpriv(tmp_path) == path
     (tmp_path / "setpriv-works").write_text("another binary\n")
     module._setpriv.cache_clear()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -268,6 +267,8 @@ def _identity(root: Path) -> str:
     name = os.environ.get("GIT_AUTHOR_NAME")
     mail = os.environ.get("GIT_AUTHOR_EMAIL")
     if not (name and mail):
+        import subprocess
+
         proc = subprocess.run(["git", "-C", str(root), "config", "--get-regexp", r"^user\.(name|email)$"],
                               capture_output=True, text=True)
         config = dict(line.partition(" ")[::2] for line in proc.stdout.splitlines())
@@ -387,6 +388,8 @@ def open_editor(files: list[str]) -> None:
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor:
+        import subprocess
+
         subprocess.run([*shlex.split(editor), *files], check=False)
 
 
