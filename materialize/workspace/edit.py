@@ -326,6 +326,11 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     if any(p.name == Path(stem).name for p in ws.series.patches):
         raise MaterializeError(f"new: a patch named {Path(stem).name} is already in the series")
     rel = f"{target}/{stem}.patch" if "/" not in stem else f"{stem}.patch"
+    from materialize.series import check_patch_file
+
+    # the series' rule before anything is written: `new ../../x` wrote ../../x.patch outside patches_dir,
+    # and only the series' reload inside the journal refused it (and rolled it back)
+    check_patch_file(ws.series.resolve(ws.series.spec.patches_dir), rel, f"new {name}")
     path = ws.series.resolve(ws.series.spec.patches_dir) / rel
     if path.exists():
         raise MaterializeError(f"new: {path} already exists")

@@ -293,3 +293,16 @@ def test_a_rebase_carries_a_reversed_patch_across_an_offset(project: Path) -> No
     assert run(project, "rebase", "tt-metal", "--to", str(moved)) == 0
     assert "reverse" not in series.read_text()
     assert f.read_bytes() == b"# a new first line\n" + pristine
+
+
+def test_new_refuses_a_name_leading_out_of_patches_dir_before_writing(project: Path, monkeypatch) -> None:
+    """`new ../../x` wrote ../../x.patch beside the project, then the series' reload refused the entry
+    and the journal removed the file again: refused now before anything is written."""
+    from materialize.workspace import journal
+
+    written = []
+    real = journal.atomic_write
+    monkeypatch.setattr(journal, "atomic_write", lambda path, *a, **k: (written.append(path), real(path, *a, **k)))
+    with pytest.raises(MaterializeError, match="outside patches_dir"):
+        run(project, "new", "../../outside", "--target", "tt-metal")
+    assert not [p for p in written if "outside" in str(p)]
