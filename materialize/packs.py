@@ -109,7 +109,10 @@ class _Pack:
     @property
     def pack(self) -> mmap.mmap:
         if self._pack is None:
-            self._pack = _map(self.pack_path)
+            try:
+                self._pack = _map(self.pack_path)
+            except OSError as exc:  # repacked away by a gc since the index was read: git looks again
+                raise Unsupported(f"{self.pack_path}: {exc.strerror or exc}") from None
         return self._pack
 
     def offset(self, sha: bytes) -> int | None:
@@ -225,9 +228,14 @@ class PackReader:
             names = [n for n in os.listdir(self.folder) if n.endswith(".idx") and n not in self._packs]
         except FileNotFoundError:
             return False
+        opened = False
         for name in names:
-            self._packs[name] = _Pack(self.folder / name)
-        return bool(names)
+            try:
+                self._packs[name] = _Pack(self.folder / name)
+                opened = True
+            except (OSError, ValueError):  # removed by a gc meanwhile, or empty: not ours to read
+                continue
+        return opened
 
     def get(self, sha: str) -> tuple[str, bytes] | None:
         """(type, content) of ``sha``, or None when no pack holds it."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from materialize.packs import PackReader, apply_delta, write_pack
+from materialize.packs import PackReader, Unsupported, apply_delta, write_pack
 from materialize.store import Store, blob_id
 
 
@@ -123,3 +123,17 @@ def test_delta_copy_and_insert_instructions() -> None:
     # sizes 100 -> 14; copy 10 bytes from offset 20; insert "abcd"
     delta = bytes([100, 14, 0x80 | 0x01 | 0x10, 20, 10, 4]) + b"abcd"
     assert apply_delta(base, delta) == b"0123456789abcd"
+
+
+def test_a_pack_removed_under_the_reader_is_left_to_git(tmp_path: Path) -> None:
+    """A gc that repacks while a command runs removes the pack it had found: the store asks git."""
+    store = Store.open(tmp_path / "cache")
+    with store.batch():
+        shas = [store.write_blob(f"blob {i}\n".encode()) for i in range(100)]
+    folder = store.git_dir / "objects" / "pack"
+    reader = PackReader(folder)
+    reader._scan()
+    store.git("repack", "-a", "-d", "-k", "-q")  # the pack the reader found is gone, another holds the objects
+    with pytest.raises(Unsupported):
+        reader.get(shas[0])
+    assert store.read_blob_by_id(shas[1]) == b"blob 1\n"
