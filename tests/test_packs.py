@@ -131,9 +131,13 @@ def test_a_pack_removed_under_the_reader_is_left_to_git(tmp_path: Path) -> None:
     with store.batch():
         shas = [store.write_blob(f"blob {i}\n".encode()) for i in range(100)]
     folder = store.git_dir / "objects" / "pack"
-    reader = PackReader(folder)
-    reader._scan()
-    store.git("repack", "-a", "-d", "-k", "-q")  # the pack the reader found is gone, another holds the objects
+    reader = store._packs
+    reader._scan()  # it has read the index, not yet opened the pack
+    (old_idx,) = folder.glob("*.idx")
+    renamed = "pack-" + "f" * 40
+    for suffix in (".pack", ".idx"):  # as a repack would: the objects now live in a pack of another name
+        old_idx.with_suffix(suffix).rename(folder / (renamed + suffix))
     with pytest.raises(Unsupported):
         reader.get(shas[0])
     assert store.read_blob_by_id(shas[1]) == b"blob 1\n"
+    assert PackReader(folder).get(shas[2]) == ("blob", b"blob 2\n")
