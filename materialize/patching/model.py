@@ -6,7 +6,6 @@ kind character and the final ``\\n``), so that applying a patch reproduces GNU p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 HunkLineKind = Literal[" ", "-", "+"]
@@ -104,8 +103,7 @@ class Hunk(NamedTuple):
         return tuple(line for line in self.lines if line.kind != "-")
 
 
-@dataclass(frozen=True)
-class FilePatch:
+class FilePatch(NamedTuple):
     """All changes a patch makes to one file.
 
     ``strip_trailing_cr`` mirrors GNU patch: when the ``+++`` header line itself ends in CRLF the whole
@@ -140,8 +138,7 @@ class FilePatch:
         return self.new_path if self.new_path is not None else self.old_path
 
 
-@dataclass(frozen=True)
-class PatchSet:
+class PatchSet(NamedTuple):
     """A parsed patch file: its free-text header and the per-file patches, in order."""
 
     source: str
@@ -162,8 +159,7 @@ class HunkResult(NamedTuple):
     applied_at: int | None
 
 
-@dataclass(frozen=True)
-class FileResult:
+class FileResult(NamedTuple):
     """Outcome of applying one FilePatch.
 
     ``content`` is None when the file does not exist afterwards. ``error`` carries a file-level

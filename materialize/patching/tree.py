@@ -17,11 +17,9 @@ Which file a plain (non-git) section patches follows GNU ``patch`` (``choose_nam
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from materialize.errors import MaterializeError, PatchApplyError, PatchFormatError, UnsafePathError
@@ -48,32 +46,37 @@ class TreeView(Protocol):
         ...
 
 
-@dataclass
 class FileOutcome:
     """How one file section of the patch went."""
 
-    fp: FilePatch
-    path: str | None  # where the result lives
-    source: str | None  # what was read (differs from path for renames and copies)
-    before: Content | None
-    result: FileResult | None
-    error: str | None = None  # a file-level failure outside the hunks (binary payload, missing file)
-    reverse_applies: bool = False  # the failed section applies reversed: GNU's "Reversed ... detected"
+    __slots__ = ("fp", "path", "source", "before", "result", "error", "reverse_applies")
+
+    def __init__(self, fp: FilePatch, path: str | None, source: str | None, before: Content | None,
+                 result: FileResult | None, error: str | None = None) -> None:
+        self.fp = fp
+        self.path = path  # where the result lives
+        self.source = source  # what was read (differs from path for renames and copies)
+        self.before = before
+        self.result = result
+        self.error = error  # a file-level failure outside the hunks (binary payload, missing file)
+        self.reverse_applies = False  # the failed section applies reversed: GNU's "Reversed ... detected"
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.result is not None and self.result.ok
 
 
-@dataclass
 class TreeApply:
     """The outcome of applying one patch: changes to write, per-file outcomes, or a refusal."""
 
-    source: str
-    patchset: PatchSet | None
-    files: list[FileOutcome] = field(default_factory=list)
-    changes: dict[str, Content | None] = field(default_factory=dict)
-    error: MaterializeError | None = None  # format or safety refusal: write nothing
+    __slots__ = ("source", "patchset", "files", "changes", "error")
+
+    def __init__(self, source: str, patchset: PatchSet | None, error: MaterializeError | None = None) -> None:
+        self.source = source
+        self.patchset = patchset
+        self.files: list[FileOutcome] = []
+        self.changes: dict[str, Content | None] = {}
+        self.error = error  # format or safety refusal: write nothing
 
     @property
     def ok(self) -> bool:
@@ -159,8 +162,8 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
         )
         for h in fp.hunks
     )
-    return dataclasses.replace(
-        fp, old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete, is_delete=fp.is_new,
+    return fp._replace(
+        old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete, is_delete=fp.is_new,
         old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks,
         old_timestamp=fp.new_timestamp, new_timestamp=fp.old_timestamp,
     )
@@ -284,8 +287,8 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     if reverse:
         fp = reverse_file_patch(fp)
     if not fp.is_git:
-        fp = dataclasses.replace(
-            fp, old_path=None if fp.is_new else chosen, new_path=None if fp.is_delete else chosen
+        fp = fp._replace(
+            old_path=None if fp.is_new else chosen, new_path=None if fp.is_delete else chosen
         )
     old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None

@@ -12,7 +12,6 @@ byte and a changed one changes only where its commit changed; other commits beco
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import subprocess
@@ -153,7 +152,7 @@ def _previous(old_data: bytes | None, entry: PatchEntry | None, path: str, base:
     for fp in patchset.files:
         if fp.path == path:
             names = {n for n in (fp.old_path, fp.new_path) if n is not None}
-            one = dataclasses.replace(patchset, files=(fp,))
+            one = patchset._replace(files=(fp,))
             result = apply_to_tree(_OneFile(base, names), one, source=str(entry.path), reverse=entry.reverse)
             content = result.changes.get(path) if result.ok else None
             return content[1] if content else None
