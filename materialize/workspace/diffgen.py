@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from materialize.errors import PatchApplyError, PatchFormatError
 from materialize.store import blob_id
@@ -34,8 +34,7 @@ CONTEXT = 3
 _FUNCNAME = re.compile(rb"^[A-Za-z_$]")
 
 
-@dataclass
-class FileChange:
+class FileChange(NamedTuple):
     """One file the patch should cover: content before the patch (``base``) and now (``cur``).
 
     ``prev`` is what the old patch produced for this file (to recognise hunks the edit left alone);
@@ -62,8 +61,7 @@ class FileChange:
         )
 
 
-@dataclass
-class _Piece:
+class _Piece(NamedTuple):
     b0: int  # base line index where the hunk's old side starts
     b1: int
     c0: int  # cur line index where the hunk's new side starts

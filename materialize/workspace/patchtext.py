@@ -9,7 +9,6 @@ Accepts git (``diff --git``), quilt/GNU (``--- a/x`` / ``+++ b/x``, optional ``I
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from materialize.errors import PatchFormatError
 
@@ -17,17 +16,21 @@ _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$", re.S)
 NO_NEWLINE = b"\\ No newline at end of file\n"
 
 
-@dataclass
 class Hunk:
-    """One hunk: the raw ``@@`` line and body, plus the numbers and lines they mean."""
+    """One hunk: the raw ``@@`` line and body, plus the numbers and lines they mean. (Plain classes
+    here: refresh runs daily, and ``dataclasses`` cost ~10 ms of its start-up.)"""
 
-    header: bytes
-    body: list[bytes]  # raw lines, each ending in b"\n" (including "\ No newline" markers)
-    old_start: int
-    old_len: int
-    new_start: int
-    new_len: int
-    section: bytes  # text after the closing "@@" (function context), with its newline
+    __slots__ = ("header", "body", "old_start", "old_len", "new_start", "new_len", "section")
+
+    def __init__(self, header: bytes, body: list[bytes], old_start: int, old_len: int, new_start: int,
+                 new_len: int, section: bytes) -> None:
+        self.header = header
+        self.body = body  # raw lines, each ending in b"\n" (including "\ No newline" markers)
+        self.old_start = old_start
+        self.old_len = old_len
+        self.new_start = new_start
+        self.new_len = new_len
+        self.section = section  # text after the closing "@@" (function context), with its newline
 
     @property
     def raw(self) -> bytes:
@@ -57,18 +60,20 @@ def _side(body: list[bytes], keep: bytes) -> list[bytes]:
     return out
 
 
-@dataclass
 class FileSection:
     """One file's part of a patch: raw header lines (``diff --git``, modes, ``---``/``+++``) and hunks."""
 
-    header: list[bytes]
-    hunks: list[Hunk] = field(default_factory=list)
-    old_path: str | None = None  # None for /dev/null (new file)
-    new_path: str | None = None  # None for /dev/null (deleted file)
-    old_mode: str | None = None
-    new_mode: str | None = None
-    rename: bool = False
-    binary: bool = False
+    __slots__ = ("header", "hunks", "old_path", "new_path", "old_mode", "new_mode", "rename", "binary")
+
+    def __init__(self, header: list[bytes]) -> None:
+        self.header = header
+        self.hunks: list[Hunk] = []
+        self.old_path: str | None = None  # None for /dev/null (new file)
+        self.new_path: str | None = None  # None for /dev/null (deleted file)
+        self.old_mode: str | None = None
+        self.new_mode: str | None = None
+        self.rename = False
+        self.binary = False
 
     @property
     def raw(self) -> bytes:
@@ -78,13 +83,15 @@ class FileSection:
         return (self.new_path or self.old_path) or ""
 
 
-@dataclass
 class PatchText:
     """A whole patch file: ``header + sections + trailer`` reproduces the input byte for byte."""
 
-    header: bytes
-    sections: list[FileSection]
-    trailer: bytes
+    __slots__ = ("header", "sections", "trailer")
+
+    def __init__(self, header: bytes, sections: list[FileSection], trailer: bytes) -> None:
+        self.header = header
+        self.sections = sections
+        self.trailer = trailer
 
     def render(self) -> bytes:
         return self.header + b"".join(s.raw for s in self.sections) + self.trailer
