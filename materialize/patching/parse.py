@@ -716,6 +716,21 @@ class _Parser:
         return hunk, i
 
 
+def _name_end(text: bytes, more: bytes) -> int:
+    """Where GNU's ``fetchname`` ends a name: at the first blank, unless the run of blanks from it
+    holds no TAB and ``more`` (a timestamp's TAB, or the line's end where there is no timestamp)
+    still comes later in the line: then the blank is inside the name. One loop for both callers."""
+    for t in range(len(text)):
+        if text[t] in _WS:
+            u = t
+            while text[u] != 9 and u + 1 < len(text) and text[u + 1] in _WS:
+                u += 1
+            if text[u] != 9 and more in text[u + 1 :]:
+                continue
+            return t
+    return len(text)
+
+
 def _index_name(rest: bytes) -> bytes | None:
     """GNU ``fetchname`` for an ``Index:`` line (no timestamp): the rest of the line, spaces inside
     it kept, but only when the name ends the line; a trailing blank, TAB or CR (a CRLF patch) makes
@@ -724,16 +739,7 @@ def _index_name(rest: bytes) -> bytes | None:
     if text.startswith(b'"'):
         name, after = _quoted(text)
         return name if name is not None and after == b"\n" else None
-    end = len(text)
-    for t in range(len(text)):
-        if text[t] in _WS:
-            u = t
-            while text[u] != 9 and u + 1 < len(text) and text[u + 1] in _WS:
-                u += 1
-            if text[u] != 9 and b"\n" in text[u + 1 :]:
-                continue
-            end = t
-            break
+    end = _name_end(text, b"\n")
     if end == len(text) or text[end] != 10:  # (GNU: *t != '\n' without a timestamp to read)
         return None
     return text[:end] or None
@@ -793,16 +799,7 @@ def _fetchname(rest: bytes) -> tuple[bytes | None, str | None]:
         if name is not None:
             stamp = after.strip(_WS).decode("latin-1") or None
             return name, stamp
-    end = len(text)
-    for t in range(len(text)):
-        if text[t] in _WS:
-            u = t
-            while text[u] != 9 and u + 1 < len(text) and text[u + 1] in _WS:
-                u += 1
-            if text[u] != 9 and b"\t" in text[u + 1 :]:
-                continue
-            end = t
-            break
+    end = _name_end(text, b"\t")
     name = text[:end]
     stamp = text[end:].strip(_WS).decode("latin-1") or None
     return (name or None), stamp
