@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_journal import snapshot
-from .test_kill_sweep import two_patches
+from .test_journal import snapshot, two_patches
 
 DAMAGE = ["{garbage", "[]", '{"series": 1}', '{"series": "x", "position": "1", "applied": [], "trees": {}, '
           '"bases": {}, "files": {}}']

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from .test_edit import ATTN, run, wfile
-from .test_journal import snapshot
+from .test_edit import run, wfile
+from .test_journal import snapshot, two_patches
 
 KILLER = textwrap.dedent("""
     import os, shutil, sys
@@ -57,16 +57,6 @@ def files(project: Path) -> dict[str, bytes]:
     return {k: v for k, v in snapshot(project).items()
             if not k.startswith("work/.materialize/") or k in ("work/.materialize/state.json",
                                                                "work/.materialize/rebase/rebase.json")}
-
-
-def two_patches(project: Path) -> None:
-    for name, paths in (("0001-a", [ATTN, "scripts/run.sh"]), ("0002-b", ["models/tt/generator.py", ATTN])):
-        run(project, "new", name, "--target", "tt-metal")
-        run(project, "add", *paths)
-        for p in paths:
-            f = wfile(project, p)
-            f.write_text(f.read_text() + f"# {name}\n")
-        run(project, "refresh")
 
 
 def _edited(project: Path) -> None:
