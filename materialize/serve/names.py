@@ -123,7 +123,9 @@ def names_env_var(text: str, name: str) -> bool:
     prose = {
         id(stmt.value)
         for node in ast.walk(module)
-        for stmt in getattr(node, "body", []) if isinstance(getattr(node, "body", None), list)
+        for field in ("body", "orelse", "finalbody")
+        if isinstance(getattr(node, field, None), list)  # a lambda's or an `x if c else y`'s body is one node
+        for stmt in getattr(node, field)
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
     }  # docstrings and other bare strings: never evaluated
     reads = any(

@@ -96,9 +96,13 @@ def test_the_vllm_tree_is_found_by_its_content_not_its_target_name(tmp_path):
         ('import os\nprint("QWEN36_FLAG is deprecated")\nX = os.environ.get("OTHER")\n', False),
         # a string, but nothing reads the environment (only a comment says os.environ)
         ('FLAG = "QWEN36_FLAG"  # read with os.environ elsewhere\n', False),
+        # bodies that are one expression, not statements (vLLM's envs.py is a dict of such lambdas)
+        ('import os\nG = {"QWEN36_FLAG": lambda: os.getenv("QWEN36_FLAG"), "U": lambda: f"{os.sep}x"}\n', True),
+        ('import os\nX = os.getenv("A") if os else "QWEN36_FLAG"\ntry:\n    pass\nfinally:\n    "QWEN36_FLAG"\n', True),
+        ('import os\nfor _ in ():\n    pass\nelse:\n    """QWEN36_FLAG"""\nX = os.getenv("A")\n', False),
     ],
     ids=["direct", "constant", "in-environ", "comment", "module-docstring", "function-docstring", "message",
-         "no-read"],
+         "no-read", "lambda-bodies", "if-expression", "bare-string-in-else"],
 )
 def test_an_environment_variable_counts_as_read_only_when_code_names_it(text, read):
     from materialize.serve.names import names_env_var
