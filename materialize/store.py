@@ -2,13 +2,13 @@
 
 Base trees and every applied prefix live here as git objects, so re-materializing after editing patch
 k reuses prefixes 1..k-1, and applying a patch costs what the patch touches, not what the tree holds:
-we read the touched blobs, write new blobs, and build the new tree through a temporary index
-(``read-tree`` / ``update-index`` / ``write-tree``), never a checkout.
+we read the touched blobs, write new blobs, and rewrite only the trees on the touched paths, all
+in-process (objects out of packs through ``packs.PackReader``), never a checkout.
 
 Habits from pre-commit's store: the location comes from ``MATERIALIZE_CACHE`` or the user cache dir,
 the directory carries a README saying who owns it, and filling it happens under an exclusive lock.
-git is driven as a subprocess with argument lists (no shell); gitpython gives us the repo handle and
-its persistent ``cat-file --batch`` reader for fast blob reads.
+git is driven as a subprocess with argument lists (no shell) for what is not done in-process: pin
+imports (fast-import), fetches, diffs of trees, listings for outputs, and what the pack reader cannot follow.
 """
 
 from __future__ import annotations
