@@ -19,13 +19,25 @@ from .test_edit import ATTN, patch_file, run, wfile
 COMPRESS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
 
 
-def compressed_patch(project: Path, suffix: str) -> Path:
-    """One refreshed patch, then compressed in place as a quilt user (or dpkg-source) keeps it."""
+def first_patch(project: Path) -> Path:
+    """0001-a appends "# first" to ATTN and is refreshed; its work/ file is returned."""
     run(project, "new", "0001-a", "--target", "tt-metal")
     run(project, "add", ATTN)
     f = wfile(project)
     f.write_text(f.read_text() + "# first\n")
     run(project, "refresh")
+    return f
+
+
+def hand_edit(patch: Path) -> bytes:
+    """Edit 0001-a's added line in the patch file itself, as a user would; the new bytes."""
+    patch.write_bytes(patch.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    return patch.read_bytes()
+
+
+def compressed_patch(project: Path, suffix: str) -> Path:
+    """One refreshed patch, then compressed in place as a quilt user (or dpkg-source) keeps it."""
+    first_patch(project)
     run(project, "pop")
     plain = patch_file(project, "0001-a")
     packed = plain.with_name(plain.name + suffix)
@@ -93,14 +105,9 @@ def test_rebase_abort_restores_a_compressed_patch_byte_for_byte(project: Path) -
 def test_refresh_refuses_to_overwrite_a_patch_edited_by_hand_while_applied(project: Path, capsys) -> None:
     """quilt's pop notices a patch file newer than its push ("does not remove cleanly"); our refresh wrote
     what work/ holds over the hand edit, which work/ never saw: the edit was gone without a word."""
-    run(project, "new", "0001-a", "--target", "tt-metal")
-    run(project, "add", ATTN)
-    f = wfile(project)
-    f.write_text(f.read_text() + "# first\n")
-    run(project, "refresh")
+    f = first_patch(project)
     p = patch_file(project, "0001-a")
-    p.write_bytes(p.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
-    edited = p.read_bytes()
+    edited = hand_edit(p)
     with pytest.raises(MaterializeError, match=r"0001-a.patch was changed since it was pushed"):
         run(project, "refresh")
     assert p.read_bytes() == edited
@@ -117,13 +124,9 @@ def test_refresh_refuses_to_overwrite_a_patch_edited_by_hand_while_applied(proje
 def test_a_header_edit_does_not_bless_a_hand_edited_diff(project: Path, tmp_path: Path) -> None:
     """`header --set` re-recorded every applied patch's sha256, so a diff edited by hand before it was
     recorded as the one pushed, and the next refresh dropped the edit without a word."""
-    run(project, "new", "0001-a", "--target", "tt-metal")
-    run(project, "add", ATTN)
-    f = wfile(project)
-    f.write_text(f.read_text() + "# first\n")
-    run(project, "refresh")
+    first_patch(project)
     p = patch_file(project, "0001-a")
-    p.write_bytes(p.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    hand_edit(p)
     text = tmp_path / "h.txt"
     text.write_text("Subject: described\n")
     assert run(project, "header", "--set", str(text)) == 0
@@ -135,16 +138,12 @@ def test_a_header_edit_does_not_bless_a_hand_edited_diff(project: Path, tmp_path
 def test_refresh_refuses_while_a_lower_patch_was_edited_by_hand(project: Path) -> None:
     """refresh diffs the top against the series as it is now: with 0001 edited by hand (and work/ still
     holding the pushed 0001), 0002 recorded the reverse of that edit as its own hunk."""
-    run(project, "new", "0001-a", "--target", "tt-metal")
-    run(project, "add", ATTN)
-    f = wfile(project)
-    f.write_text(f.read_text() + "# first\n")
-    run(project, "refresh")
+    f = first_patch(project)
     run(project, "new", "0002-b", "--target", "tt-metal")
     run(project, "add", ATTN)
     f.write_text(f.read_text() + "# second\n")
     lower = patch_file(project, "0001-a")
-    lower.write_bytes(lower.read_bytes().replace(b"+# first\n", b"+# first, by hand\n"))
+    hand_edit(lower)
     top = patch_file(project, "0002-b").read_bytes()
     for args in ([], ["--force"]):
         with pytest.raises(MaterializeError, match="would record the reverse of that change"):
