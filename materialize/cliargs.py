@@ -17,7 +17,8 @@ first (``pass_obj``), as click's ``ctx.obj`` did.
 from __future__ import annotations
 
 import argparse
-import textwrap
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,8 +41,43 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             self._action_max_length = max(self._action_max_length, width)
 
 
+def _terminal_width() -> int:
+    """``shutil.get_terminal_size().columns`` (what argparse asks for), without importing ``shutil``
+    and, through it, the compression modules: argparse builds a formatter for every option declared."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns if columns > 0 else 80) - 2  # shutil's fallback, then argparse's own margin
+
+
 def help_formatter(prog: str) -> argparse.HelpFormatter:
-    return _Formatter(prog, max_help_position=32)
+    return _Formatter(prog, max_help_position=32, width=_terminal_width())
+
+
+def _untranslated(message: str) -> str:
+    return message
+
+
+# argparse looks each of its messages up in gettext's catalogues, which searches the disk for an
+# ``argparse.mo`` in every language of the environment (and imports ``locale``) at each lookup; CPython
+# ships no such catalogue, so the lookups can only return the message itself.
+argparse._ = _untranslated  # type: ignore[attr-defined]
+argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
+
+def _cleandoc(doc: str) -> str:
+    """``inspect.cleandoc``: the first line, then the rest without their common indent (importing
+    ``inspect`` or ``textwrap`` for it cost ~5M instructions of every command)."""
+    first, _, body = doc.expandtabs().strip().partition("\n")
+    lines = body.split("\n")
+    margin = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return "\n".join([first.strip(), *(line[margin:].rstrip() for line in lines)]).strip()
 
 
 class UsageError(MaterializeError):
@@ -107,8 +143,7 @@ class Command:
     @property
     def help(self) -> str:
         """The docstring, dedented: the command's description on its ``--help`` page."""
-        first, _, body = (self.func.__doc__ or "").strip().partition("\n")
-        return f"{first}\n{textwrap.dedent(body)}".strip()
+        return _cleandoc(self.func.__doc__ or "")
 
     @property
     def short_help(self) -> str:

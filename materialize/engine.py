@@ -9,13 +9,13 @@ size of tt-metal.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from materialize import digest
 from materialize.errors import PatchApplyError
 from materialize.report import HunkReport, PatchReport
 from materialize.series import PatchEntry, Series
@@ -120,13 +120,13 @@ def surviving_empty_dirs(dirs: Sequence[str], deleted: Sequence[str]) -> list[st
 def materialization_id(trees: dict[str, str]) -> str:
     """Same trees, same id: the id hashes only the resulting tree ids, never how they were made."""
     text = "".join(f"{target}\0{tree}\n" for target, tree in sorted(trees.items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+    return digest.sha256(text.encode()).hexdigest()[:ID_LENGTH]
 
 
 def _chain(previous: str, entry: PatchEntry, data: bytes) -> str:
     options = [entry.strip, entry.max_fuzz] + (["reverse"] if entry.reverse else [])  # old keys stay valid
-    material = json.dumps([previous, entry.name, hashlib.sha256(data).hexdigest(), *options])
-    return hashlib.sha256(material.encode()).hexdigest()
+    material = json.dumps([previous, entry.name, digest.sha256(data).hexdigest(), *options])
+    return digest.sha256(material.encode()).hexdigest()
 
 
 class StoreView:
@@ -251,7 +251,7 @@ def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
         else:
             files.append(dest)
     new_tree = tree_after(store, tree, result, origin=f"{entry.path} (patch {entry.name})", empty_dirs=empty_dirs)
-    report = PatchReport(entry.position, entry.name, entry.target, hashlib.sha256(data).hexdigest(),
+    report = PatchReport(entry.position, entry.name, entry.target, digest.sha256(data).hexdigest(),
                          files, hunk_reports, added, removed, deleted=deleted)
     return new_tree, report
 
@@ -278,7 +278,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
         pins[target] = {"pin": spec.pin.model_dump(), "resolved": resolved.identity}
         # Empty directories change what applies (a file cannot replace one), so they key the chain too.
         empty_key = "".join(f"\0{d}" for d in resolved.empty_dirs)
-        keys[target] = hashlib.sha256(f"base\0{APPLY_RULES}\0{resolved.tree}{empty_key}".encode()).hexdigest()
+        keys[target] = digest.sha256(f"base\0{APPLY_RULES}\0{resolved.tree}{empty_key}".encode()).hexdigest()
     trees = dict(base_trees)
     commits: dict[str, str] = {t: store.commit(tree, [], f"base {t}\n") for t, tree in base_trees.items()}
     reports: list[PatchReport] = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import threading
+from _thread import get_ident
 from collections.abc import Iterator
 
 _HELD: dict[tuple[str, int], list[int]] = {}  # (lock file, thread) -> [descriptor, depth]
@@ -30,7 +30,7 @@ class Held(Exception):
 def exclusive(path: str, *, wait: bool = True) -> Iterator[None]:
     """Hold the lock on ``path`` (created if missing) for the body; ``wait=False`` raises ``Held`` at
     once instead of waiting for the holder."""
-    key = (os.path.abspath(path), threading.get_ident())
+    key = (os.path.abspath(path), get_ident())
     held = _HELD.get(key)
     if held is not None:
         held[1] += 1

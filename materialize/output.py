@@ -14,7 +14,6 @@ edited or chmod-ed file) makes the next publish build it afresh.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from materialize import digest
 from materialize.engine import Materialization
 from materialize.errors import MaterializeError
 from materialize.filecache import FIXED_MTIME_NS, FileCache
@@ -331,7 +331,7 @@ class _Audit:
 
     def __init__(self, final: Path, store: Store) -> None:
         self.final = final
-        self.stamp = store.root / "outputs" / hashlib.sha256(str(final).encode()).hexdigest()[:32]
+        self.stamp = store.root / "outputs" / digest.sha256(str(final).encode()).hexdigest()[:32]
         self.proc: subprocess.Popen | None = None
         self.ok = False
         try:

@@ -10,7 +10,6 @@ version-2 indexes only; anything else is left to git (``Unsupported``).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import mmap
 import os
@@ -19,6 +18,7 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from materialize import digest
 from materialize.errors import MaterializeError
 
 PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
@@ -59,7 +59,7 @@ def write_pack(folder: Path, objects: Mapping[str, tuple[str, bytes]], root: Pat
         body += packed
     if len(body) >= 1 << 31:
         raise MaterializeError(f"{folder}: a batch of {len(body)} bytes is too large for one pack")
-    checksum = hashlib.sha1(body).digest()
+    checksum = digest.sha1(body).digest()
     body += checksum
     entries.sort()
     fanout = [0] * 256
@@ -71,7 +71,7 @@ def write_pack(folder: Path, objects: Mapping[str, tuple[str, bytes]], root: Pat
     index += struct.pack(f">{len(entries)}I", *(crc for _sha, crc, _offset in entries))
     index += struct.pack(f">{len(entries)}I", *(offset for _sha, _crc, offset in entries))
     index += checksum
-    index += hashlib.sha1(index).digest()
+    index += digest.sha1(index).digest()
     name = f"pack-{checksum.hex()}"
     with cache_errors(root):
         folder.mkdir(parents=True, exist_ok=True)

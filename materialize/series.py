@@ -10,7 +10,6 @@ All relative paths in a series file are relative to the directory that holds the
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from materialize import digest
 from materialize.errors import SeriesError, UnsafePathError
 from materialize.yamlpos import load_located
 
@@ -458,7 +458,7 @@ class PatchEntry(NamedTuple):
         return f"{self.series_path}:{self.line}" if self.series_path else f"line {self.line}"
 
     def sha256(self) -> str:
-        return hashlib.sha256(self.read()).hexdigest()
+        return digest.sha256(self.read()).hexdigest()
 
 
 class Series(NamedTuple):

@@ -15,15 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import itertools
 import os
 import re
-import shutil
-import signal
 import sys
-import tempfile
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -32,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:  # subprocess is imported where a process starts: a command that starts none saves ~3 ms
     import subprocess
 
+from materialize import digest
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
 from materialize.packs import PackReader, Unsupported, write_pack
@@ -84,9 +80,9 @@ def widen_pipe(stream: Any) -> None:
 
 def blob_id(data: bytes) -> str:
     """The id git gives ``data`` as a blob (hashed without copying ``data`` behind its header)."""
-    digest = hashlib.sha1(b"blob %d\0" % len(data))
-    digest.update(data)
-    return digest.hexdigest()
+    hashed = digest.sha1(b"blob %d\0" % len(data), size=len(data) + 16)
+    hashed.update(data)
+    return hashed.hexdigest()
 
 
 def _loose_bytes(kind: str, data: bytes) -> bytes:
@@ -100,7 +96,7 @@ def die_with_parent() -> None:
     if sys.platform == "linux":
         import ctypes  # noqa: PLC0415 - only in the forked child
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (Linux's numbers)
 
 
 @functools.cache
@@ -109,6 +105,7 @@ def _setpriv(cache: Path | None) -> str | None:
 
     Checked by running it once; a success is remembered in ``cache`` against the binary's identity,
     so later commands skip that extra process."""
+    import shutil
     import subprocess
 
     path = shutil.which("setpriv") if sys.platform == "linux" else None
@@ -206,6 +203,9 @@ class Store:
         with self.lock(), cache_errors(self.root):
             if (self.git_dir / "HEAD").exists():  # another process may have done this already
                 return
+            import shutil
+            import tempfile
+
             tmp = Path(tempfile.mkdtemp(prefix=".store-", dir=self.root))
             try:
                 for args in (["init", "-q", "--bare", str(tmp)], ["--git-dir", str(tmp), "config", "gc.auto", "0"],
@@ -363,6 +363,8 @@ class Store:
             except BrokenPipeError:
                 pass
 
+        import threading
+
         writer = threading.Thread(target=feed, args=(shas,), daemon=True)
         writer.start()
         try:
@@ -411,7 +413,7 @@ class Store:
         once can only ever write the same bytes under the same name.
         """
         raw = _loose_bytes(kind, data)
-        sha = hashlib.sha1(raw).hexdigest()
+        sha = digest.sha1(raw).hexdigest()
         path = self._loose_path(sha)
         if os.path.exists(path):
             return sha
@@ -800,6 +802,8 @@ class PackWriter:
         self._marks = 0
         self._sweep()  # partial packs of imports that were killed
         with cache_errors(store.root):
+            import tempfile
+
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in finish/abort
             self._proc = subprocess.Popen(
                 ["git", "--git-dir", str(store.git_dir), "fast-import", "--quiet", "--done", "--depth=0",

@@ -13,13 +13,13 @@ is read without importing yaml. Only documents that parsed cleanly are kept; a r
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
-import threading
+from _thread import get_ident
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from materialize import digest
 from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
@@ -164,7 +164,7 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
 def _parsed_file(source: str) -> Path:
     from materialize.store import default_cache_dir
 
-    name = hashlib.sha256(os.fsencode(source)).hexdigest()[:32]
+    name = digest.sha256(os.fsencode(source)).hexdigest()[:32]
     return default_cache_dir() / "parsed" / f"{name}.marshal"
 
 
@@ -184,7 +184,7 @@ def _keep_parsed(cache: Path, digest: str, data: Any, lines: dict[PathKey, int])
     """Best effort: a cache that cannot be written only means the next run parses again."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one writer each
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{get_ident()}.tmp")  # one writer each
         tmp.write_bytes(marshal.dumps((_PARSED_FORMAT, digest, data, lines)))
         os.replace(tmp, cache)
     except (OSError, ValueError):
@@ -195,7 +195,7 @@ def remember(path: Path, raw: bytes, data: Any, lines: dict[PathKey, int]) -> No
     """Keep ``data``/``lines`` as the parse of ``raw``, the bytes about to be written at ``path``, for a
     writer that knows the result without parsing (the workspace's ``new`` adds one series entry as
     lines): the next ``load_located`` of those bytes imports no YAML library."""
-    _keep_parsed(_parsed_file(str(path)), hashlib.sha256(raw).hexdigest(), data, lines)
+    _keep_parsed(_parsed_file(str(path)), digest.sha256(raw).hexdigest(), data, lines)
 
 
 def load_located(path: Path) -> LocatedYaml:
@@ -205,9 +205,9 @@ def load_located(path: Path) -> LocatedYaml:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise SeriesError(f"{source}: no such file") from None
-    digest = hashlib.sha256(raw).hexdigest()
+    raw_digest = digest.sha256(raw).hexdigest()
     cache = _parsed_file(source)
-    kept = _read_parsed(cache, digest)
+    kept = _read_parsed(cache, raw_digest)
     if kept is not None:
         return LocatedYaml(data=kept[0], source=source, lines=kept[1])
     try:
@@ -226,5 +226,5 @@ def load_located(path: Path) -> LocatedYaml:
     lines: dict[PathKey, int] = {}
     scalars = yaml.constructor.SafeConstructor()
     data = _build(node, (), lines, source, _Budget(source), scalars) if node is not None else None
-    _keep_parsed(cache, digest, data, lines)
+    _keep_parsed(cache, raw_digest, data, lines)
     return LocatedYaml(data=data, source=source, lines=lines)

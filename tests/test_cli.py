@@ -125,3 +125,14 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     lines = proc.stdout.splitlines()
     assert "INVALID" in lines[0] and lines[-1] == "141", proc.stdout[-500:]
     assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
+
+
+def test_command_help_is_the_docstring_as_inspect_cleans_it():
+    """cliargs dedents docstrings itself (no inspect, no textwrap at start-up): the same text."""
+    import inspect
+
+    from materialize.cliargs import _cleandoc
+
+    for doc in ("One line.", "  First.\n\n    Body line\n      indented more\n    last\n  ", "A.\n\tTabbed\n\tbody\n",
+                "Only\n", "", "First.\n\n    a\n\n    b\n"):
+        assert _cleandoc(doc) == inspect.cleandoc(doc).strip(), doc

@@ -106,7 +106,8 @@ def test_a_user_error_is_one_plain_line_without_rich(tmp_path):
 
 def test_the_daily_workspace_loop_imports_only_what_it_runs(builder, monkeypatch):
     """quilt's daily loop (new, add, edit, refresh, pop, push): no file-lock library, no ruamel, no
-    email package, no archive readers; new/add/edit no YAML parser, no applier and no dataclasses (the
+    email package, no archive readers; new/add/edit no YAML parser, no applier, no subprocess, shutil,
+    tempfile, OpenSSL or locale, and no dataclasses (the
     records every command loads are NamedTuples or plain classes); the pop and push of
     a just-refreshed patch no applier (refresh cached its prefix)."""
     b = builder(BASE)
@@ -118,6 +119,9 @@ def test_the_daily_workspace_loop_imports_only_what_it_runs(builder, monkeypatch
     assert proc.returncode == 0, proc.stderr[-2000:]
     work = Path(series).parent.parent / "work" / "plugin" / "a.txt"
     light = {"yaml", "materialize.patching", "dataclasses"}  # dataclasses and its inspect cost ~10 ms
+    # each of these cost 5-20M instructions (OpenSSL, compression modules, signal/threading/selectors):
+    # more than quilt's whole `add` together (bench/README.md)
+    light |= {"subprocess", "shutil", "tempfile", "hashlib", "_hashlib", "locale", "textwrap", "inspect"}
     for args, also_never in ((["new", "0002-y"], light),
                              (["add", "a.txt"], light | {"materialize.engine"}),
                              (["edit", "a.txt"], light | {"materialize.engine"}),

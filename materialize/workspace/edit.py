@@ -7,12 +7,12 @@ new patch reproduces the workspace by applying it with the engine before anythin
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materialize import digest
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.workspace.journal import Journal
 from materialize.workspace.stack import check_stack_matches, move_to
@@ -267,11 +267,13 @@ def _identity(root: Path) -> str:
     name = os.environ.get("GIT_AUTHOR_NAME")
     mail = os.environ.get("GIT_AUTHOR_EMAIL")
     if not (name and mail):
-        import subprocess
+        from materialize import spawn
 
-        proc = subprocess.run(["git", "-C", str(root), "config", "--get-regexp", r"^user\.(name|email)$"],
-                              capture_output=True, text=True)
-        config = dict(line.partition(" ")[::2] for line in proc.stdout.splitlines())
+        try:
+            _status, out = spawn.output(["git", "-C", str(root), "config", "--get-regexp", r"^user\.(name|email)$"])
+        except OSError:  # no git: the placeholders
+            out = b""
+        config = dict(line.partition(" ")[::2] for line in out.decode(errors="replace").splitlines())
         name = name or config.get("user.name", "").strip()
         mail = mail or config.get("user.email", "").strip()
     return f"{name or 'materialize user'} <{mail or 'user@localhost'}>"
@@ -393,9 +395,9 @@ def open_editor(files: list[str]) -> None:
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if editor:
-        import subprocess
+        from materialize import spawn
 
-        subprocess.run([*shlex.split(editor), *files], check=False)
+        spawn.run([*shlex.split(editor), *files])
 
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
@@ -586,7 +588,7 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
             # only this entry's record moves, and only when its file was the one pushed: re-recording
             # every applied patch's sha256 blessed a diff edited by hand (the next refresh dropped it)
             record = state.applied[entry.position - 1]
-            if record["name"] == entry.name and record.get("sha256") == hashlib.sha256(data).hexdigest():
+            if record["name"] == entry.name and record.get("sha256") == digest.sha256(data).hexdigest():
                 record["sha256"] = ws.series.patches[entry.position - 1].sha256()
             ws.save(state, journal)
     given.unlink(missing_ok=True)

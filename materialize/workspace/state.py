@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import time
 from pathlib import Path
@@ -368,6 +367,8 @@ class Workspace:
                     if src.exists() or src.is_symlink():
                         out = dest / target / path
                         out.parent.mkdir(parents=True, exist_ok=True)
+                        import shutil
+
                         shutil.copy2(src, out, follow_symlinks=False)
                     listing.append(f"{kind}\t{target}/{path}")
         dest.mkdir(parents=True, exist_ok=True)
