@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from materialize import digest
 from materialize.errors import PatchApplyError
@@ -64,7 +64,7 @@ class Materialization:
     """The result of applying a selection of the series; ``id`` names the code, nothing else.
 
     ``empty_dirs``: per target, the upstream's empty directories that a full output recreates (see
-    ``surviving_empty_dirs``). ``_manifests``: ``output.manifest`` per overlay flag (the output writes
+    ``surviving_empty_dirs``). ``_manifests``: ``output.manifest_json``'s text per overlay flag (the output writes
     it and ``apply --json`` prints it). A plain class, as every record that each command loads: the
     ``dataclasses`` module and the methods it generates cost more start-up than ``status`` itself.
     """
@@ -86,7 +86,7 @@ class Materialization:
         self.display_root = display_root
         self.empty_dirs = empty_dirs if empty_dirs is not None else {}
         self._changed: dict[str, tuple[list[str], list[str]]] = {}
-        self._manifests: dict[bool, dict[str, Any]] = {}
+        self._manifests: dict[bool, str] = {}
 
     def __repr__(self) -> str:
         return f"Materialization(id={self.id!r}, position={self.position}, trees={self.trees!r})"
@@ -309,7 +309,7 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                         exc.entry = entry  # type: ignore[attr-defined]  # status shows where it stopped
                         exc.reports = reports  # type: ignore[attr-defined]
                         raise
-                    message = f"{entry.name}\n\n{json.dumps(report.to_json(), sort_keys=True)}\n"
+                    message = f"{entry.name}\n\n{report.json_text()}\n"
                     commit = store.commit(tree, [commits[entry.target]], message)
                     new_refs[PREFIX_REF + key] = commit
                     trees[entry.target] = tree

@@ -6,7 +6,9 @@ its report), written to manifest.json, and printed as a table; nothing here form
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from json.encoder import encode_basestring_ascii as _quote  # json's own string encoder (C)
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -23,7 +25,43 @@ class HunkReport(NamedTuple):
     applied_at: int | None
 
 
-_STATUS = itemgetter(2)  # HunkReport.status
+_FILE, _HEADER, _STATUS, _OFFSET, _FUZZ, _APPLIED_AT = map(itemgetter, range(6))
+_ARRAY = '[%s, %s, "%s", %s, %s, %s]'  # json.dumps of a HunkReport, field by field
+_OBJECT = '{"file": %s, "fuzz": %s, "header": %s, "offset": %s, "status": "%s"}'
+_NULL = {None: "null"}
+_HUNKS_SLOT = '"hunks": []'
+
+
+def hunks_json(hunks: list[HunkReport], *, objects: bool = False) -> str:
+    """Exactly ``json.dumps(hunks)`` (arrays, as commit messages store them) or, with ``objects``,
+    ``json.dumps`` of the manifest's ``{"file", "fuzz", "header", "offset", "status"}`` objects.
+
+    Written by C-level passes over the hunks' columns (``map`` of ``str.__mod__`` and json's own
+    string encoder), not by the encoder walking 100k tuples or dictionaries: for a patch of 100k hunks
+    that walk, twice (commit message and manifest), cost more than applying the patch. Statuses are
+    fixed words and numbers ints, so only names and headers need quoting.
+    """
+    if not hunks:
+        return "[]"
+    quoted = {name: _quote(name) for name in set(map(_FILE, hunks))}
+    files = map(quoted.__getitem__, map(_FILE, hunks))
+    headers = map(_quote, map(_HEADER, hunks))
+    if objects:
+        rows = zip(files, map(_FUZZ, hunks), headers, map(_OFFSET, hunks), map(_STATUS, hunks), strict=False)
+        return "[" + ", ".join(map(_OBJECT.__mod__, rows)) + "]"
+    at = map(_APPLIED_AT, hunks)
+    rows = zip(files, headers, map(_STATUS, hunks), map(_OFFSET, hunks), map(_FUZZ, hunks),
+               map(_NULL.get, at, map(_APPLIED_AT, hunks)), strict=False)
+    return "[" + ", ".join(map(_ARRAY.__mod__, rows)) + "]"
+
+
+def with_hunks(document: dict[str, Any], hunks_text: str, **dumps: Any) -> str:
+    """``json.dumps(document, **dumps)`` where ``document["hunks"]`` is written as ``hunks_text``:
+    the rest is encoded with an empty list in its place, which then takes the text. The slot's text
+    cannot occur earlier: a string's own quotes are escaped inside json's output."""
+    text = json.dumps({**document, "hunks": []}, **dumps)
+    assert _HUNKS_SLOT in text
+    return text.replace(_HUNKS_SLOT, f'"hunks": {hunks_text}', 1)
 
 
 class PatchReport(NamedTuple):
@@ -49,6 +87,10 @@ class PatchReport(NamedTuple):
         return {"position": self.position, "name": self.name, "target": self.target, "sha256": self.sha256,
                 "files": list(self.files), "hunks": list(self.hunks), "added": self.added,
                 "removed": self.removed, "reused": self.reused, "deleted": list(self.deleted)}
+
+    def json_text(self) -> str:
+        """``json.dumps(self.to_json(), sort_keys=True)``, hunks written by ``hunks_json``."""
+        return with_hunks(self.to_json(), hunks_json(self.hunks), sort_keys=True)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], *, reused: bool = False) -> PatchReport:
