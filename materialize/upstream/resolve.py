@@ -7,19 +7,17 @@ cached in the store under a key made of the pin's verified identity (artifact sh
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from materialize import digest
 from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
@@ -58,7 +56,7 @@ _IMPORT_FORMAT = 4
 
 def _cache_ref(identity: dict[str, Any]) -> str:
     keyed = {**identity, "import_format": _IMPORT_FORMAT}
-    key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
+    key = digest.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
     return f"refs/materialize/pins/{key}"
 
 
@@ -177,30 +175,32 @@ def _sha256_remembered(store: Store, path: Path) -> str:
     """
     st = path.stat()
     stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    memo = store.root / "hashes" / hashlib.sha256(str(path).encode()).hexdigest()
+    memo = store.root / "hashes" / digest.sha256(str(path).encode()).hexdigest()
     try:
         kept = json.loads(memo.read_text())
         if kept["stamp"] == stamp and re.fullmatch(r"[0-9a-f]{64}", kept["sha256"]):
             return kept["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    digest = sha256_file(path)
+    hashed = sha256_file(path)
     try:
         memo.parent.mkdir(exist_ok=True)
         tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"path": str(path), "stamp": stamp, "sha256": digest}))
+        tmp.write_text(json.dumps({"path": str(path), "stamp": stamp, "sha256": hashed}))
         os.replace(tmp, memo)
     except OSError:
         pass  # a read-only cache only costs the next run the hash again
-    return digest
+    return hashed
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+    import hashlib  # an artifact: OpenSSL's speed (materialize.digest is for small inputs)
+
+    hashed = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+            hashed.update(chunk)
+    return hashed.hexdigest()
 
 
 def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], list[str]]:
@@ -247,22 +247,24 @@ def _directory_stamp(root: str) -> str | None:
     entry changed in the last two seconds: a change within the same clock tick as our read would
     leave the stamp as it was (git's "racily clean" rule), so such a walk is not remembered.
     """
-    digest = hashlib.sha256()
+    import hashlib  # every entry's stat line: megabytes for a large tree, OpenSSL's speed
+
+    stamp = hashlib.sha256()
     fresh = time.time_ns() - 2_000_000_000
     for prefix, entries in _folders(root):
         if entries is None:
-            digest.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
+            stamp.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
             continue
         for entry in entries:
             if entry.name in _SKIPPED and entry.is_dir(follow_symlinks=False):
-                digest.update(f"skipped {prefix}{entry.name}\0".encode("utf-8", "surrogateescape"))
+                stamp.update(f"skipped {prefix}{entry.name}\0".encode("utf-8", "surrogateescape"))
                 continue
             st = entry.stat(follow_symlinks=False)
             if st.st_ctime_ns >= fresh or st.st_mtime_ns >= fresh:
                 return None
-            digest.update(f"{prefix}{entry.name}\0{st.st_dev} {st.st_ino} {st.st_mode} {st.st_size} "
+            stamp.update(f"{prefix}{entry.name}\0{st.st_dev} {st.st_ino} {st.st_mode} {st.st_size} "
                           f"{st.st_mtime_ns} {st.st_ctime_ns}\0".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+    return stamp.hexdigest()
 
 
 _SKIPPED = (".git", "__pycache__")  # folders a path pin never reads
@@ -296,7 +298,7 @@ def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
     if not root.is_dir():
         raise UpstreamError(f"path pin: {root} is not a directory")
     stamp = _directory_stamp(str(root))
-    memo = store.root / "hashes" / hashlib.sha256(f"dir\0{root}".encode()).hexdigest()
+    memo = store.root / "hashes" / digest.sha256(f"dir\0{root}".encode()).hexdigest()
     if stamp is not None:
         try:
             kept = json.loads(memo.read_text())
@@ -336,6 +338,9 @@ def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
     from materialize.upstream.net import network_timeouts
 
     where = f"git pin {pin.url}@{pin.rev}"
+    import shutil
+    import tempfile
+
     for leftover in store.root.glob(".incoming-*"):  # quarantines of killed runs (we hold the lock)
         shutil.rmtree(leftover, ignore_errors=True)
     quarantine = Path(tempfile.mkdtemp(prefix=".incoming-", dir=store.root))
