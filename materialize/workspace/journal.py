@@ -100,14 +100,12 @@ def _remove_journal_dir(folder: Path, *, ignore_errors: bool = True) -> None:
             os.unlink(folder / "backup" / name)
         os.rmdir(folder / "backup")
         os.rmdir(folder)
+        return
     except FileNotFoundError:
-        if folder.exists():
-            _remove_journal_dir_slowly(folder, ignore_errors)
+        if not folder.exists():
+            return
     except OSError:
-        _remove_journal_dir_slowly(folder, ignore_errors)
-
-
-def _remove_journal_dir_slowly(folder: Path, ignore_errors: bool) -> None:
+        pass
     import shutil
 
     shutil.rmtree(folder, ignore_errors=ignore_errors)
