@@ -24,8 +24,9 @@ from materialize.yamlpos import load_located
 SERIES_FORMAT_VERSION = 1
 # Targets are named by the series file; any safe identifier will do (it becomes a folder name).
 TARGET_NAME = r"^(?!manifest\.json$)[A-Za-z0-9][A-Za-z0-9._+-]*$"  # a folder of the output, beside its manifest.json
-# quilt reads these compressed patches through the matching decompressor (patchfns: cat_file).
-_COMPRESSED = (".gz", ".bz2", ".xz", ".lzma")
+# quilt reads a patch file through the tool its name's last suffix says, case and all (patchfns:
+# cat_file; refresh writes it back the same way, create_db): x.patch.GZ is a plain diff to quilt.
+_CODECS = {".gz": "gzip", ".tgz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}
 # What a compressed patch may expand to: the archive's rule (upstream/archive.py, which imports these).
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
 DEFAULT_EXPANSION = 100
@@ -401,23 +402,15 @@ class PatchEntry(NamedTuple):
             raise SeriesError(f"{self.where}: patch {self.name}: file {self.path} does not exist") from None
         except OSError as exc:  # a folder, no permission: the patch is named, not the cache
             raise SeriesError(f"{self.where}: patch {self.name}: cannot read {self.path}: {exc.strerror or exc}") from None
-        suffix = self.path.suffix.lower()
-        if suffix not in _COMPRESSED:
+        codec = _CODECS.get(self.path.suffix)
+        if codec is None:
             return data
-        import bz2
-        import gzip
-        import io
-        import lzma
-
         ratio = float(os.environ.get(EXPANSION_ENV) or DEFAULT_EXPANSION)
         limit = max(EXPANSION_FLOOR, int(len(data) * ratio))
-        raw = io.BytesIO(data)
         try:
-            with (gzip.GzipFile(fileobj=raw) if suffix == ".gz" else bz2.BZ2File(raw) if suffix == ".bz2"
-                  else lzma.LZMAFile(raw)) as stream:  # several members/streams, as zcat reads them
-                out = stream.read(limit + 1)
-        except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
-            raise SeriesError(f"{self.where}: patch {self.name}: cannot decompress {self.path} ({exc})") from None
+            out = _decompress(codec, data, limit + 1)
+        except (OSError, EOFError, ValueError) as exc:
+            raise SeriesError(f"{self.where}: patch {self.name}: cannot decompress {self.path}: {exc}") from None
         if len(out) > limit:
             raise UnsafePathError(
                 f"{self.where}: patch {self.name}: {self.path.name} expands past {limit} bytes: refused as a "
@@ -449,8 +442,7 @@ class PatchEntry(NamedTuple):
         name, stem = self.path.name, patch_name(self.path.name)
         if stem != name:
             return name[len(stem):]
-        suffix = self.path.suffix.lower()
-        return ".patch" + (self.path.suffix if suffix in _COMPRESSED else "")
+        return ".patch" + (self.path.suffix if self.path.suffix in _CODECS else "")
 
     @property
     def where(self) -> str:
@@ -513,24 +505,91 @@ class Series(NamedTuple):
 def encode_patch(path: Path, data: bytes) -> bytes:
     """A patch text as a file named ``path`` keeps it (see ``PatchEntry.encode``; import-git writes files
     a series does not list yet)."""
-    suffix = path.suffix.lower()
-    if suffix not in _COMPRESSED:
+    codec = _CODECS.get(path.suffix)
+    if codec is None:
         return data
-    import bz2
-    import gzip
+    if codec == "gzip":  # .tgz too: quilt's refresh writes a .tgz plain, which its own push cannot read
+        import gzip
+
+        return gzip.compress(data, mtime=0)
+    if codec == "bzip2":
+        import bz2
+
+        return bz2.compress(data)
+    if codec == "lzip":
+        return _lzip(["-c"], data, None, f"writing {path}")
     import lzma
 
-    if suffix == ".gz":
-        return gzip.compress(data, mtime=0)
-    if suffix == ".bz2":
-        return bz2.compress(data)
-    return lzma.compress(data, format=lzma.FORMAT_XZ if suffix == ".xz" else lzma.FORMAT_ALONE)
+    return lzma.compress(data, format=lzma.FORMAT_XZ if codec == "xz" else lzma.FORMAT_ALONE)
+
+
+def _decompress(codec: str, data: bytes, most: int) -> bytes:
+    """Up to ``most`` bytes of ``data`` decompressed (several members or streams, as ``zcat`` reads
+    them). Damage raises OSError, EOFError or ValueError with the codec's own words."""
+    if codec == "lzip":  # no lzip in Python's standard library: the tool itself, as quilt runs it
+        return _lzip(["-dc"], data, most, "lzip")
+    import io
+
+    raw = io.BytesIO(data)
+    try:
+        if codec == "gzip":
+            import gzip
+
+            with gzip.GzipFile(fileobj=raw) as stream:
+                return stream.read(most)
+        if codec == "bzip2":
+            import bz2
+
+            with bz2.BZ2File(raw) as stream:
+                return stream.read(most)
+        import lzma
+
+        with lzma.LZMAFile(raw) as stream:
+            return stream.read(most)
+    except Exception as exc:  # lzma.LZMAError is no OSError
+        if isinstance(exc, (OSError, EOFError, ValueError)):
+            raise
+        raise ValueError(str(exc)) from None
+
+
+def _lzip(args: list[str], data: bytes, most: int | None, what: str) -> bytes:
+    """``lzip ARGS`` of ``data``, reading at most ``most`` bytes of its output (a bomb is stopped
+    there, not held whole). A missing ``lzip`` says so: quilt needs it for these files too."""
+    import contextlib
+    import subprocess
+    import threading
+
+    try:
+        proc = subprocess.Popen(["lzip", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise OSError("lzip is not installed (quilt reads and writes .lz patches with it too)") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(data)  # type: ignore[union-attr]
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()  # type: ignore[union-attr]
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    out = proc.stdout.read() if most is None else proc.stdout.read(most)
+    if most is not None and len(out) >= most:
+        proc.kill()
+    proc.stdout.close()
+    errors = proc.stderr.read().decode(errors="replace").strip().splitlines()
+    proc.stderr.close()
+    writer.join()
+    if proc.wait() != 0 and not (most is not None and len(out) >= most):
+        raise OSError(f"{what}: {errors[-1] if errors else f'exit {proc.returncode}'}")
+    return out
 
 
 def patch_name(patch: str) -> str:
     """The name a series entry gets from its file: the file name without .patch/.diff (and .gz…)."""
     name = Path(patch).name
-    return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma))?$", "", name)
+    return re.sub(r"\.(patch|diff)(\.(gz|tgz|bz2|xz|lzma|lz))?$", "", name)
 
 
 def check_inside(patches_dir: Path, patch: str, where: str) -> None:

@@ -252,3 +252,54 @@ def test_a_patch_path_that_is_a_folder_is_exit_2_naming_it(tmp_path):
     (tmp_path / "p" / "sub").mkdir()
     with pytest.raises(SeriesError, match=r"s.yaml:7: patch sub: cannot read .*/p/sub: Is a directory"):
         load_series(path).patches[0].read()
+
+
+_TEXT = b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def _compressed(suffix: str, data: bytes) -> bytes:
+    """``data`` as quilt's refresh would write a patch file ending in ``suffix`` (patchfns: create_db)."""
+    import gzip
+    import subprocess
+
+    if suffix == ".tgz":
+        return gzip.compress(data)
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}[suffix]
+    return subprocess.run([tool, "-c"], input=data, capture_output=True, check=True).stdout
+
+
+_NEEDS_LZIP = pytest.mark.skipif(__import__("shutil").which("lzip") is None,
+                                 reason="lzip is not installed (.ci/run installs it)")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".tgz", ".bz2", ".xz", ".lzma", pytest.param(".lz", marks=_NEEDS_LZIP)])
+def test_a_patch_file_is_decompressed_by_its_name_as_quilts_cat_file(tmp_path, suffix):
+    """quilt reads x.patch.tgz through gzip and x.patch.lz through lzip (patchfns: cat_file); we read
+    the .tgz and .lz bytes as a plain diff: garbage, where quilt pushed the patch."""
+    path = _one_patch(tmp_path, f"x.patch{suffix}")
+    (tmp_path / "p" / f"x.patch{suffix}").write_bytes(_compressed(suffix, _TEXT))
+    entry = load_series(path).patches[0]
+    assert entry.name == "x"
+    assert entry.read() == _TEXT
+    assert entry.encode(_TEXT) and load_series(path).patches[0].read() == _TEXT
+    (tmp_path / "p" / f"x.patch{suffix}").write_bytes(entry.encode(_TEXT + b"\n"))  # refresh writes it back
+    assert load_series(path).patches[0].read() == _TEXT + b"\n"
+
+
+@pytest.mark.parametrize("name", ["x.patch.GZ", "x.patch.Xz", "x.PATCH.BZ2"])
+def test_a_suffix_in_other_case_is_no_compression_as_for_quilt(tmp_path, name):
+    """quilt's ``case "$filename" in *.gz)`` is case-sensitive: x.patch.GZ goes to patch as it is (and
+    fails as garbage). We decompressed it: a series that quilt cannot push applied here."""
+    import gzip
+
+    path = _one_patch(tmp_path, name)
+    (tmp_path / "p" / name).write_bytes(gzip.compress(_TEXT))
+    assert load_series(path).patches[0].read() == gzip.compress(_TEXT)
+
+
+def test_an_lz_patch_without_lzip_is_a_clear_error(tmp_path, monkeypatch):
+    path = _one_patch(tmp_path, "x.patch.lz")
+    (tmp_path / "p" / "x.patch.lz").write_bytes(b"LZIP\x01" + b"\0" * 40)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    with pytest.raises(SeriesError, match=r"s.yaml:7: patch x: cannot decompress .*x.patch.lz: lzip is not installed"):
+        load_series(path).patches[0].read()
