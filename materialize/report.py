@@ -4,8 +4,9 @@ Reports are plain data so they can be stored in the prefix commit message (a cac
 its report), written to manifest.json, and printed as a table; nothing here formats for humans.
 """
 
-from __future__ import annotations
 
+# No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
+# process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
 import json
 from collections import Counter
 from json.encoder import encode_basestring_ascii as _quote  # json's own string encoder (C)
@@ -93,7 +94,7 @@ class PatchReport(NamedTuple):
         return with_hunks(self.to_json(), hunks_json(self.hunks), sort_keys=True)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, reused: bool = False) -> PatchReport:
+    def from_json(cls, data: dict[str, Any], *, reused: bool = False) -> "PatchReport":
         """Read ``to_json``'s data back; hunks stored as objects (older caches) are read too."""
         make = HunkReport._make
         hunks = [HunkReport(**h) if isinstance(h, dict) else make(h) for h in data["hunks"]]

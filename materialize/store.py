@@ -57,11 +57,10 @@ _COMMIT_ENV = {
 }
 
 
-class Entry(NamedTuple):
-    """One file in a tree: its git mode and blob id."""
-
-    mode: str
-    sha: str
+# One file in a tree: its git mode and blob id. Written in NamedTuple's call form because this module's
+# annotations are strings (``from __future__``), and a class form would have typing compile each one
+# (ForwardRef): the first compile() of a process costs ~10M instructions (tests/test_startup.py).
+Entry = NamedTuple("Entry", [("mode", str), ("sha", str)])  # noqa: UP014 - see above
 
 
 # A pipeline stage (decompressor | us | git fast-import) that can only hand over 64 KiB at a time, in

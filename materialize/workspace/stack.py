@@ -5,19 +5,18 @@ changes that are in no patch (``--force`` first copies them under ``work/.materi
 runs inside a journal so an interrupted move can be rolled back or finished.
 """
 
-from __future__ import annotations
 
+# No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
+# process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from materialize.errors import MaterializeError, PatchApplyError
+from materialize.series import PatchEntry  # (loaded by workspace.state already)
 from materialize.workspace.journal import Journal
 from materialize.workspace.state import DirtyWorkspaceError, State, Workspace
 from materialize.workspace.trees import trees_and_bases_at
-
-if TYPE_CHECKING:
-    from materialize.series import PatchEntry
 
 
 class MoveResult(NamedTuple):
