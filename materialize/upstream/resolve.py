@@ -5,8 +5,9 @@ cached in the store under a key made of the pin's verified identity (artifact sh
 ``root``). A second ``materialize`` on the same pins never reads the archive again.
 """
 
-from __future__ import annotations
 
+# No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
+# process's first compile() costs ~10M instructions (tests/test_startup.py).
 import io
 import json
 import os
