@@ -121,7 +121,7 @@ def test_the_daily_workspace_loop_imports_only_what_it_runs(builder, monkeypatch
     light = {"yaml", "materialize.patching", "dataclasses"}  # dataclasses and its inspect cost ~10 ms
     # each of these cost 5-20M instructions (OpenSSL, compression modules, signal/threading/selectors):
     # more than quilt's whole `add` together (bench/README.md)
-    light |= {"subprocess", "shutil", "tempfile", "hashlib", "_hashlib", "locale", "textwrap", "inspect"}
+    light |= {"subprocess", "shutil", "tempfile", "hashlib", "_hashlib", "locale", "textwrap", "inspect", "datetime"}
     for args, also_never in ((["new", "0002-y"], light),
                              (["add", "a.txt"], light | {"materialize.engine"}),
                              (["edit", "a.txt"], light | {"materialize.engine"}),

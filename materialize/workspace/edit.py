@@ -281,14 +281,10 @@ def _identity(root: Path) -> str:
 
 def new_header(root: Path, subject: str, body: str = "") -> bytes:
     """A git-format-patch style header: export-git takes author, date and subject from it."""
-    import datetime
-
     from materialize.workspace import mailheader
 
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.UTC) if epoch else \
-        datetime.datetime.now(datetime.UTC).astimezone()
-    return mailheader.render(mailheader.Description(_identity(root), mailheader.mail_date(when), subject, body))
+    date = mailheader.date_now(os.environ.get("SOURCE_DATE_EPOCH"))
+    return mailheader.render(mailheader.Description(_identity(root), date, subject, body))
 
 
 def check_new_name(name: str, op: str, given: str) -> None:

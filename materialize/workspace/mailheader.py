@@ -9,9 +9,12 @@ whose meaning did not change can be kept byte for byte.
 
 # No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
 # process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
-import datetime as dt
 import re
-from typing import NamedTuple
+import time
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # a new patch's date is made with ``time`` (datetime's import: ~4M instructions of `new`)
+    import datetime as dt
 
 DEFAULT_AUTHOR = "materialize <materialize@localhost>"
 DEFAULT_DATE = "Thu, 01 Jan 1970 00:00:00 +0000"
@@ -33,12 +36,27 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-def mail_date(when: dt.datetime) -> str:
+def mail_date(when: "dt.datetime") -> str:
     """RFC 2822's date, exactly as ``email.utils.format_datetime`` writes it (whose import, the email
     package, cost more than the rest of ``materialize new``)."""
     zone = when.strftime("%z") if when.tzinfo is not None else "-0000"
     return (f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year:04d} "
             f"{when.hour:02d}:{when.minute:02d}:{when.second:02d} {zone}")
+
+
+def date_now(source_date_epoch: str | None = None) -> str:
+    """The ``Date:`` of a header written now, as ``mail_date`` writes it: local time with its offset,
+    or ``SOURCE_DATE_EPOCH`` (reproducible builds) in UTC."""
+    if source_date_epoch:
+        at, offset = time.gmtime(int(source_date_epoch)), 0
+    else:
+        at = time.localtime()
+        offset = at.tm_gmtoff
+    sign = "-" if offset < 0 else "+"
+    minutes, seconds = divmod(abs(offset), 60)
+    zone = f"{sign}{minutes // 60:02d}{minutes % 60:02d}" + (f"{seconds:02d}" if seconds else "")
+    return (f"{_DAYS[at.tm_wday]}, {at.tm_mday:02d} {_MONTHS[at.tm_mon - 1]} {at.tm_year:04d} "
+            f"{at.tm_hour:02d}:{at.tm_min:02d}:{at.tm_sec:02d} {zone}")
 
 
 def _unfold(lines: list[str], i: int) -> tuple[str, int]:
