@@ -13,13 +13,13 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from materialize.atomic import atomic_write
 from materialize.errors import BusyError, MaterializeError
 
 STATE_FORMAT = 1
@@ -100,26 +100,6 @@ class BisectState:
         return sum(1 for o in self.observations if o.source not in ("replay-note",))
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves the old content or the new, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class StateStore:
     """The ``<work>/bisect`` directory: state, human log, candidates; locked as a whole."""
 
@@ -142,8 +122,8 @@ class StateStore:
         return BisectState.from_json(text, str(self.state_path))
 
     def save(self, state: BisectState) -> None:
-        atomic_write(self.state_path, state.to_json() + "\n")
-        atomic_write(self.log_path, render_log(state))
+        atomic_write(self.state_path, (state.to_json() + "\n").encode(), durable=True)
+        atomic_write(self.log_path, render_log(state).encode(), durable=True)
 
     def reset(self) -> bool:
         existed = self.state_path.exists()

@@ -564,7 +564,7 @@ def _write_results(session: pytest.Session, state: _OfflineState) -> None:
     option = session.config.getoption("offline_results")
     if not option or state.series is None or not state.ledger.rows:
         return
-    from materialize.workspace.journal import atomic_write
+    from materialize.atomic import atomic_write
 
     path = Path(option)
     if not path.is_absolute():

@@ -15,10 +15,10 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materialize.atomic import atomic_write
 from materialize.errors import MaterializeError
 from materialize.serve.plan import Plan
 
@@ -169,19 +169,6 @@ def unit_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def install_systemd(plan: Plan, root: Path) -> list[Path]:
     """Write the unit, its environment file and its plan under ``root`` and enable the unit (the
     ``multi-user.target.wants`` link ``systemctl enable`` makes); refuses volatile locations."""
@@ -192,9 +179,9 @@ def install_systemd(plan: Plan, root: Path) -> list[Path]:
     unit = root / UNIT_DIR / unit_name(plan)
     env = root / env_path(plan).lstrip("/")
     installed_plan = root / plan_path(plan).lstrip("/")
-    _write_atomic(installed_plan, plan.to_json())
-    _write_atomic(env, render_env(plan))
-    _write_atomic(unit, render_unit(plan))
+    atomic_write(installed_plan, plan.to_json().encode())
+    atomic_write(env, render_env(plan).encode())
+    atomic_write(unit, render_unit(plan).encode())
     wants = root / UNIT_DIR / f"{WANTED_BY}.wants" / unit_name(plan)
     wants.parent.mkdir(parents=True, exist_ok=True)
     tmp = wants.with_name(f".{wants.name}.{os.getpid()}")

@@ -46,11 +46,11 @@ def render(report: Report) -> str:
 
 def write(report: Report, out_dir: Path) -> Path:
     """Write ``out_dir/index.html`` atomically (a reader never sees half a page)."""
-    from materialize.bisect.state import atomic_write
+    from materialize.atomic import atomic_write
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / INDEX
-    atomic_write(path, render(report))
+    atomic_write(path, render(report).encode())
     umask = os.umask(0)
     os.umask(umask)
     path.chmod(0o666 & ~umask)  # a page for any static host: readable like any file the user writes

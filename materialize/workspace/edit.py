@@ -574,7 +574,7 @@ def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry
     # the new description is kept beside the journal until the command ends: `recover --resume` runs
     # `header --set` with it (a resume of `header NAME` only showed the old one)
     given = ws.meta / "header-input.txt"
-    from materialize.workspace.journal import atomic_write
+    from materialize.atomic import atomic_write
 
     atomic_write(given, text)
     with Journal.run(ws.meta, "header", ["--set", str(given), entry.name]) as journal:

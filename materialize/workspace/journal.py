@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from materialize.atomic import TMP_PREFIX, atomic_write
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
 
@@ -77,20 +78,6 @@ def workspace_lock(meta: Path, command: str = "materialize") -> Iterator[None]:
 # The temporary name a file is written under before its rename: short (a 250-byte file name plus a
 # prefix and suffix would pass NAME_MAX) and ours alone, so a rollback sweeps what a kill -9 left
 # beside the files its journal records (it was a file of no patch, blocking pop, after `recover`).
-TMP_PREFIX = ".materialize-tmp-"
-
-
-def _new_temporary(folder: Path) -> tuple[int, str]:
-    """A new file of ours beside the target, as ``tempfile.mkstemp`` makes one (``O_EXCL``, mode 0600),
-    without importing ``tempfile`` (and ``shutil``, ``random``: ~15M instructions of every command)."""
-    while True:
-        name = os.path.join(folder, TMP_PREFIX + os.urandom(6).hex())
-        try:
-            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
-        except FileExistsError:
-            continue
-
-
 def _remove_journal_dir(folder: Path, *, ignore_errors: bool = True) -> None:
     """Remove a journal's folder: its ``backup/`` of plain files, then itself (what the journal writes).
     Anything else in it goes through ``shutil.rmtree``, which only then is imported: every writing
@@ -109,25 +96,6 @@ def _remove_journal_dir(folder: Path, *, ignore_errors: bool = True) -> None:
     import shutil
 
     shutil.rmtree(folder, ignore_errors=ignore_errors)
-
-
-def atomic_write(path: Path, data: bytes, *, executable: bool = False) -> None:
-    """Replace ``path`` with ``data`` in one rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        path.unlink()
-    fd, tmp = _new_temporary(path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o755 if executable else 0o644)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
 
 
 JOURNAL_WAY_OUT = ("it cannot be rolled back: move {dir} aside to go on with the files as they are (its backup/ "

@@ -1,0 +1,58 @@
+"""Replace a file in one rename: readers see the old file or the new one, never half of either.
+
+The one way this project writes a file that someone may be reading or that a kill must not leave
+half-written: the workspace journal, bisect state, serve's installed units, test results and the
+report page. The temporary file sits beside the target (same filesystem, so the rename is atomic),
+is created ``O_EXCL`` with a name no one else uses (``TMP_PREFIX``: ``recover`` and the workspace's
+stray-file check know it), and is removed when anything fails. ``durable`` also fsyncs the file and
+its folder, for records that must survive a power cut (a bisect's hardware runs), not only a kill.
+Made without ``tempfile``, ``shutil`` or ``random``: the daily workspace commands write through here,
+and those imports cost ~15M instructions each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+TMP_PREFIX = ".materialize-tmp-"
+
+
+def new_temporary(folder: Path | str) -> tuple[int, str]:
+    """A new file of ours in ``folder``, as ``tempfile.mkstemp`` makes one (``O_EXCL``, mode 0600)."""
+    while True:
+        name = os.path.join(folder, TMP_PREFIX + os.urandom(6).hex())
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
+        except FileExistsError:
+            continue
+
+
+def atomic_write(path: Path, data: bytes, *, executable: bool = False, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` (mode 0644, or 0755 when ``executable``) in one rename; a
+    symlink at ``path`` is replaced, never written through."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        path.unlink()
+    fd, tmp = new_temporary(path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.chmod(tmp, 0o755 if executable else 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    if durable:
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
