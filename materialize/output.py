@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from materialize import digest
+from materialize.atomic import atomic_write
 from materialize.engine import Materialization
 from materialize.errors import MaterializeError
 from materialize.filecache import FIXED_MTIME_NS, FileCache
@@ -296,9 +297,8 @@ def _update_in_place(m: Materialization, final: Path, plan: dict[str, _Step], wa
     builds it afresh and sweeps the ``.upd-*`` folder), never a half-updated one.
     """
     if not any(step.changes() for step in plan.values()):
-        tmp = final / f".{MANIFEST}.tmp-{os.getpid()}"  # same trees (a renamed patch, a new series file):
-        tmp.write_text(wanted)  # only the manifest changes, and one rename changes it
-        os.replace(tmp, final / MANIFEST)
+        atomic_write(final / MANIFEST, wanted.encode())  # same trees (a renamed patch, a new series file):
+        # only the manifest changes, and one rename changes it
         return
     work = Path(tempfile.mkdtemp(prefix=f".upd-{final.name}-", dir=final.parent))
     staged = work / "output"
@@ -376,14 +376,9 @@ class _Audit:
         manifest_path = self.final / MANIFEST
         os.utime(manifest_path)
         st = os.lstat(manifest_path)
-        tmp = self.stamp.with_name(f".tmp-{os.getpid()}-{self.stamp.name}")
         try:
-            self.stamp.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps([str(self.final), st.st_ino, st.st_size, st.st_ctime_ns]))
-            os.replace(tmp, self.stamp)
+            atomic_write(self.stamp, json.dumps([str(self.final), st.st_ino, st.st_size, st.st_ctime_ns]).encode())
         except OSError:  # a read-only or full cache: the next publish builds afresh, nothing worse
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             with contextlib.suppress(OSError):
                 self.stamp.unlink()
 

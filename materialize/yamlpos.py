@@ -13,13 +13,14 @@ is read without importing yaml. Only documents that parsed cleanly are kept; a r
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
-from _thread import get_ident
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from materialize import digest
+from materialize.atomic import atomic_write
 from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
@@ -185,13 +186,8 @@ def _read_parsed(cache: Path, digest: str) -> tuple[Any, dict[PathKey, int]] | N
 
 def _keep_parsed(cache: Path, digest: str, data: Any, lines: dict[PathKey, int]) -> None:
     """Best effort: a cache that cannot be written only means the next run parses again."""
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{get_ident()}.tmp")  # one writer each
-        tmp.write_bytes(marshal.dumps((_PARSED_FORMAT, digest, data, lines)))
-        os.replace(tmp, cache)
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError):  # ValueError: marshal of an unexpected value
+        atomic_write(cache, marshal.dumps((_PARSED_FORMAT, digest, data, lines)))
 
 
 def remember(path: Path, raw: bytes, data: Any, lines: dict[PathKey, int]) -> None:

@@ -8,6 +8,7 @@ cached in the store under a key made of the pin's verified identity (artifact sh
 
 # No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
 # process's first compile() costs ~10M instructions (tests/test_startup.py).
+import contextlib
 import io
 import json
 import os
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from materialize import digest
+from materialize.atomic import atomic_write
 from materialize.errors import MaterializeError, UnsafePathError, UpstreamError
 from materialize.paths import check_links, link_stays_inside, safe_relpath
 from materialize.series import GitPin, PathPin, PypiPin, TarballPin
@@ -184,13 +186,8 @@ def _sha256_remembered(store: Store, path: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     hashed = sha256_file(path)
-    try:
-        memo.parent.mkdir(exist_ok=True)
-        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"path": str(path), "stamp": stamp, "sha256": hashed}))
-        os.replace(tmp, memo)
-    except OSError:
-        pass  # a read-only cache only costs the next run the hash again
+    with contextlib.suppress(OSError):  # a read-only cache only costs the next run the hash again
+        atomic_write(memo, json.dumps({"path": str(path), "stamp": stamp, "sha256": hashed}).encode())
     return hashed
 
 
@@ -311,13 +308,9 @@ def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:
     changes, empty_dirs = _walk_directory(root)
     tree = store.write_tree(EMPTY_TREE, changes)
     if stamp is not None:
-        try:
-            memo.parent.mkdir(exist_ok=True)
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"path": str(root), "stamp": stamp, "tree": tree, "empty_dirs": empty_dirs}))
-            os.replace(tmp, memo)
-        except OSError:
-            pass  # a read-only cache only costs the next run the walk again
+        with contextlib.suppress(OSError):  # a read-only cache only costs the next run the walk again
+            atomic_write(memo, json.dumps({"path": str(root), "stamp": stamp, "tree": tree,
+                                           "empty_dirs": empty_dirs}).encode())
     return _path_pin(root, tree, empty_dirs)
 
 

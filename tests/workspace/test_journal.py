@@ -113,8 +113,8 @@ def test_a_user_error_inside_an_operation_rolls_back_by_itself(tmp_path: Path) -
 def _cli(project: Path, *args: str, die_at_write: int | None = None, fail_at_write: int | None = None):
     """``materialize ARGS`` in its own process; optionally killed (os._exit, as kill -9: no finally, no
     except) or failing with ENOSPC inside its N-th journaled file write, after the temporary file is
-    written and before its rename. Only the journal's own renames are counted: the YAML cache and the
-    path pins' stamps are rewritten or not by mtime, which made the N-th rename a different one."""
+    written and before its rename. Only renames inside the project are counted: the cache's (YAML
+    parses, path pins' stamps) are rewritten or not by mtime, which made the N-th rename a different one."""
     import subprocess
     import sys
     import textwrap
@@ -124,8 +124,8 @@ def _cli(project: Path, *args: str, die_at_write: int | None = None, fail_at_wri
         from materialize.workspace import journal
         real, count = os.replace, [0]
         def replace(src, dst):
-            if not os.path.basename(src).startswith(journal.TMP_PREFIX):
-                return real(src, dst)  # a cache's or a stamp's write: whether one happens depends on mtimes
+            if not os.path.abspath(dst).startswith(os.getcwd() + os.sep):
+                return real(src, dst)  # the cache's (YAML parses, pin stamps): written or not by mtime
             count[0] += 1
             if count[0] == {die_at_write!r}:
                 os._exit(137)
