@@ -8,6 +8,12 @@ bisect run`` uses (start, decide, observe, ...), with a simulated gate or metric
     .venv/bin/python bench/bisect_sim.py --only 'gate: culprit' --known-baseline   # what learning p0 costs
     .venv/bin/python bench/bisect_sim.py --paired ...    # A/B of two versions on the same gate results
 
+A/B of a knob, paired (the same gate results for both), per-trial results kept and compared:
+
+    .venv/bin/python bench/bisect_sim.py --paired --only 'gate: culprit' --dump a.json
+    .venv/bin/python bench/bisect_sim.py --paired --only 'gate: culprit' --dump b.json --set session.CONFIRM_FACTOR=2
+    .venv/bin/python bench/bisect_sim.py --compare a.json b.json
+
 Gate scenarios: 32 patches, a gate of 32 requests, exit code only (pass/fail per run, as ``bisect
 run`` sees an exit status); baseline 1/256 per request in every prefix, 1/32 with the culprit.
 
@@ -39,14 +45,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # t
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import ast  # noqa: E402
 import dataclasses  # noqa: E402
+import json  # noqa: E402
 import time  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from materialize.bisect import session  # noqa: E402
+from materialize.bisect import posterior, session  # noqa: E402
 
 N = 32
 REQUESTS = 32
@@ -280,7 +288,7 @@ def print_row(label: str, res: list, acc: float, rule: tuple[str, float, float, 
           flush=True)
 
 
-def run_metrics(a: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
+def run_metrics(a: argparse.Namespace, pool: ProcessPoolExecutor, dump: dict[str, list]) -> None:
     for j, shift in enumerate(METRICS):
         label = f"metric: {shift * 100:g}% shift"
         if a.only not in label:
@@ -293,6 +301,40 @@ def run_metrics(a: argparse.Namespace, pool: ProcessPoolExecutor) -> None:
         options = [(f"{n} samples", (shift, n)) for n in range(2, 65)]
         rule = best_rule(retry_metric, options, min(acc, TARGET_CAP), 4000, a.seed)
         print_row(label, res, acc, rule, secs)
+        dump[label] = [[bool(r[0]), bool(r[1]), int(r[2])] for r in res]
+
+
+KNOBS = {"posterior": posterior, "session": session}
+
+
+def apply_settings(settings: list[str]) -> None:
+    """``--set module.NAME=VALUE``: override a module constant of the bisect (in every worker too)."""
+    for item in settings:
+        name, _, value = item.partition("=")
+        module, _, attr = name.partition(".")
+        if module not in KNOBS or not hasattr(KNOBS[module], attr) or not attr.isupper() or not value:
+            raise SystemExit(f"--set {item}: want posterior.NAME=VALUE or session.NAME=VALUE (a constant)")
+        setattr(KNOBS[module], attr, ast.literal_eval(value))
+
+
+def compare(path_a: str, path_b: str) -> None:
+    """Paired differences of two ``--dump`` files, per scenario: B - A in runs, with its standard error."""
+    with open(path_a) as fa, open(path_b) as fb:
+        a, b = json.load(fa), json.load(fb)
+    for label, ra in a.items():
+        rb = b.get(label)
+        if not rb:
+            continue
+        n = min(len(ra), len(rb))
+        ra, rb = ra[:n], rb[:n]
+        d = np.array([y[2] - x[2] for x, y in zip(ra, rb, strict=True)], float)
+        se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+
+        def summary(r: list) -> str:
+            return (f"{np.mean([x[2] for x in r]):.1f} runs, {np.mean([x[0] for x in r]) * 100:.1f}% right, "
+                    f"{sum(x[1] for x in r)} confident wrong")
+
+        print(f"{label} ({n} trials): A {summary(ra)}; B {summary(rb)}; B - A {d.mean():+.1f} +- {se:.1f} runs")
 
 
 def main() -> None:
@@ -311,7 +353,16 @@ def main() -> None:
                     help="one random stream per position (common random numbers): two versions of the bisect "
                          "see the same outcome for the n-th run at a position, so an A/B compares them on the "
                          "same gate results instead of on streams that part at their first different choice")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="override a constant of materialize.bisect.posterior or .session for this run "
+                         "(e.g. session.CONFIRM_FACTOR=2, posterior.LEADER_FOCUS=0.5)")
+    ap.add_argument("--dump", metavar="FILE", help="write every trial's (right, confident wrong, runs) as JSON")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired differences of two --dump files; no run")
     a = ap.parse_args()
+    if a.compare:
+        compare(*a.compare)
+        return
+    apply_settings(a.set)
     if a.paired:
         GATES[:] = [dataclasses.replace(sc, paired=True) for sc in GATES]
     if a.known_baseline or a.known_culprit:
@@ -322,7 +373,8 @@ def main() -> None:
     print(HEAD)
     print("|" + "|".join("-" * len(c) for c in HEAD.split("|")[1:-1]) + "|", flush=True)
     t_all = time.time()
-    with ProcessPoolExecutor(max_workers=a.workers) as pool:
+    dump: dict[str, list] = {}
+    with ProcessPoolExecutor(max_workers=a.workers, initializer=apply_settings, initargs=(a.set,)) as pool:
         slow = [i for i, sc in enumerate(GATES) if (sc.culprit is None and not sc.broken) or sc.p1 != P1]
         fast = [i for i in range(len(GATES)) if i not in slow]
         notes: list[str] = []
@@ -330,7 +382,7 @@ def main() -> None:
         positional: list[tuple[GateScenario, list]] = []
         for part in ("fast", "metric", "slow"):
             if part == "metric":
-                run_metrics(a, pool)
+                run_metrics(a, pool, dump)
                 continue
             for i in fast if part == "fast" else slow:
                 sc = GATES[i]
@@ -345,6 +397,10 @@ def main() -> None:
                 options = [(f"x{n} >={t}", (sc, n, t)) for n in range(1, 41) for t in range(1, n + 1)]
                 rule = best_rule(retry_gate, options, min(acc, TARGET_CAP), 4000, a.seed)
                 print_row(sc.label, res, acc, rule, secs)
+                dump[sc.label] = [[bool(r[0]), bool(r[1]), int(r[2])] for r in res]
+                if a.dump:  # after each scenario: a long run's finished rows survive an interruption
+                    with open(a.dump, "w") as f:
+                        json.dump(dump, f)
                 if sc.culprit is not None and sc.p1 == P1 and sc.min_effect == 1.5:
                     positional.append((sc, res))
                     ends = np.mean([r[3] for r in res])
@@ -368,6 +424,9 @@ def main() -> None:
                     costs.append(f"{mean:.1f} ({name})")
                 notes.append(f"retry rule tuned per position at {goal * 100:g}%: " + " / ".join(costs)
                              + f" at {', '.join(str(sc.culprit) for sc, _ in positional)}")
+        if a.dump:
+            with open(a.dump, "w") as f:
+                json.dump(dump, f)
         print()
         for note in [*notes, *wheres]:
             print(note)

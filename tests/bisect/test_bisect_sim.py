@@ -1,0 +1,49 @@
+"""bench/bisect_sim.py's A/B tooling: ``--set`` overrides a bisect constant, ``--dump``/``--compare``
+give paired per-trial differences (the simulations themselves are not run here: they take minutes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from materialize.bisect import posterior, session
+
+SIM = Path(__file__).resolve().parents[2] / "bench" / "bisect_sim.py"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    spec = importlib.util.spec_from_file_location("bisect_sim_under_test", SIM)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_set_overrides_a_constant_and_refuses_anything_else(sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session, "CONFIRM_FACTOR", session.CONFIRM_FACTOR)
+    monkeypatch.setattr(posterior, "LEADER_FOCUS", posterior.LEADER_FOCUS)
+    sim.apply_settings(["session.CONFIRM_FACTOR=2", "posterior.LEADER_FOCUS=0.5"])
+    assert session.CONFIRM_FACTOR == 2 and posterior.LEADER_FOCUS == 0.5
+    for bad in ("session.decide=1", "os.sep=1", "posterior.NO_SUCH=1", "session.CONFIRM_FACTOR="):
+        with pytest.raises(SystemExit):
+            sim.apply_settings([bad])
+
+
+def test_compare_prints_paired_differences(sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = {"gate: x": [[True, False, 10], [True, False, 20], [False, True, 30]]}
+    b = {"gate: x": [[True, False, 8], [True, False, 20], [True, False, 26]]}
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    sim.compare(str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    out = capsys.readouterr().out
+    assert "gate: x (3 trials)" in out
+    assert "A 20.0 runs, 66.7% right, 1 confident wrong" in out
+    assert "B 18.0 runs, 100.0% right, 0 confident wrong" in out
+    assert "B - A -2.0 +- 1.2 runs" in out
