@@ -74,7 +74,7 @@ class _Region:
     ``intuit_diff_type`` keeps them: the last line of each kind names that side. (Plain classes
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
-    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last")
+    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -83,6 +83,7 @@ class _Region:
         self.index = 0  # "Index:"
         self.cr = 0  # the last "--- ", "+++ " or "Index:" line: its CRLF strips the patch's CRs
         self.stars_last = False  # the previous line began with "********"
+        self.stars_line = 0  # the previous line ("#" lines are not lines to GNU)
 
 
 class _GitHeaders:
@@ -169,6 +170,9 @@ class _Parser:
         region = _Region()
         while i <= self.n:
             text = self.raw[i - 1]
+            if text[0] == 35:  # "#": GNU's pget_line drops the line, as if it were not there
+                i += 1
+                continue
             if text.startswith(b"diff --git "):
                 git_fp, i = self._git_section(i)
                 if git_fp is not None:
@@ -198,12 +202,13 @@ class _Parser:
             elif region.first and head.startswith(b"@@ -"):
                 raise self._indented_hunk(i)
             elif region.first and stars_last and text.startswith(b"*** "):
-                fp, i = self._context_section(region, i - 1)
+                fp, i = self._context_section(region, region.stars_line)
                 files.append(fp)
                 region = _Region()
                 continue
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
             region.stars_last = bool(region.first) and head.startswith(b"********")
+            region.stars_line = i
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text, headed=bool(region.first))
             i += 1
@@ -245,6 +250,9 @@ class _Parser:
             line = self.raw[i - 1]
             if line.startswith((b"diff --git ", b"@@ -")):
                 break
+            if line[0] == 35:  # "#": not a line to GNU
+                i += 1
+                continue
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
             if text.startswith(b"@@ -"):
                 raise self._indented_hunk(i)
@@ -336,12 +344,14 @@ class _Parser:
         while _CONTEXT_HUNK.match(self.line(i)):
             hunk, i = self._context_hunk(i)
             hunks.append(hunk)
+            i = self._past_comments(i)
         return self._traditional(region, region.plus, region.minus, tuple(hunks), stars + 1), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
-        old_first, old_length = self._context_range(stars + 1, _CONTEXT_OLD)
-        i = stars + 2
-        old, i = self._context_side(i, old_length, b"-!", until=b"--- ")
+        i = self._past_comments(stars + 1)
+        old_first, old_length = self._context_range(i, _CONTEXT_OLD)
+        old, i = self._context_side(i + 1, old_length, b"-!", until=b"--- ")
+        i = self._past_comments(i)
         new_first, new_length = self._context_range(i, _CONTEXT_NEW)
         new, i = self._context_side(i + 1, new_length, b"+!", until=b"***************")
         if not old and old_length:  # the expected side left out: it holds only the context
@@ -384,6 +394,12 @@ class _Parser:
                     b"".join(map(_FIRST, lines)), stars + 1, unterminated)
         return hunk, i
 
+    def _past_comments(self, i: int) -> int:
+        """The first line from ``i`` on that does not start with ``#`` (GNU's pget_line drops those)."""
+        while i <= self.n and self.raw[i - 1][:1] == b"#":
+            i += 1
+        return i
+
     def _context_range(self, number: int, pattern: re.Pattern[bytes]) -> tuple[int, int]:
         """(first line, number of lines) of a context hunk side's ``*** a,b ****``/``--- a,b ----``."""
         m = pattern.match(self.line(number))
@@ -408,6 +424,9 @@ class _Parser:
                     lines.extend(b" \n" for _ in range(length - len(lines)))
                 break
             text = self.raw[i - 1]
+            if text[0] == 35:  # "#": GNU drops the line
+                i += 1
+                continue
             if text.startswith(until) or _CONTEXT_HUNK.match(text):
                 break
             mark = text[:1]
@@ -568,7 +587,12 @@ class _Parser:
         hunks: list[Hunk] = []
         append = hunks.append
         raw, kinds, n = self.raw, self.kinds, self.n
-        while i <= n and raw[i - 1].startswith(b"@@ -"):
+        while i <= n:
+            if not raw[i - 1].startswith(b"@@ -"):
+                if raw[i - 1][:1] != b"#":
+                    break
+                i = self._past_comments(i)  # GNU drops "#" lines: another hunk may follow them
+                continue
             block, after = self._hunk_block(i)
             if block:
                 hunks.extend(block)
@@ -669,6 +693,9 @@ class _Parser:
                 raise self.error(n, "malformed patch: hunk is shorter than its header says")
             text = raw[i - 1]
             c = text[0]
+            if c == 35:  # "#": GNU drops the line
+                i += 1
+                continue
             if c == 32 or c == 61:  # " ", and GNU's "=" context
                 if old_left <= 0 or new_left <= 0:
                     raise self.error(i, "malformed patch: hunk is longer than its header says")
