@@ -34,7 +34,7 @@ from materialize.patching.model import FilePatch, Hunk, PatchSet, split_lines
 from materialize.patching.paths import (
     DEV_NULL,
     decode_path,
-    is_epoch_timestamp,
+    parse_stamp,
     strip_components,
     unquote_c,
 )
@@ -460,9 +460,9 @@ class _Parser:
         # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND a
         # first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
         is_new = first.source_start == 0 and (
-            old_name == DEV_NULL.encode() or (old_path is not None and is_epoch_timestamp(old_stamp)))
+            old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
         is_delete = first.target_start == 0 and (
-            new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
+            new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
         start = self._preamble_start(region.first)
         # GNU: the rest of the last ``Index:`` line of the region
         index_path = self._strip(_index_name(_unindent(self.raw[region.index - 1])[6:])) if region.index else None
@@ -490,6 +490,19 @@ class _Parser:
             index_path=index_path,
         )
         return fp
+
+    def _epoch(self, stamp: str | None, line: int) -> bool:
+        """Whether header line ``line``'s timestamp says "no such file" to GNU (``parse_stamp``); a
+        timestamp whose answer we cannot tell is refused, naming the line."""
+        if not stamp:
+            return False
+        says = parse_stamp(stamp)[1]
+        if says is None:
+            raise self.error(line, f"cannot tell whether the timestamp {stamp!r} means 'no such file' to GNU "
+                                   "patch (a time within -25h..+26h of the Unix epoch does; a time without a "
+                                   "zone is local time, and that depends on the time zone); write /dev/null, "
+                                   "or a time as 'YYYY-MM-DD HH:MM:SS +ZZZZ'")
+        return says
 
     def _preamble_start(self, minus_line: int) -> int:
         """Walk back over ``Index:``/``====``/``diff ...`` lines that introduce this file."""

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from materialize.errors import PatchFormatError
+from materialize.patching.parse import parse_patch
 
 from .gnu import gnu_available
-from .test_gnu_rules import compare, ours
+from .test_gnu_rules import compare, gnu, ours
 
 pytestmark = pytest.mark.skipif(not gnu_available(), reason="GNU patch not installed")
 
@@ -33,8 +34,9 @@ BOTH = {"f": b"a\nB\nc\nd\ne\nF\ng\n"}
 def refused(patch: bytes, files: dict[str, bytes] | None = None, strip: int = 1) -> str:
     """Our refusal of ``patch`` (a PatchFormatError's text, which must name the patch file)."""
     with pytest.raises(PatchFormatError) as info:
-        ours(files if files is not None else SEVEN, patch, strip)
-    assert str(info.value).startswith("t.patch:"), str(info.value)
+        parse_patch(patch, source="t.patch", strip=strip)
+    result, _files = ours(files if files is not None else SEVEN, patch, strip)
+    assert str(result.error) == str(info.value) and str(info.value).startswith("t.patch:"), result.error
     return str(info.value)
 
 
@@ -58,3 +60,47 @@ def refused(patch: bytes, files: dict[str, bytes] | None = None, strip: int = 1)
 def test_hash_lines_are_dropped_as_gnu_drops_them(tmp_path: Path, patch: bytes) -> None:
     result, files = compare(tmp_path, SEVEN, patch)
     assert result.ok and files == BOTH
+
+
+# -- timestamps near the epoch -------------------------------------------------------------------
+
+EPOCH_READ = [  # formats we read exactly: GNU's answer, whatever it is, must be ours
+    "1970-01-01 00:00:00.000000000 +0000", "1969-12-31 16:00:00.000000000 -0800", "Thu Jan  1 00:00:00 1970",
+    "Wed Dec 31 19:00:00 1969", "1970-01-02 01:59:59.999999999 +0000", "1970-01-02 02:00:00 +0000",
+    "1969-12-30 23:00:00.000000001 +0000", "1969-12-30 23:00:00 +0000", "1970-01-01 12:00:00",
+    "1970-01-01 00:00:00 UTC", "1970-01-01T00:00:00Z", "1970-01-01 00:00 +01:00", "1 Jan 1970 00:00:00 -0000",
+    "1970-01-01 00:00:00.000000000 +0000 (a comment)", "(revision 1970)", "(working copy)",
+    "2020-01-01 00:00:00 +0000", "1969-12-30 10:59:59", "1970-01-02 16:00:00", "1970-01-01 00:00:00 +2400",
+]
+EPOCH_REFUSED = [  # formats parse_datetime reads that we do not, and local times whose answer needs the zone
+    "1970-01-01", "Thu, 01 Jan 1970 00:00:00 +0000", "1970-01-01 00:00:00 EST", "@0", "19700101",
+    "70-01-01 00:00:00", "01/01/1970", "1970-01-01 14:30:00", "Thu Jan  1 00:00:00 UTC 1970",
+]
+
+
+def _deletion(stamp: str) -> bytes:
+    return f"--- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\t{stamp}\n@@ -1 +0,0 @@\n-x\n".encode()
+
+
+def _creation(stamp: str) -> bytes:
+    return f"--- a/f\t{stamp}\n+++ b/f\t2020-01-01 00:00:00 +0000\n@@ -0,0 +1 @@\n+y\n".encode()
+
+
+@pytest.mark.parametrize("stamp", EPOCH_READ)
+@pytest.mark.parametrize("make", [_deletion, _creation], ids=["delete", "create"])
+def test_epoch_timestamps_are_read_as_gnu_reads_them(tmp_path: Path, stamp: str, make) -> None:
+    """Near the epoch (-25h..+26h, exclusive) a timestamp says "no such file": a deletion removes the
+    file and a creation over an existing file fails; elsewhere the file stays (empty) or is patched."""
+    compare(tmp_path, {"f": b"x\n"}, make(stamp))
+
+
+@pytest.mark.parametrize("stamp", EPOCH_REFUSED)
+def test_epoch_timestamps_we_cannot_read_are_refused(tmp_path: Path, stamp: str) -> None:
+    code, files, _report = gnu(tmp_path, {"f": b"x\n"}, _deletion(stamp), 1)
+    assert code == 0 and "f" not in files  # (in UTC) GNU deletes the file
+    assert refused(_deletion(stamp), {"f": b"x\n"}).startswith("t.patch:2: cannot tell whether the timestamp")
+
+
+def test_a_timestamp_that_only_looks_like_a_year_elsewhere_is_no_epoch(tmp_path: Path) -> None:
+    """Formats we do not read are refused only where they could mean 1969/1970."""
+    compare(tmp_path, {"f": b"x\n"}, _deletion("Tue, 01 Mar 2022 10:00:00 +0100"))
