@@ -59,6 +59,15 @@ _CONTEXT_HUNK = re.compile(rb"^\*{8}")  # GNU: a line of 8 stars or more
 _CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
 _CONTEXT_NEW = re.compile(rb"^--- (\d{1,18})(?:,(\d{1,18}))? ----")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
+# GNU's shape of a normal-diff command line: digits and commas, a/c/d, digits and commas, blanks, newline
+_COMMAND_SHAPE = re.compile(rb"\d[\d,]*[acd]")
+_COMMAND_END = re.compile(rb"[\d,]*[ \t]*\r?\n")
+# GNU's get_ed_command_letter: "N[,M]c", "Nd", "Na", "Ni" (no range), "s/.//"; then blanks, newline
+_ED_COMMAND = re.compile(rb"(?:(?:\d+(?:,\d+)?)?(?:[cd]|s/\.//)|\d*[ai])[ \t]*\n")
+# A normal diff's hunk header as we read it (GNU reads any digits and commas; we refuse the rest)
+_NORMAL_HUNK = re.compile(rb"(\d+)(?:,(\d+))?([acd])(\d+)(?:,(\d+))?[ \t]*\r?\n")
+_DIGITS = frozenset(b"0123456789 \tX")  # first bytes of a line that may be a command past its indent
+_DIGITS_B = (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 _WS = b" \t\n\r\v\f"
 # A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
 _BODY_RUN = re.compile(rb"[ +\-]*")
@@ -74,7 +83,8 @@ class _Region:
     ``intuit_diff_type`` keeps them: the last line of each kind names that side. (Plain classes
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
-    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line")
+    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "last", "command",
+                 "first_command", "ed")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -84,6 +94,10 @@ class _Region:
         self.cr = 0  # the last "--- ", "+++ " or "Index:" line: its CRLF strips the patch's CRs
         self.stars_last = False  # the previous line began with "********"
         self.stars_line = 0  # the previous line ("#" lines are not lines to GNU)
+        self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
+        self.command = False  # GNU's this_is_a_command: the last line of a command's shape is one
+        self.first_command = 0  # after a header line, the first that reads as an ed or normal command
+        self.ed = False  # ... and it reads as an ed command
 
 
 class _GitHeaders:
@@ -114,7 +128,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     if not files and data and not _is_mail_header(raw):  # whitespace only is garbage to GNU too
         hint = (f" (line {parser.unheaded_normal}: a normal diff, which GNU patch reads only after an Index:, "
-                "--- or +++ line naming its file, and which we do not support)" if parser.unheaded_normal else "")
+                "--- or +++ line naming its file)" if parser.unheaded_normal else "")
         raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.{hint}")
     return PatchSet(source=source, header=header, files=tuple(files))
 
@@ -180,6 +194,9 @@ class _Parser:
                 region = _Region()
                 continue
             stars_last = region.stars_last
+            command_last = region.command
+            if region.first or text[0] in _DIGITS:  # (only then can a command matter)
+                self._commands(region, i, text)
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
             if not stars_last and head.startswith(b"*** "):
                 region.first = region.first or i
@@ -206,28 +223,115 @@ class _Parser:
                 files.append(fp)
                 region = _Region()
                 continue
+            elif region.first and command_last and head[:2] in (b"< ", b"> "):
+                fp, i = self._normal_section(region, i)
+                files.append(fp)
+                region = _Region()
+                continue
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
             region.stars_last = bool(region.first) and head.startswith(b"********")
-            region.stars_line = i
+            region.stars_line = region.last = i
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text, headed=bool(region.first))
             i += 1
+        if region.ed:
+            raise self._ed_script(region.first_command)
         return files
 
+    def _commands(self, region: _Region, i: int, text: bytes) -> None:
+        """GNU's notes of ed and normal-diff commands (``intuit_diff_type``): whether the last line with
+        a command's shape (``2c3``) is one (a line that is not such leaves that as it was), and after
+        a header line the first line that reads as an ed or normal command. An ed script (that line,
+        then a lone "." line, or an ed command and the end of the patch with no hunk) is refused."""
+        s = text.lstrip(b" \tX") if text[0] in b" \tX" else text
+        if s[:1] in _DIGITS_B and (m := _COMMAND_SHAPE.match(s)):
+            region.command = _COMMAND_END.fullmatch(s, m.end()) is not None
+        if region.first:
+            if not region.first_command and (region.command or _ED_COMMAND.fullmatch(s)):
+                region.first_command = i
+                region.ed = _ED_COMMAND.fullmatch(s) is not None
+            elif region.first_command and s == b".\n":
+                raise self._ed_script(region.first_command)
+
+    def _normal_section(self, region: _Region, lines_at: int) -> tuple[FilePatch, int]:
+        """A normal diff (``2c2``, ``< old``, ``---``, ``> new``) after a header line, as GNU reads it: its
+        hunks become the unified hunks ``diff -U0`` would write. GNU found it at line ``lines_at``
+        ("< " or "> " right after a command line); the indent of that line is stripped from every line
+        of the section (``p_indent``). Anything GNU reads in a way of its own is refused."""
+        command = region.last
+        if region.first_command != command:  # GNU would start from a line that is no command
+            raise self.error(region.first_command or command, "unsupported patch format: a normal diff "
+                             "after a line GNU patch reads as another command; make it a unified diff")
+        if region.minus and self.raw[region.minus - 1].lstrip(b" \tX").startswith(b"- "):
+            raise self.error(region.minus, "unsupported patch format: a normal diff forwarded with RFC 934 '- ' "
+                                           "prefixes; make it a unified diff")
+        indent = _indent_columns(self.raw[lines_at - 1])
+        hunks: list[Hunk] = []
+        i = command
+        while True:
+            i, text = self._gnu_line(i, indent)
+            if text[:1] not in _DIGITS_B:
+                break
+            m = _NORMAL_HUNK.fullmatch(text)
+            kind = m.group(3) if m else b""
+            if m is None or (kind == b"a" and m.group(2)) or (kind == b"d" and m.group(5)):
+                raise self.error(i, f"unsupported normal diff command {text.rstrip()[:40]!r} (GNU patch reads it "
+                                    "in a way of its own); make it a unified diff")
+            first, new_first = int(m.group(1)), int(m.group(4))
+            old_count = 0 if kind == b"a" else int(m.group(2) or first) - first + 1
+            new_count = 0 if kind == b"d" else int(m.group(5) or new_first) - new_first + 1
+            if (kind != b"a" and old_count < 1) or (kind != b"d" and new_count < 1):
+                raise self.error(i, "malformed patch: bad normal diff command")
+            header = i
+            body: list[bytes] = []
+            unterminated: list[int] = []
+            i += 1
+            for mark, count in ((b"<", old_count), (b">", new_count)):
+                if mark == b">" and kind == b"c":
+                    i, text = self._gnu_line(i, indent)
+                    if text[:1] != b"-":
+                        raise self.error(min(i, self.n), "malformed patch: '---' expected in a normal diff")
+                    i += 1
+                for k in range(count):
+                    i, text = self._gnu_line(i, indent)
+                    if text[:1] != mark or text[1:2] not in (b" ", b"\t"):
+                        raise self.error(min(i, self.n), f"malformed patch: '{mark.decode()}' followed by a space "
+                                                          "or TAB expected in a normal diff")
+                    content = text[2:]
+                    if k == count - 1 and self.line(i + 1).startswith(b"\\"):  # (GNU reads it unindented)
+                        unterminated.append(len(body))
+                        content = content[:-1] if content.endswith(b"\n") else content
+                        i += 1
+                    body.append((b"-" if mark == b"<" else b"+") + (content if content.endswith(b"\n") else content + b"\n"))
+                    i += 1
+            kinds = b"-" * old_count + b"+" * new_count
+            hunks.append(Hunk(first, old_count, new_first, new_count, "", b"".join(body), kinds, header,
+                              tuple(unterminated)))
+        return self._traditional(region, region.plus, region.minus, tuple(hunks), command, plain=True), i
+
+    def _gnu_line(self, i: int, indent: int) -> tuple[int, bytes]:
+        """GNU's next line from line ``i`` of a section indented ``indent`` columns: past the indent,
+        "#" lines dropped. Returns its number and its text (b"" past the end)."""
+        while i <= self.n:
+            text = _strip_indent(self.raw[i - 1], indent) if indent else self.raw[i - 1]
+            if text[:1] != b"#":
+                return i, text
+            i += 1
+        return i, b""
+
+    def _ed_script(self, number: int) -> PatchFormatError:
+        return self.error(number, "unsupported patch format: an ed script (GNU patch would run ed on it); "
+                                  "make it a unified diff")
+
     def _refuse_other_formats(self, number: int, line: bytes, *, headed: bool) -> None:
-        """Refuse normal diffs (and context hunks without their file header) instead of silently
-        ignoring them as garbage: GNU patch would apply them, and a patch that silently does
-        nothing would be worse than an error. GNU reads a normal diff only after a header line
-        (``headed``: ``Index:``, ``---``, ``+++`` or ``*** `` since the last section, or a ``diff --git``
-        line); before one, ``2c2`` / ``< x`` is garbage (prose quoting a diff), as here.
-        """
+        """Refuse context hunks without their file header instead of silently ignoring them as
+        garbage, and name a normal diff before any header line (GNU: garbage, prose quoting a diff)
+        if the patch holds nothing else ("Only garbage")."""
         nxt = self.line(number + 1)
         if _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
             raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
         if not headed and not self.unheaded_normal and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
             self.unheaded_normal = number  # named if nothing else is found ("Only garbage")
-        if headed and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
-            raise self.error(number, "unsupported patch format: normal diff (unified and context diffs are supported)")
 
     # -- sections --------------------------------------------------------------------------------
 
@@ -245,6 +349,8 @@ class _Parser:
         old_raw, new_raw = self._git_names(start)
         minus = plus = 0
         stars_last = False
+        commands = _Region()
+        commands.first = start  # (a diff --git line is a header line: commands count from here)
         i = start + 1
         while i <= self.n:
             line = self.raw[i - 1]
@@ -253,6 +359,8 @@ class _Parser:
             if line[0] == 35:  # "#": not a line to GNU
                 i += 1
                 continue
+            command_last = commands.command
+            self._commands(commands, i, line)
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
             if text.startswith(b"@@ -"):
                 raise self._indented_hunk(i)
@@ -268,10 +376,15 @@ class _Parser:
                 plus = i
             elif text.startswith(b"--- "):
                 minus = i
+            elif command_last and text[:2] in (b"< ", b"> "):
+                raise self.error(i, "unsupported patch format: a normal diff after a 'diff --git' line; "
+                                    "make it a unified diff")
             else:
                 self._refuse_other_formats(i, line, headed=True)
             stars_last = text.startswith(b"********")
             i += 1
+        if i > self.n and commands.ed:  # GNU: an ed command and then the end of the patch
+            raise self._ed_script(commands.first_command)
         hunks: tuple[Hunk, ...] = ()
         if self.line(i).startswith(b"@@ -"):
             hunks, after = self._hunks(i)
@@ -447,7 +560,7 @@ class _Parser:
         return lines, i
 
     def _traditional(self, region: _Region, old_line: int, new_line: int, hunks: tuple[Hunk, ...],
-                     cr_line: int) -> FilePatch:
+                     cr_line: int, *, plain: bool = False) -> FilePatch:
         """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
         header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
         old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
@@ -459,9 +572,9 @@ class _Parser:
         new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
         # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND a
         # first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
-        is_new = first.source_start == 0 and (
+        is_new = not plain and first.source_start == 0 and (
             old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
-        is_delete = first.target_start == 0 and (
+        is_delete = not plain and first.target_start == 0 and (
             new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
         start = self._preamble_start(region.first)
         # GNU: the rest of the last ``Index:`` line of the region
@@ -488,6 +601,7 @@ class _Parser:
             old_timestamp=old_stamp,
             new_timestamp=new_stamp,
             index_path=index_path,
+            normal=plain,
         )
         return fp
 
@@ -783,6 +897,34 @@ def _index_name(rest: bytes) -> bytes | None:
     if end == len(text) or text[end] != 10:  # (GNU: *t != '\n' without a timestamp to read)
         return None
     return text[:end] or None
+
+
+def _indent_columns(line: bytes) -> int:
+    """The columns of a line's indent as GNU counts them: a blank or X is one, a TAB runs to a multiple of 8."""
+    col = 0
+    for c in line:
+        if c == 32 or c == 88:
+            col += 1
+        elif c == 9:
+            col = (col + 8) & ~7
+        else:
+            break
+    return col
+
+
+def _strip_indent(line: bytes, indent: int) -> bytes:
+    """``line`` past at most ``indent`` columns of blanks, X's and TABs (GNU's ``pget_line``)."""
+    col = k = 0
+    while col < indent and k < len(line):
+        c = line[k]
+        if c == 32 or c == 88:
+            col += 1
+        elif c == 9:
+            col = (col + 8) & ~7
+        else:
+            break
+        k += 1
+    return line[k:]
 
 
 def _unindent(line: bytes) -> bytes:

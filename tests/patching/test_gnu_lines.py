@@ -104,3 +104,59 @@ def test_epoch_timestamps_we_cannot_read_are_refused(tmp_path: Path, stamp: str)
 def test_a_timestamp_that_only_looks_like_a_year_elsewhere_is_no_epoch(tmp_path: Path) -> None:
     """Formats we do not read are refused only where they could mean 1969/1970."""
     compare(tmp_path, {"f": b"x\n"}, _deletion("Tue, 01 Mar 2022 10:00:00 +0100"))
+
+
+# -- normal diffs after a header line; ed scripts ---------------------------------------------------
+
+NORMAL_CASES = {
+    "after ---/+++": (SEVEN, b"--- a/f\n+++ b/f\n2c2\n< b\n---\n> B\n6d5\n< f\n"),
+    "after Index": (SEVEN, b"Index: a/f\n2c2\n< b\n---\n> B\n"),
+    "append": (SEVEN, b"Index: a/f\n3a4,5\n> x\n> y\n"),
+    "append at the top": (SEVEN, b"Index: a/f\n0a1\n> x\n"),
+    "at the top of a missing file": ({}, b"--- /dev/null\n+++ b/f\n0a1\n> x\n"),
+    "delete everything": ({"f": b"a\n"}, b"--- a/f\n+++ /dev/null\n1d0\n< a\n"),
+    "ranges": (SEVEN, b"Index: a/f\n2,3c2\n< b\n< c\n---\n> BC\n5,6d3\n< e\n< f\n"),
+    "offset": (SEVEN, b"Index: a/f\n4c4\n< b\n---\n> B\n"),
+    "failing": (SEVEN, b"Index: a/f\n2c2\n< zz\n---\n> B\n"),
+    "TAB after the mark": (SEVEN, b"Index: a/f\n2c2\n< b\n---\n>\tB\n"),
+    "no newline, old side": ({"f": b"a\nb"}, b"Index: a/f\n2c2\n< b\n\\ No newline at end of file\n---\n> B\n"),
+    "no newline, new side": ({"f": b"a\nb\n"}, b"Index: a/f\n2c2\n< b\n---\n> B\n\\ No newline at end of file\n"),
+    "# lines": (SEVEN, b"Index: a/f\n2c2\n#x\n< b\n#\n---\n> B\n#\n6d5\n< f\n"),
+    "indented": (SEVEN, b"  Index: a/f\n  2c2\n  < b\n  ---\n  > B\n"),
+    "CRLF": (SEVEN, b"--- a/f\r\n+++ b/f\r\n2c2\r\n< b\r\n---\r\n> B\r\n"),
+    "CRLF tree": ({"f": b"a\r\nb\r\n"}, b"--- a/f\n+++ b/f\n2c2\r\n< b\r\n---\r\n> B\r\n"),
+    "then unified": ({**SEVEN, "g": b"1\n"},
+                     b"Index: a/f\n2c2\n< b\n---\n> B\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"),
+}
+
+
+@pytest.mark.parametrize("case", NORMAL_CASES, ids=list(NORMAL_CASES))
+def test_a_normal_diff_after_a_header_line_is_applied_as_gnu_applies_it(tmp_path: Path, case: str) -> None:
+    files, patch = NORMAL_CASES[case]
+    compare(tmp_path, files, patch)
+
+
+REFUSED_CASES = {  # GNU applies these; we refuse them, naming the line
+    "ed script": (b"Index: a/f\n2c\nB\n.\n", 2, "an ed script"),
+    "ed script at the end": (b"Index: a/f\n2d\n", 2, "an ed script"),
+    "ed script in a git section": (b"diff --git a/f b/f\n2d\n", 2, "an ed script"),
+    "normal diff in a git section": (b"diff --git a/f b/f\n2c2\n< b\n---\n> B\n", 3, "a normal diff after a 'diff --git'"),
+    "normal diff after prose GNU reads as a command": (b"--- a/f\n+++ b/f\n2c2\nprose\n< b\n---\n> B\n", 3,
+                                                       "a normal diff after a line GNU patch reads as another"),
+    "normal diff GNU finds at its '> ' line": (b"--- a/f\n+++ b/f\n2c2\n<\tb\n---\n> B\n--- a/f\n+++ b/f\n"
+                                               b"@@ -1 +1 @@\n-a\n+A\n", 3, "a normal diff after a line GNU patch"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_CASES, ids=list(REFUSED_CASES))
+def test_ed_scripts_and_odd_normal_diffs_are_refused(tmp_path: Path, case: str) -> None:
+    patch, line, words = REFUSED_CASES[case]
+    code, files, _report = gnu(tmp_path, SEVEN, patch, 1)
+    assert code == 0  # (GNU ran ed, or applied the normal diff, or read nothing from prose)
+    assert refused(patch).startswith(f"t.patch:{line}: unsupported patch format: {words}")
+
+
+def test_an_ed_script_ends_only_at_a_lone_dot(tmp_path: Path) -> None:
+    """Before any hunk, the first command-like line after a header and a "." line make an ed script;
+    an ed command with a hunk after it is garbage (GNU applies the hunk)."""
+    compare(tmp_path, {**SEVEN, "g": b"1\n"}, b"Index: a/f\n2d\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n")

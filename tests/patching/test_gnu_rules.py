@@ -240,9 +240,10 @@ def test_a_normal_diff_quoted_before_any_header_is_garbage_as_in_gnu(tmp_path: P
     patch = b"Description: x\n2c2\n< a\n---\n> b\n\n--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n"
     result, files = compare(tmp_path, {"f": b"1\n2\n3\n"}, patch)
     assert result.ok and files == {"f": b"1\ntwo\n3\n"}
-    headed = b"--- a/f\n+++ b/f\n2c2\n< 2\n---\n> two\n"  # GNU applies this one: refused, loudly
-    refused, _ = ours({"f": b"1\n2\n3\n"}, headed, 1)
-    assert isinstance(refused.error, PatchFormatError) and "normal diff" in str(refused.error)
+    headed = b"--- a/f\n+++ b/f\n2c2\n< 2\n---\n> two\n"  # GNU applies this one, and so do we
+    (tmp_path / "headed").mkdir()
+    result, files = compare(tmp_path / "headed", {"f": b"1\n2\n3\n"}, headed)
+    assert result.ok and files == {"f": b"1\ntwo\n3\n"}
 
 
 @pytest.mark.parametrize("index", [b"Index: f\n", b"Index:f\n", b"Index: f \n", b"Index: f\tx\n", b"Index: f\r\n",
