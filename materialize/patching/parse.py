@@ -26,6 +26,7 @@ wrong tree:
 from __future__ import annotations
 
 import re
+from functools import partial
 from itertools import accumulate, repeat
 from operator import add, eq, itemgetter, lt, sub
 
@@ -66,6 +67,7 @@ _COMMAND_END = re.compile(rb"[\d,]*[ \t]*\r?\n")
 _ED_COMMAND = re.compile(rb"(?:(?:\d+(?:,\d+)?)?(?:[cd]|s/\.//)|\d*[ai])[ \t]*\n")
 # A normal diff's hunk header as we read it (GNU reads any digits and commas; we refuse the rest)
 _NORMAL_HUNK = re.compile(rb"(\d+)(?:,(\d+))?([acd])(\d+)(?:,(\d+))?[ \t]*\r?\n")
+_SECTION_BYTES = frozenset(b" +-=\t\n\r@\\#*!")  # the first bytes of the lines of a hunk section
 _DIGITS = frozenset(b"0123456789 \tX")  # first bytes of a line that may be a command past its indent
 _DIGITS_B = (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 _WS = b" \t\n\r\v\f"
@@ -83,8 +85,8 @@ class _Region:
     ``intuit_diff_type`` keeps them: the last line of each kind names that side. (Plain classes
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
-    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "last", "command",
-                 "first_command", "ed")
+    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "stars_indent", "last",
+                 "command", "first_command", "ed", "nesting", "nesting_unknown")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -94,7 +96,10 @@ class _Region:
         self.cr = 0  # the last "--- ", "+++ " or "Index:" line: its CRLF strips the patch's CRs
         self.stars_last = False  # the previous line began with "********"
         self.stars_line = 0  # the previous line ("#" lines are not lines to GNU)
+        self.stars_indent = 0  # its indent (GNU: a context hunk's "*** " line must have the same)
         self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
+        self.nesting = 0  # GNU's p_rfc934_nesting: the "- " prefixes of the last "--- " line with a time
+        self.nesting_unknown = 0  # a "--- " line whose time we cannot tell GNU reads (so nor the nesting)
         self.command = False  # GNU's this_is_a_command: the last line of a command's shape is one
         self.first_command = 0  # after a header line, the first that reads as an ed or normal command
         self.ed = False  # ... and it reads as an ed command
@@ -195,6 +200,9 @@ class _Parser:
                 continue
             stars_last = region.stars_last
             command_last = region.command
+            if text[0] in b" \tX" and text.lstrip(b" \tX").startswith(b"diff --git "):
+                raise self.error(i, "unsupported patch format: an indented 'diff --git' line (GNU patch reads "
+                                    "it as a git diff); remove the indent")
             if region.first or text[0] in _DIGITS:  # (only then can a command matter)
                 self._commands(region, i, text)
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
@@ -210,16 +218,27 @@ class _Parser:
             elif head.startswith(b"--- "):
                 region.first = region.first or i
                 region.minus = region.cr = i
-            elif region.first and text.startswith(b"@@ -"):
-                hunks, end = self._hunks(i)
+                if region.nesting or region.nesting_unknown or not text.startswith(b"--- "):
+                    self._rfc934(region, i)
+            elif region.first and head.startswith(b"@@ -"):
+                indent = _indent_columns(text) if text[0] != 64 else 0
+                nesting = self._nesting(region)
+                if indent or nesting:  # GNU strips both from every line of the section
+                    hunks, end = self._in_view(i, indent, nesting, self._hunks)
+                else:
+                    hunks, end = self._hunks(i)
                 files.append(self._traditional(region, region.minus, region.plus, hunks, region.cr))
                 region = _Region()
                 i = end
                 continue
-            elif region.first and head.startswith(b"@@ -"):
-                raise self._indented_hunk(i)
-            elif region.first and stars_last and text.startswith(b"*** "):
-                fp, i = self._context_section(region, region.stars_line)
+            elif region.first and stars_last and head.startswith(b"*** ") and (
+                    region.stars_indent == _indent_columns(text)):
+                indent, nesting = region.stars_indent, self._nesting(region)
+                if indent or nesting:
+                    fp, i = self._in_view(region.stars_line, indent, nesting,
+                                          partial(self._context_section, region))
+                else:
+                    fp, i = self._context_section(region, region.stars_line)
                 files.append(fp)
                 region = _Region()
                 continue
@@ -231,6 +250,8 @@ class _Parser:
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
             region.stars_last = bool(region.first) and head.startswith(b"********")
             region.stars_line = region.last = i
+            if region.stars_last:
+                region.stars_indent = _indent_columns(text)
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text, headed=bool(region.first))
             i += 1
@@ -376,6 +397,8 @@ class _Parser:
                 plus = i
             elif text.startswith(b"--- "):
                 minus = i
+                if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
+                    self._rfc934(commands, i)
             elif command_last and text[:2] in (b"< ", b"> "):
                 raise self.error(i, "unsupported patch format: a normal diff after a 'diff --git' line; "
                                     "make it a unified diff")
@@ -387,6 +410,9 @@ class _Parser:
             raise self._ed_script(commands.first_command)
         hunks: tuple[Hunk, ...] = ()
         if self.line(i).startswith(b"@@ -"):
+            if self._nesting(commands):
+                raise self.error(minus, "unsupported patch format: RFC 934 '- ' prefixes in a git section; "
+                                        "remove them")
             hunks, after = self._hunks(i)
         elif not extended:
             return None, i
@@ -424,6 +450,70 @@ class _Parser:
         )
         return fp, after
 
+    def _rfc934(self, region: _Region, number: int) -> None:
+        """GNU's RFC 934 nesting at a ``--- `` line: its count of ``- `` prefixes, when the line's name is
+        followed by a time get_date reads (or is /dev/null); otherwise the nesting stays as it was."""
+        s = self.raw[number - 1].lstrip(b" \tX")
+        k = 0
+        while s.startswith(b"- "):
+            s = s[2:]
+            k += 1
+        rest = s[4:].lstrip(_WS)
+        if rest.startswith(b'"'):
+            name, after = _quoted(rest)
+        else:
+            end = _name_end(rest, b"\t")
+            name, after = rest[:end], rest[end:]
+        if name == DEV_NULL.encode():
+            parses: bool | None = True
+        elif not name or self._strip(name) is None or after[:1] in (b"\n", b""):
+            parses = False
+        else:
+            parses = parse_stamp(after.decode("latin-1"))[0]
+        if parses:
+            region.nesting, region.nesting_unknown = k, 0
+        elif parses is None and (k or region.nesting):
+            region.nesting_unknown = number
+
+    def _nesting(self, region: _Region) -> int:
+        if region.nesting_unknown:
+            raise self.error(region.nesting_unknown, "cannot tell whether GNU patch reads this line's timestamp, "
+                                                     "which decides whether it strips RFC 934 '- ' prefixes from "
+                                                     "the hunks; remove the '- ' prefixes")
+        return region.nesting
+
+    def _in_view(self, i: int, indent: int, nesting: int, parse):  # type: ignore[no-untyped-def]
+        """``parse(i)`` run on the lines from ``i`` as GNU's ``pget_line`` reads an indented (``p_indent``
+        columns) or RFC 934 forwarded (``nesting`` "- " prefixes) section: past the indent and the
+        prefixes. The view reaches as far as the section can (to the first line no hunk line begins
+        like); a "\\ No newline" marker is one only unindented (GNU reads it raw), else it is garbage."""
+        raw = self.raw
+        view: list[bytes] = []
+        j = i
+        while j <= self.n:
+            line = raw[j - 1]
+            t = _strip_indent(line, indent) if indent else line
+            for _ in range(nesting):
+                if not t.startswith(b"- "):
+                    break
+                t = t[2:]
+            if (t[:1] == b"\\" and line[:1] != b"\\") or not t:
+                t = b"\0" + t  # (a line no parser reads: the hunk ends, or is malformed, as in GNU)
+            view.append(t)
+            j += 1
+            if t[0] not in _SECTION_BYTES:
+                break
+        saved, saved_kinds = raw[i - 1 : j - 1], self.kinds
+        kinds = bytearray(saved_kinds)
+        kinds[i - 1 : j - 1] = bytes(70 if t.startswith(b"--- ") else t[0] for t in view)
+        raw[i - 1 : j - 1] = view
+        self.kinds = bytes(kinds)
+        try:
+            return parse(i)
+        finally:
+            raw[i - 1 : j - 1] = saved
+            self.kinds = saved_kinds
+
     def _indented_hunk(self, number: int) -> PatchFormatError:
         """GNU reads a hunk indented like its ``@@`` line (its ``p_indent``); we do not: refused, never
         skipped as garbage while the rest of the patch applies."""
@@ -458,7 +548,7 @@ class _Parser:
             hunk, i = self._context_hunk(i)
             hunks.append(hunk)
             i = self._past_comments(i)
-        return self._traditional(region, region.plus, region.minus, tuple(hunks), stars + 1), i
+        return self._traditional(region, region.plus, region.minus, tuple(hunks), self._past_comments(stars + 1)), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
         i = self._past_comments(stars + 1)

@@ -160,3 +160,63 @@ def test_an_ed_script_ends_only_at_a_lone_dot(tmp_path: Path) -> None:
     """Before any hunk, the first command-like line after a header and a "." line make an ed script;
     an ed command with a hunk after it is garbage (GNU applies the hunk)."""
     compare(tmp_path, {**SEVEN, "g": b"1\n"}, b"Index: a/f\n2d\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n")
+
+
+# -- indented sections, RFC 934 "- " prefixes ------------------------------------------------------
+
+
+def _indent(patch: bytes, prefix: bytes) -> bytes:
+    return b"".join(prefix + line for line in patch.splitlines(True))
+
+
+PLAIN_G = b"--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"
+SEVEN_G = {**SEVEN, "g": b"1\n"}
+INDENT_CASES = {
+    "unified, 2 blanks": _indent(TWO_HUNKS, b"  ") + PLAIN_G,
+    "unified, TAB": _indent(TWO_HUNKS, b"\t") + PLAIN_G,
+    "unified, X and TAB": _indent(TWO_HUNKS, b"X\t") + PLAIN_G,
+    "unified, after a plain one": PLAIN_G + _indent(TWO_HUNKS, b"  "),
+    "unified, header lines only": b"  --- a/f\n  +++ b/f\n" + TWO_HUNKS.split(b"+++ b/f\n")[1] + PLAIN_G,
+    "unified, # line": _indent(TWO_HUNKS, b"  ").replace(b"  -b\n", b"  -b\n  #x\n") + PLAIN_G,
+    "unified, no newline marker indented": _indent(b"--- a/f\n+++ b/f\n@@ -6,2 +6,2 @@\n f\n-g\n+G\n"
+                                                   b"\\ No newline at end of file\n", b"  ") + PLAIN_G,
+    "unified, no newline marker unindented": b"  --- a/f\n  +++ b/f\n  @@ -6,2 +6,2 @@\n   f\n  -g\n  +G\n"
+                                             b"\\ No newline at end of file\n" + PLAIN_G,
+    "context, 2 blanks": _indent(CONTEXT, b"  ") + PLAIN_G,
+    "context, TAB": _indent(CONTEXT, b"\t") + PLAIN_G,
+    "context, stars indented otherwise": _indent(CONTEXT, b"  ").replace(b"  ***************\n  *** 1",
+                                                                           b"***************\n  *** 1") + PLAIN_G,
+    "rfc934": b"- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n" + PLAIN_G,
+    "rfc934, twice": b"- - --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- - -b\n+B\n c\n" + PLAIN_G,
+    "rfc934, no time: no nesting": b"- --- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n" + PLAIN_G,
+    "rfc934, empty time": b"- --- a/f\t\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n" + PLAIN_G,
+    "rfc934, /dev/null": b"- --- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n+a\n+- -b\n" + PLAIN_G,
+    "rfc934, reset by a later --- line": b"- --- a/f\t2020-01-01 00:00:00 +0000\n--- a/f\t2020-01-01 00:00:00 +0000\n"
+                                         b"+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n" + PLAIN_G,
+    "rfc934, context": b"*** a/f\t2020-01-01 00:00:00 +0000\n- --- b/f\t2020-01-01 00:00:00 +0000\n***************\n"
+                       b"*** 1,3 ****\n  a\n! b\n  c\n- --- 1,3 ----\n  a\n! B\n  c\n" + PLAIN_G,
+}
+
+
+@pytest.mark.parametrize("case", INDENT_CASES, ids=list(INDENT_CASES))
+def test_indented_and_forwarded_sections_are_read_as_gnu_reads_them(tmp_path: Path, case: str) -> None:
+    """GNU strips the indent of a section's first hunk line (``p_indent``) and the "- " prefixes of its
+    last timed ``--- `` line (``p_rfc934_nesting``) from every line of the section."""
+    compare(tmp_path, SEVEN_G, INDENT_CASES[case])
+
+
+@pytest.mark.parametrize("patch, line, words", [
+    (_indent(b"diff --git a/f b/f\n" + TWO_HUNKS, b"  "), 1, "unsupported patch format: an indented 'diff --git'"),
+    (b"- --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n", 1, "cannot tell whether GNU patch reads"),
+    (b"diff --git a/f b/f\n- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n", 2,
+     "unsupported patch format: RFC 934 '- ' prefixes in a git section"),
+])
+def test_indented_git_and_unknown_rfc934_times_are_refused(patch: bytes, line: int, words: str) -> None:
+    assert refused(patch).startswith(f"t.patch:{line}: {words}")
+
+
+def test_a_line_less_indented_than_its_hunk_is_malformed_in_both(tmp_path: Path) -> None:
+    patch = b"    --- a/f\n    +++ b/f\n    @@ -1,3 +1,3 @@\n  a\n    -b\n    +B\n    c\n" + PLAIN_G
+    code, _files, report = gnu(tmp_path, SEVEN_G, patch, 1)
+    assert code == 2, report  # ("malformed patch at line 4: a", on stderr)
+    assert refused(patch, SEVEN_G).startswith("t.patch:4: malformed patch")
