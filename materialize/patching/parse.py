@@ -68,7 +68,8 @@ _ED_COMMAND = re.compile(rb"(?:(?:\d+(?:,\d+)?)?(?:[cd]|s/\.//)|\d*[ai])[ \t]*\n
 # A normal diff's hunk header as we read it (GNU reads any digits and commas; we refuse the rest)
 _NORMAL_HUNK = re.compile(rb"(\d+)(?:,(\d+))?([acd])(\d+)(?:,(\d+))?[ \t]*\r?\n")
 _SECTION_BYTES = frozenset(b" +-=\t\n\r@\\#*!")  # the first bytes of the lines of a hunk section
-_DIGITS = frozenset(b"0123456789 \tX")  # first bytes of a line that may be a command past its indent
+# The first bytes of a line that may be a command, an ed command or an ed script's ".", past its indent
+_COMMAND_START = frozenset(b"0123456789 \tXacdis.")
 _DIGITS_B = (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 _WS = b" \t\n\r\v\f"
 # A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
@@ -203,7 +204,7 @@ class _Parser:
             if text[0] in b" \tX" and text.lstrip(b" \tX").startswith(b"diff --git "):
                 raise self.error(i, "unsupported patch format: an indented 'diff --git' line (GNU patch reads "
                                     "it as a git diff); remove the indent")
-            if region.first or text[0] in _DIGITS:  # (only then can a command matter)
+            if region.command or text[0] in _COMMAND_START:  # (only then can a command matter)
                 self._commands(region, i, text)
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
             if not stars_last and head.startswith(b"*** "):
@@ -221,12 +222,10 @@ class _Parser:
                 if region.nesting or region.nesting_unknown or not text.startswith(b"--- "):
                     self._rfc934(region, i)
             elif region.first and head.startswith(b"@@ -"):
-                indent = _indent_columns(text) if text[0] != 64 else 0
-                nesting = self._nesting(region)
-                if indent or nesting:  # GNU strips both from every line of the section
-                    hunks, end = self._in_view(i, indent, nesting, self._hunks)
-                else:
+                if text is head and not region.nesting and not region.nesting_unknown:
                     hunks, end = self._hunks(i)
+                else:  # GNU strips the indent and the RFC 934 prefixes from every line of the section
+                    hunks, end = self._in_view(i, _indent_columns(text), self._nesting(region), self._hunks)
                 files.append(self._traditional(region, region.minus, region.plus, hunks, region.cr))
                 region = _Region()
                 i = end
