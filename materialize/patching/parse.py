@@ -282,14 +282,11 @@ class _Parser:
         if region.first_command != command:  # GNU would start from a line that is no command
             raise self.error(region.first_command or command, "unsupported patch format: a normal diff "
                              "after a line GNU patch reads as another command; make it a unified diff")
-        if region.minus and self.raw[region.minus - 1].lstrip(b" \tX").startswith(b"- "):
-            raise self.error(region.minus, "unsupported patch format: a normal diff forwarded with RFC 934 '- ' "
-                                           "prefixes; make it a unified diff")
-        indent = _indent_columns(self.raw[lines_at - 1])
+        indent, nesting = _indent_columns(self.raw[lines_at - 1]), self._nesting(region)
         hunks: list[Hunk] = []
         i = command
         while True:
-            i, text = self._gnu_line(i, indent)
+            i, text = self._gnu_line(i, indent, nesting)
             if text[:1] not in _DIGITS_B:
                 break
             m = _NORMAL_HUNK.fullmatch(text)
@@ -308,12 +305,12 @@ class _Parser:
             i += 1
             for mark, count in ((b"<", old_count), (b">", new_count)):
                 if mark == b">" and kind == b"c":
-                    i, text = self._gnu_line(i, indent)
+                    i, text = self._gnu_line(i, indent, nesting)
                     if text[:1] != b"-":
                         raise self.error(min(i, self.n), "malformed patch: '---' expected in a normal diff")
                     i += 1
                 for k in range(count):
-                    i, text = self._gnu_line(i, indent)
+                    i, text = self._gnu_line(i, indent, nesting)
                     if text[:1] != mark or text[1:2] not in (b" ", b"\t"):
                         raise self.error(min(i, self.n), f"malformed patch: '{mark.decode()}' followed by a space "
                                                           "or TAB expected in a normal diff")
@@ -329,11 +326,16 @@ class _Parser:
                               tuple(unterminated)))
         return self._traditional(region, region.plus, region.minus, tuple(hunks), command, plain=True), i
 
-    def _gnu_line(self, i: int, indent: int) -> tuple[int, bytes]:
-        """GNU's next line from line ``i`` of a section indented ``indent`` columns: past the indent,
-        "#" lines dropped. Returns its number and its text (b"" past the end)."""
+    def _gnu_line(self, i: int, indent: int, nesting: int) -> tuple[int, bytes]:
+        """GNU's next line from line ``i`` of a section indented ``indent`` columns and forwarded
+        ``nesting`` times (RFC 934): past the indent and the "- " prefixes, "#" lines dropped.
+        Returns its number and its text (b"" past the end)."""
         while i <= self.n:
             text = _strip_indent(self.raw[i - 1], indent) if indent else self.raw[i - 1]
+            for _ in range(nesting):
+                if not text.startswith(b"- "):
+                    break
+                text = text[2:]
             if text[:1] != b"#":
                 return i, text
             i += 1

@@ -125,6 +125,9 @@ NORMAL_CASES = {
     "indented": (SEVEN, b"  Index: a/f\n  2c2\n  < b\n  ---\n  > B\n"),
     "CRLF": (SEVEN, b"--- a/f\r\n+++ b/f\r\n2c2\r\n< b\r\n---\r\n> B\r\n"),
     "CRLF tree": ({"f": b"a\r\nb\r\n"}, b"--- a/f\n+++ b/f\n2c2\r\n< b\r\n---\r\n> B\r\n"),
+    "RFC 934": (SEVEN, b"- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n2c2\n< b\n- ---\n> B\n"),
+    "RFC 934, no time": (SEVEN, b"- --- a/f\n+++ b/f\n2c2\n< b\n- ---\n> B\n"),
+    "RFC 934, removed line": ({"f": b"a\n-b\n"}, b"- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n2c2\n< -b\n---\n> B\n"),
     "then unified": ({**SEVEN, "g": b"1\n"},
                      b"Index: a/f\n2c2\n< b\n---\n> B\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"),
 }
