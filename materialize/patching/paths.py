@@ -79,11 +79,12 @@ _TIME = r"(\d\d?):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?"
 _TIME_S = r"(\d\d?):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"  # seconds required
 _ZONE = r"(?: *(?:([+-])(\d\d)(?::?(\d\d))?|(utc|gmt|ut|z)))?"
 # The formats of parse_datetime (GNU patch's get_date) read here exactly: ISO 8601 as diff -u writes
-# it, ctime as old diffs write it (no zone after the year: "... 1970 +0000" does not parse in GNU),
-# and CVS's "1 Jan 1970 00:00:00 -0000". Anything else is "unknown" (see ``stamp_says_nonexistent``).
+# it, ctime as old diffs write it (a zone only by name, "UTC" before or after the year: "... 1970
+# +0000" does not parse in GNU), and CVS's "1 Jan 1970 00:00:00 -0000". Anything else is "unknown" (see ``stamp_says_nonexistent``).
 _STAMP_FORMATS = (
     (re.compile(rf"(\d{{4}})-(\d\d?)-(\d\d?)(?:T| +){_TIME}{_ZONE}", re.I), "ymd"),
-    (re.compile(rf"(?:(?:sun|mon|tue|wed|thu|fri|sat) +)?([a-z]{{3}}) +(\d\d?) +{_TIME_S} +(\d{{4}})", re.I), "mdy"),
+    (re.compile(rf"(?:(?:sun|mon|tue|wed|thu|fri|sat) +)?([a-z]{{3}}) +(\d\d?) +{_TIME_S}(?: +(utc|gmt|ut|z))? +(\d{{4}})"
+                rf"(?: +(utc|gmt|ut|z))?", re.I), "mdy"),
     (re.compile(rf"(\d\d?) +([a-z]{{3}}) +(\d{{4}}) +{_TIME_S}{_ZONE}", re.I), "dmy"),
 )
 # Text that parse_datetime might read as a time near the epoch: a year 1969/1970 (or 69/70), a
@@ -127,7 +128,10 @@ def parse_stamp(stamp: str) -> tuple[bool | None, bool | None]:
         if order == "ymd":
             year, month, day, rest = int(g[0]), int(g[1]), int(g[2]), g[3:]
         elif order == "mdy":
-            month, day, year, rest = _MONTHS.get(g[0].lower(), 0), int(g[1]), int(g[6]), (*g[2:6], None, None, None, None)
+            if g[6] and g[8]:  # (one zone at most)
+                break
+            zname = g[6] or g[8]
+            month, day, year, rest = _MONTHS.get(g[0].lower(), 0), int(g[1]), int(g[7]), (*g[2:6], None, None, None, zname)
         else:
             day, month, year, rest = int(g[0]), _MONTHS.get(g[1].lower(), 0), int(g[2]), g[3:]
         hour, minute, second, fraction, sign, zh, zm, zname = rest

@@ -71,10 +71,11 @@ EPOCH_READ = [  # formats we read exactly: GNU's answer, whatever it is, must be
     "1970-01-01 00:00:00 UTC", "1970-01-01T00:00:00Z", "1970-01-01 00:00 +01:00", "1 Jan 1970 00:00:00 -0000",
     "1970-01-01 00:00:00.000000000 +0000 (a comment)", "(revision 1970)", "(working copy)",
     "2020-01-01 00:00:00 +0000", "1969-12-30 10:59:59", "1970-01-02 16:00:00", "1970-01-01 00:00:00 +2400",
+    "Thu Jan  1 00:00:00 UTC 1970", "Thu Jan  1 00:00:00 1970 GMT", "Fri Jan  2 02:00:00 UTC 1970",
 ]
 EPOCH_REFUSED = [  # formats parse_datetime reads that we do not, and local times whose answer needs the zone
     "1970-01-01", "Thu, 01 Jan 1970 00:00:00 +0000", "1970-01-01 00:00:00 EST", "@0", "19700101",
-    "70-01-01 00:00:00", "01/01/1970", "1970-01-01 14:30:00", "Thu Jan  1 00:00:00 UTC 1970",
+    "70-01-01 00:00:00", "01/01/1970", "1970-01-01 14:30:00", "Thu Jan  1 14:30:00 1970",
 ]
 
 
