@@ -384,8 +384,8 @@ class _Parser:
             command_last = commands.command
             self._commands(commands, i, line)
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
-            if text.startswith(b"@@ -"):
-                raise self._indented_hunk(i)
+            if text.startswith(b"@@ -"):  # an indented hunk: GNU strips the indent from its section
+                break
             if text.startswith(_GIT_EXT_HEADER):
                 self._git_header(git, i, text)
                 # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
@@ -410,11 +410,10 @@ class _Parser:
         if i > self.n and commands.ed:  # GNU: an ed command and then the end of the patch
             raise self._ed_script(commands.first_command)
         hunks: tuple[Hunk, ...] = ()
-        if self.line(i).startswith(b"@@ -"):
-            if self._nesting(commands):
-                raise self.error(minus, "unsupported patch format: RFC 934 '- ' prefixes in a git section; "
-                                        "remove them")
+        if self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
             hunks, after = self._hunks(i)
+        elif _unindent(self.line(i)).startswith(b"@@ -"):  # indented or RFC 934 forwarded: past both
+            hunks, after = self._in_view(i, _indent_columns(self.line(i)), self._nesting(commands), self._hunks)
         elif not extended:
             return None, i
         else:
@@ -514,12 +513,6 @@ class _Parser:
         finally:
             raw[i - 1 : j - 1] = saved
             self.kinds = saved_kinds
-
-    def _indented_hunk(self, number: int) -> PatchFormatError:
-        """GNU reads a hunk indented like its ``@@`` line (its ``p_indent``); we do not: refused, never
-        skipped as garbage while the rest of the patch applies."""
-        return self.error(number, "unsupported patch format: an indented hunk (GNU patch strips the indent "
-                                  "of its @@ line from every hunk line); remove the indent")
 
     def _header_text(self, number: int) -> bytes:
         """A ``---``/``+++``/``*** `` line past its indent and the four bytes of its kind."""
