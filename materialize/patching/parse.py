@@ -193,17 +193,14 @@ class _Parser:
             if text[0] == 35:  # "#": GNU's pget_line drops the line, as if it were not there
                 i += 1
                 continue
-            if text.startswith(b"diff --git "):
-                git_fp, i = self._git_section(i)
+            if text.startswith(b"diff --git ") or (text[0] in b" \tX" and _unindent(text).startswith(b"diff --git ")):
+                git_fp, i = self._git_section(i)  # (GNU reads it past an indent too)
                 if git_fp is not None:
                     files.append(git_fp)
                 region = _Region()
                 continue
             stars_last = region.stars_last
             command_last = region.command
-            if text[0] in b" \tX" and text.lstrip(b" \tX").startswith(b"diff --git "):
-                raise self.error(i, "unsupported patch format: an indented 'diff --git' line (GNU patch reads "
-                                    "it as a git diff); remove the indent")
             if region.command or text[0] in _COMMAND_START:  # (only then can a command matter)
                 self._commands(region, i, text)
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
@@ -384,8 +381,8 @@ class _Parser:
             command_last = commands.command
             self._commands(commands, i, line)
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
-            if text.startswith(b"@@ -"):  # an indented hunk: GNU strips the indent from its section
-                break
+            if text.startswith((b"@@ -", b"diff --git ")):  # indented: a hunk (GNU strips the indent from
+                break  # its section), or the next git section
             if text.startswith(_GIT_EXT_HEADER):
                 self._git_header(git, i, text)
                 # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
@@ -728,7 +725,7 @@ class _Parser:
         """Old and new names on the ``diff --git`` line, unquoted but still prefixed, as GNU patch
         reads them: exactly two names, each C-quoted or free of whitespace; anything else (names
         with unquoted spaces) gives none, and the ``---``/``+++`` lines must name the file."""
-        rest = self.raw[start - 1][len(b"diff --git ") :].rstrip(b"\r\n")
+        rest = _unindent(self.raw[start - 1])[len(b"diff --git ") :].rstrip(b"\r\n")
         names: list[bytes] = []
         while rest and len(names) < 3:
             rest = rest.lstrip(_WS)

@@ -197,6 +197,10 @@ INDENT_CASES = {
     "rfc934, /dev/null": b"- --- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n+a\n+- -b\n" + PLAIN_G,
     "rfc934, reset by a later --- line": b"- --- a/f\t2020-01-01 00:00:00 +0000\n--- a/f\t2020-01-01 00:00:00 +0000\n"
                                          b"+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n" + PLAIN_G,
+    "git, all indented": _indent(b"diff --git a/f b/f\nindex 1111111..2222222 100644\n" + TWO_HUNKS, b"  ") + PLAIN_G,
+    "git, indented new file": _indent(b"diff --git a/n b/n\nnew file mode 100644\nindex 0000000..1111111\n"
+                                      b"--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+n\n", b"\t") + PLAIN_G,
+    "git, indented rename": _indent(b"diff --git a/g b/h\nsimilarity index 100%\nrename from g\nrename to h\n", b"  "),
     "git, indented hunks": b"diff --git a/f b/f\n" + _indent(TWO_HUNKS, b"  ") + PLAIN_G,
     "git, rfc934": b"diff --git a/f b/f\n- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n"
                    b"+B\n c\n" + PLAIN_G,
@@ -214,10 +218,9 @@ def test_indented_and_forwarded_sections_are_read_as_gnu_reads_them(tmp_path: Pa
 
 
 @pytest.mark.parametrize("patch, line, words", [
-    (_indent(b"diff --git a/f b/f\n" + TWO_HUNKS, b"  "), 1, "unsupported patch format: an indented 'diff --git'"),
     (b"- --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n", 1, "cannot tell whether GNU patch reads"),
 ])
-def test_indented_git_and_unknown_rfc934_times_are_refused(patch: bytes, line: int, words: str) -> None:
+def test_unknown_rfc934_times_are_refused(patch: bytes, line: int, words: str) -> None:
     assert refused(patch).startswith(f"t.patch:{line}: {words}")
 
 
