@@ -194,7 +194,7 @@ class _Parser:
                 i += 1
                 continue
             if text.startswith(b"diff --git ") or (text[0] in b" \tX" and _unindent(text).startswith(b"diff --git ")):
-                git_fp, i = self._git_section(i)  # (GNU reads it past an indent too)
+                git_fp, i = self._git_section(i, region)  # (GNU reads it past an indent too)
                 if git_fp is not None:
                     files.append(git_fp)
                 region = _Region()
@@ -265,7 +265,7 @@ class _Parser:
             region.command = _COMMAND_END.fullmatch(s, m.end()) is not None
         if region.first:
             if not region.first_command and (region.command or _ED_COMMAND.fullmatch(s)):
-                region.first_command = i
+                region.first_command = region.cr = i  # (GNU takes the line's CR as the section's, too)
                 region.ed = _ED_COMMAND.fullmatch(s) is not None
             elif region.first_command and s == b".\n":
                 raise self._ed_script(region.first_command)
@@ -354,7 +354,7 @@ class _Parser:
 
     # -- sections --------------------------------------------------------------------------------
 
-    def _git_section(self, start: int) -> tuple[FilePatch | None, int]:
+    def _git_section(self, start: int, commands: _Region) -> tuple[FilePatch | None, int]:
         """A ``diff --git`` line and its region, as GNU's ``intuit_diff_type`` reads them.
 
         Up to the first ``@@ -`` line (the hunks), the next ``diff --git`` or the end, every line is
@@ -368,8 +368,9 @@ class _Parser:
         old_raw, new_raw = self._git_names(start)
         minus = plus = 0
         stars_last = False
-        commands = _Region()
-        commands.first = start  # (a diff --git line is a header line: commands count from here)
+        # GNU's notes of commands, CRs and RFC 934 nesting run on from the lines before (``commands``:
+        # the region the ``diff --git`` line ends); a diff --git line is a header line.
+        commands.first = commands.first or start
         i = start + 1
         while i <= self.n:
             line = self.raw[i - 1]
@@ -391,10 +392,14 @@ class _Parser:
                 if git.binary_payload:
                     i = self._skip_binary_payload(i)
                 continue
-            if (not stars_last and text.startswith(b"*** ")) or text.startswith(b"+++ "):
+            if not stars_last and text.startswith(b"*** "):
                 plus = i
+            elif text.startswith(b"+++ "):
+                plus = commands.cr = i
+            elif text.startswith(b"Index:"):  # (its name is never used in a git section; its CR is)
+                commands.cr = i
             elif text.startswith(b"--- "):
-                minus = i
+                minus = commands.cr = i
                 if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
                     self._rfc934(commands, i)
             elif command_last and text[:2] in (b"< ", b"> "):
@@ -427,7 +432,7 @@ class _Parser:
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")
-        strip_cr = bool(plus) and self.raw[plus - 1].endswith(b"\r\n")
+        strip_cr = bool(commands.cr) and self.raw[commands.cr - 1].endswith(b"\r\n")
         old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
         new_path = None if git.is_delete else self._strip_or_fail(new_raw, plus or start)
         fp = FilePatch(

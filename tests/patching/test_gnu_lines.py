@@ -229,3 +229,20 @@ def test_a_line_less_indented_than_its_hunk_is_malformed_in_both(tmp_path: Path)
     code, _files, report = gnu(tmp_path, SEVEN_G, patch, 1)
     assert code == 2, report  # ("malformed patch at line 4: a", on stderr)
     assert refused(patch, SEVEN_G).startswith("t.patch:4: malformed patch")
+
+
+# -- which line's CR strips the section's CRs --------------------------------------------------------
+
+CR_CASES = {  # GNU: the last of the "--- ", "+++ ", "Index:" lines and the first command-like line after a header
+    "git, --- after +++": b"diff --git a/g b/g\n+++ b/g\n--- a/g\r\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+    "git, +++ after ---": b"diff --git a/g b/g\n--- a/g\r\n+++ b/g\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+    "git, Index: last": b"diff --git a/g b/g\n--- a/g\n+++ b/g\nIndex: g\r\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+    "git, a command before": b"2c2\r\ndiff --git a/g b/g\r\n***************\r\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+    "plain, an ed command": b"--- a/g\n+++ b/g\n5d\r\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+    "plain, a command before": b"2c2\r\n--- a/g\n+++ b/g\n***************\r\n@@ -1,2 +1,2 @@\r\n-1\r\n+one\r\n 2\r\n",
+}
+
+
+@pytest.mark.parametrize("case", CR_CASES, ids=list(CR_CASES))
+def test_the_line_whose_cr_strips_the_sections_crs_is_gnus(tmp_path: Path, case: str) -> None:
+    compare(tmp_path, {"g": b"1\n2\n3\n"}, CR_CASES[case])
