@@ -87,7 +87,7 @@ class _Region:
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
     __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "stars_indent", "last",
-                 "command", "first_command", "ed", "nesting", "nesting_unknown")
+                 "command", "first_command", "ed", "nesting", "nesting_unknown", "earlier")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -101,6 +101,7 @@ class _Region:
         self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
         self.nesting = 0  # GNU's p_rfc934_nesting: the "- " prefixes of the last "--- " line with a time
         self.nesting_unknown = 0  # a "--- " line whose time we cannot tell GNU reads (so nor the nesting)
+        self.earlier: list[int] = []  # header lines a later one of the same kind followed (rare)
         self.command = False  # GNU's this_is_a_command: the last line of a command's shape is one
         self.first_command = 0  # after a header line, the first that reads as an ed or normal command
         self.ed = False  # ... and it reads as an ed command
@@ -206,15 +207,23 @@ class _Parser:
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
             if not stars_last and head.startswith(b"*** "):
                 region.first = region.first or i
+                if region.plus:
+                    region.earlier.append(region.plus)
                 region.plus = i
             elif head.startswith(b"+++ "):
                 region.first = region.first or i
+                if region.plus:
+                    region.earlier.append(region.plus)
                 region.plus = region.cr = i
             elif head.startswith(b"Index:"):
                 region.first = region.first or i
+                if region.index:
+                    region.earlier.append(region.index)
                 region.index = region.cr = i
             elif head.startswith(b"--- "):
                 region.first = region.first or i
+                if region.minus:
+                    region.earlier.append(region.minus)
                 region.minus = region.cr = i
                 if region.nesting or region.nesting_unknown or not text.startswith(b"--- "):
                     self._rfc934(region, i)
@@ -367,6 +376,7 @@ class _Parser:
         extended = False
         old_raw, new_raw = self._git_names(start)
         minus = plus = 0
+        names: list[int] = []  # the ---, +++ and *** lines, in order
         stars_last = False
         # GNU's notes of commands, CRs and RFC 934 nesting run on from the lines before (``commands``:
         # the region the ``diff --git`` line ends); a diff --git line is a header line.
@@ -394,12 +404,15 @@ class _Parser:
                 continue
             if not stars_last and text.startswith(b"*** "):
                 plus = i
+                names.append(i)
             elif text.startswith(b"+++ "):
                 plus = commands.cr = i
+                names.append(i)
             elif text.startswith(b"Index:"):  # (its name is never used in a git section; its CR is)
                 commands.cr = i
             elif text.startswith(b"--- "):
                 minus = commands.cr = i
+                names.append(i)
                 if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
                     self._rfc934(commands, i)
             elif command_last and text[:2] in (b"< ", b"> "):
@@ -423,10 +436,14 @@ class _Parser:
         # GNU keeps the names in two slots: the ``diff --git`` line fills both, ``---`` the second and
         # ``+++`` the first, and a region that reaches a hunk swaps them (as for a plain diff), so a
         # hunk after ``diff --git a/f b/g`` alone reads g first, f second.
-        if minus:
-            new_raw = _fetchname(self._header_text(minus))[0] or new_raw
-        if plus:
-            old_raw = _fetchname(self._header_text(plus))[0] or old_raw
+        # (a name that is /dev/null or cannot be stripped leaves the slot as it was: GNU's fetchname)
+        for line in names:
+            name = _fetchname(self._header_text(line))[0]
+            if name and name != DEV_NULL.encode() and self._strip(name) is not None:
+                if line == minus or _unindent(self.raw[line - 1]).startswith(b"--- "):
+                    new_raw = name
+                else:
+                    old_raw = name
         if hunks:
             old_raw, new_raw = new_raw, old_raw
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
@@ -649,22 +666,33 @@ class _Parser:
                      cr_line: int, *, plain: bool = False) -> FilePatch:
         """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
         header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
-        old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
-        new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
         first = hunks[0]
-        # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
-        # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
-        old_path = None if old_name == DEV_NULL.encode() else self._strip(old_name)
-        new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
-        # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND a
-        # first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
-        is_new = not plain and first.source_start == 0 and (
-            old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
-        is_delete = not plain and first.target_start == 0 and (
-            new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
+        if region.earlier:  # several header lines of a kind: GNU's slots, line by line
+            old_line, old_name, old_stamp, old_gone = self._slot(region, old_line)
+            new_line, new_name, new_stamp, new_gone = self._slot(region, new_line)
+            old_path, new_path = self._strip(old_name), self._strip(new_name)
+            is_new = not plain and first.source_start == 0 and old_gone
+            is_delete = not plain and first.target_start == 0 and new_gone
+        else:
+            old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
+            new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
+            # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
+            # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
+            old_path = None if old_name == DEV_NULL.encode() else self._strip(old_name)
+            new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
+            # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND
+            # a first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
+            is_new = not plain and first.source_start == 0 and (
+                old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
+            is_delete = not plain and first.target_start == 0 and (
+                new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
         start = self._preamble_start(region.first)
-        # GNU: the rest of the last ``Index:`` line of the region
-        index_path = self._strip(_index_name(_unindent(self.raw[region.index - 1])[6:])) if region.index else None
+        # GNU: the rest of the last ``Index:`` line of the region that names a file (not /dev/null)
+        index_path = None
+        for line in [k for k in region.earlier if self._kind(k) == b"I"] + [region.index]:
+            name = _index_name(_unindent(self.raw[line - 1])[6:]) if line else None
+            if name and name != DEV_NULL.encode() and self._strip(name) is not None:
+                index_path = self._strip(name)
         if old_path is None and new_path is None and index_path is None:
             line, raw_name = (new_line, new_name) if is_new or not old_line else (old_line, old_name)
             if not line:
@@ -690,6 +718,38 @@ class _Parser:
             normal=plain,
         )
         return fp
+
+    def _kind(self, line: int) -> bytes:
+        """The slot of header line ``line``: b"+" ("+++ " or "*** "), b"-" ("--- ") or b"I" ("Index:")."""
+        head = _unindent(self.raw[line - 1])
+        return b"I" if head.startswith(b"Index:") else head[:1].replace(b"*", b"+")
+
+    def _slot(self, region: _Region, last: int) -> tuple[int, bytes | None, str | None, bool]:
+        """GNU's name and time slot filled by the header lines of ``last``'s kind (``fetchname``): a
+        name only from a line whose name is not /dev/null and strips; /dev/null sets the time to the
+        epoch, a usable "+++ "/"*** " line sets it to its own (none: no time), a usable "--- " line only
+        when it has one. Returns (the name's line, raw name, its time, the time says "no such file")."""
+        if not last:
+            return 0, None, None, False
+        kind = self._kind(last)
+        lines = [k for k in region.earlier if self._kind(k) == kind and k < last] + [last]
+        name_line, name, stamp = 0, None, None
+        gone = False
+        for line in lines:
+            raw_name, line_stamp = _fetchname(self._header_text(line))
+            if raw_name == DEV_NULL.encode():
+                gone = True
+                continue
+            if not raw_name or self._strip(raw_name) is None:
+                continue
+            name_line, name, stamp = line, raw_name, line_stamp
+            parses = parse_stamp(line_stamp)[0] if kind == b"-" and line_stamp else None
+            if parses is None and kind == b"-" and line_stamp and gone:
+                raise self.error(line, f"cannot tell whether GNU patch reads the timestamp {line_stamp!r} (which "
+                                       "would undo the /dev/null before it)")
+            if kind != b"-" or parses is not False:
+                gone = self._epoch(line_stamp, line)
+        return name_line or last, name, stamp, gone
 
     def _epoch(self, stamp: str | None, line: int) -> bool:
         """Whether header line ``line``'s timestamp says "no such file" to GNU (``parse_stamp``); a

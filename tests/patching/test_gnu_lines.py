@@ -246,3 +246,27 @@ CR_CASES = {  # GNU: the last of the "--- ", "+++ ", "Index:" lines and the firs
 @pytest.mark.parametrize("case", CR_CASES, ids=list(CR_CASES))
 def test_the_line_whose_cr_strips_the_sections_crs_is_gnus(tmp_path: Path, case: str) -> None:
     compare(tmp_path, {"g": b"1\n2\n3\n"}, CR_CASES[case])
+
+
+# -- several header lines of one kind --------------------------------------------------------------
+
+_H = b"@@ -1,2 +1,2 @@\n-1\n+one\n 2\n"
+SLOT_CASES = {  # GNU's fetchname leaves a slot alone for a /dev/null name (but dates it) or one -p cannot strip
+    "--- unstrippable after": b"--- a/f\n+++ b/g\n--- x\n" + _H,
+    "--- /dev/null after": b"--- a/f\n+++ b/g\n--- /dev/null\n" + _H,
+    "+++ unstrippable after": b"--- a/f\n+++ b/g\n*** x\n" + _H,
+    "+++ /dev/null after": b"--- a/f\n+++ b/g\n+++ /dev/null\n" + _H,
+    "Index: unstrippable after": b"Index: a/f\nIndex: x\n" + _H,
+    "Index: /dev/null": b"Index: a/f\nIndex: /dev/null\n" + _H,
+    "git, *** line": b"diff --git a/g b/g\n--- a/g\n+++ b/g\n*** 1,3 ****\n" + _H,
+    "git, +++ unstrippable": b"diff --git a/g b/g\n--- a/g\n+++ x\n" + _H,
+    "git, --- /dev/null": b"diff --git a/g b/g\n--- /dev/null\n+++ b/g\n" + _H,
+    "deletion dated by a /dev/null": b"--- a/f\n+++ b/f\n+++ /dev/null\n@@ -1,3 +0,0 @@\n-1\n-2\n-3\n",
+    "deletion undone by a later time": b"--- a/f\n+++ /dev/null\n+++ b/f\t2020-01-01 00:00:00 +0000\n"
+                                       b"@@ -1,3 +0,0 @@\n-1\n-2\n-3\n",
+}
+
+
+@pytest.mark.parametrize("case", SLOT_CASES, ids=list(SLOT_CASES))
+def test_several_header_lines_of_a_kind_fill_gnus_slots(tmp_path: Path, case: str) -> None:
+    compare(tmp_path, {"f": b"1\n2\n3\n", "g": b"1\n2\n3\n"}, SLOT_CASES[case])
