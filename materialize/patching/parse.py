@@ -281,9 +281,15 @@ class _Parser:
 
     def _normal_section(self, region: _Region, lines_at: int) -> tuple[FilePatch, int]:
         """A normal diff (``2c2``, ``< old``, ``---``, ``> new``) after a header line, as GNU reads it: its
-        hunks become the unified hunks ``diff -U0`` would write. GNU found it at line ``lines_at``
-        ("< " or "> " right after a command line); the indent of that line is stripped from every line
-        of the section (``p_indent``). Anything GNU reads in a way of its own is refused."""
+        hunks become the unified hunks ``diff -U0`` would write (``_normal_hunks``)."""
+        hunks, i = self._normal_hunks(region, lines_at)
+        return self._traditional(region, region.plus, region.minus, hunks, region.last, plain=True), i
+
+    def _normal_hunks(self, region: _Region, lines_at: int) -> tuple[tuple[Hunk, ...], int]:
+        """A normal diff's hunks, from the command line before line ``lines_at`` ("< " or "> " right
+        after a command line, where GNU found it); the indent of that line and the region's RFC 934
+        nesting are stripped from every line of the section. Anything GNU reads in a way of its own
+        is refused. Returns the hunks and the line after them."""
         command = region.last
         if region.first_command != command:  # GNU would start from a line that is no command
             raise self.error(region.first_command or command, "unsupported patch format: a normal diff "
@@ -330,7 +336,7 @@ class _Parser:
             kinds = b"-" * old_count + b"+" * new_count
             hunks.append(Hunk(first, old_count, new_first, new_count, "", b"".join(body), kinds, header,
                               tuple(unterminated)))
-        return self._traditional(region, region.plus, region.minus, tuple(hunks), command, plain=True), i
+        return tuple(hunks), i
 
     def _gnu_line(self, i: int, indent: int, nesting: int) -> tuple[int, bytes]:
         """GNU's next line from line ``i`` of a section indented ``indent`` columns and forwarded
@@ -376,6 +382,7 @@ class _Parser:
         extended = False
         old_raw, new_raw = self._git_names(start)
         minus = plus = 0
+        normal: tuple[Hunk, ...] = ()  # a normal diff's hunks
         names: list[int] = []  # the ---, +++ and *** lines, in order
         stars_last = False
         # GNU's notes of commands, CRs and RFC 934 nesting run on from the lines before (``commands``:
@@ -415,17 +422,20 @@ class _Parser:
                 names.append(i)
                 if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
                     self._rfc934(commands, i)
-            elif command_last and text[:2] in (b"< ", b"> "):
-                raise self.error(i, "unsupported patch format: a normal diff after a 'diff --git' line; "
-                                    "make it a unified diff")
+            elif command_last and text[:2] in (b"< ", b"> "):  # a normal diff: its hunks end the region
+                normal, i = self._normal_hunks(commands, i)
+                break
             else:
                 self._refuse_other_formats(i, line, headed=True)
             stars_last = text.startswith(b"********")
+            commands.last = i
             i += 1
         if i > self.n and commands.ed:  # GNU: an ed command and then the end of the patch
             raise self._ed_script(commands.first_command)
         hunks: tuple[Hunk, ...] = ()
-        if self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
+        if normal:
+            hunks, after = normal, i
+        elif self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
             hunks, after = self._hunks(i)
         elif _unindent(self.line(i)).startswith(b"@@ -"):  # indented or RFC 934 forwarded: past both
             hunks, after = self._in_view(i, _indent_columns(self.line(i)), self._nesting(commands), self._hunks)
@@ -444,7 +454,7 @@ class _Parser:
                     new_raw = name
                 else:
                     old_raw = name
-        if hunks:
+        if hunks and not normal:  # (GNU swaps them at an "@@ -" line only)
             old_raw, new_raw = new_raw, old_raw
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
@@ -466,6 +476,7 @@ class _Parser:
             patch_line=start,
             strip_trailing_cr=strip_cr,
             is_git=True,
+            normal=bool(normal),
         )
         return fp, after
 

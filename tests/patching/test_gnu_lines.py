@@ -129,6 +129,11 @@ NORMAL_CASES = {
     "RFC 934": (SEVEN, b"- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n2c2\n< b\n- ---\n> B\n"),
     "RFC 934, no time": (SEVEN, b"- --- a/f\n+++ b/f\n2c2\n< b\n- ---\n> B\n"),
     "RFC 934, removed line": ({"f": b"a\n-b\n"}, b"- --- a/f\t2020-01-01 00:00:00 +0000\n+++ b/f\n2c2\n< -b\n---\n> B\n"),
+    "git": (SEVEN, b"diff --git a/f b/f\nindex 1111111..2222222 100644\n2c2\n< b\n---\n> B\n6d5\n< f\n"),
+    "git, names not swapped": ({**SEVEN, "g": b"1\n"}, b"diff --git a/g b/f\n1c1\n< 1\n---\n> one\n"),
+    "git, ---/+++ names": ({**SEVEN, "g": b"1\n"}, b"diff --git a/x b/x\n--- a/f\n+++ b/g\n1c1\n< 1\n---\n> one\n"),
+    "git, new file": (SEVEN, b"diff --git a/n b/n\nnew file mode 100644\nindex 0000000..1111111\n0a1\n> n\n"),
+    "git, CRLF": (SEVEN, b"diff --git a/f b/f\r\n2c2\r\n< b\r\n---\r\n> B\r\n"),
     "then unified": ({**SEVEN, "g": b"1\n"},
                      b"Index: a/f\n2c2\n< b\n---\n> B\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"),
 }
@@ -144,7 +149,6 @@ REFUSED_CASES = {  # GNU applies these; we refuse them, naming the line
     "ed script": (b"Index: a/f\n2c\nB\n.\n", 2, "an ed script"),
     "ed script at the end": (b"Index: a/f\n2d\n", 2, "an ed script"),
     "ed script in a git section": (b"diff --git a/f b/f\n2d\n", 2, "an ed script"),
-    "normal diff in a git section": (b"diff --git a/f b/f\n2c2\n< b\n---\n> B\n", 3, "a normal diff after a 'diff --git'"),
     "normal diff after prose GNU reads as a command": (b"--- a/f\n+++ b/f\n2c2\nprose\n< b\n---\n> B\n", 3,
                                                        "a normal diff after a line GNU patch reads as another"),
     "normal diff GNU finds at its '> ' line": (b"--- a/f\n+++ b/f\n2c2\n<\tb\n---\n> B\n--- a/f\n+++ b/f\n"
