@@ -21,6 +21,13 @@ wrong tree:
 * Which file a plain section patches is decided at apply time from the tree (``choose_name``).
 * Only the git modes 100644, 100755 and 120000 are accepted; anything else (a tree, a submodule, a
   setuid bit) is a format error naming the line, before anything is written.
+* Lines that start with ``#`` are not lines at all (``pget_line``), inside hunks too.
+* A section is read past the indent of its first hunk line (``p_indent``) and past the RFC 934 ``- ``
+  prefixes its last timed ``---`` line had (``p_rfc934_nesting``); header lines past any indent.
+* A normal diff after a header line applies as the ``-U0`` hunks it is; an ed script (GNU runs ed)
+  is refused, found as ``intuit_diff_type`` finds one.
+* A header time within -25h..+26h of the epoch says "no such file" (``paths.parse_stamp``); one we
+  cannot tell GNU's answer for, where it matters, is refused.
 """
 
 from __future__ import annotations
