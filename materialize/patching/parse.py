@@ -343,6 +343,9 @@ class _Parser:
             kinds = b"-" * old_count + b"+" * new_count
             hunks.append(Hunk(first, old_count, new_first, new_count, "", b"".join(body), kinds, header,
                               tuple(unterminated)))
+        if not hunks:  # GNU found it at a line that is no command (after one, which it still counts)
+            raise self.error(command, "unsupported patch format: a normal diff GNU patch would read from a "
+                                      "line that is no command; make it a unified diff")
         return tuple(hunks), i
 
     def _gnu_line(self, i: int, indent: int, nesting: int) -> tuple[int, bytes]:

@@ -151,6 +151,8 @@ REFUSED_CASES = {  # GNU applies these; we refuse them, naming the line
     "ed script in a git section": (b"diff --git a/f b/f\n2d\n", 2, "an ed script"),
     "normal diff after prose GNU reads as a command": (b"--- a/f\n+++ b/f\n2c2\nprose\n< b\n---\n> B\n", 3,
                                                        "a normal diff after a line GNU patch reads as another"),
+    "normal diff GNU reads from a line that is no command": (b"3d\n--- a/f\t2020-01-01 00:00:00 +0000\n! b\n> B\n",
+                                                            3, "a normal diff GNU patch would read from a line"),
     "normal diff GNU finds at its '> ' line": (b"--- a/f\n+++ b/f\n2c2\n<\tb\n---\n> B\n--- a/f\n+++ b/f\n"
                                                b"@@ -1 +1 @@\n-a\n+A\n", 3, "a normal diff after a line GNU patch"),
 }
