@@ -420,7 +420,7 @@ def _status(fuzz: int, offset: int) -> HunkStatus:
 
 def _creatable(fp: FilePatch) -> bool:
     """GNU creates a missing file when the patch says the old side is missing or empty."""
-    return fp.is_new or bool(fp.hunks and fp.hunks[0].source_start == 0)
+    return fp.is_new or bool(fp.hunks and fp.hunks[0].source_start == 0 and not fp.normal)
 
 
 def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> FileResult:

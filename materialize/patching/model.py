@@ -131,6 +131,7 @@ class FilePatch(NamedTuple):
     new_timestamp: str | None = None
     is_git: bool = False
     index_path: str | None = None  # a plain section's ``Index:`` name: GNU's last resort when ---/+++ name none
+    normal: bool = False  # a normal diff's section (``2c2``): GNU never takes its file to be missing or new
 
     @property
     def path(self) -> str | None:

@@ -21,11 +21,19 @@ wrong tree:
 * Which file a plain section patches is decided at apply time from the tree (``choose_name``).
 * Only the git modes 100644, 100755 and 120000 are accepted; anything else (a tree, a submodule, a
   setuid bit) is a format error naming the line, before anything is written.
+* Lines that start with ``#`` are not lines at all (``pget_line``), inside hunks too.
+* A section is read past the indent of its first hunk line (``p_indent``) and past the RFC 934 ``- ``
+  prefixes its last timed ``---`` line had (``p_rfc934_nesting``); header lines past any indent.
+* A normal diff after a header line applies as the ``-U0`` hunks it is; an ed script (GNU runs ed)
+  is refused, found as ``intuit_diff_type`` finds one.
+* A header time within -25h..+26h of the epoch says "no such file" (``paths.parse_stamp``); one we
+  cannot tell GNU's answer for, where it matters, is refused.
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from itertools import accumulate, repeat
 from operator import add, eq, itemgetter, lt, sub
 
@@ -34,7 +42,7 @@ from materialize.patching.model import FilePatch, Hunk, PatchSet, split_lines
 from materialize.patching.paths import (
     DEV_NULL,
     decode_path,
-    is_epoch_timestamp,
+    parse_stamp,
     strip_components,
     unquote_c,
 )
@@ -59,6 +67,17 @@ _CONTEXT_HUNK = re.compile(rb"^\*{8}")  # GNU: a line of 8 stars or more
 _CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
 _CONTEXT_NEW = re.compile(rb"^--- (\d{1,18})(?:,(\d{1,18}))? ----")
 _NORMAL_COMMAND = re.compile(rb"^\d+(,\d+)?[acd]\d+(,\d+)?\r?\n")
+# GNU's shape of a normal-diff command line: digits and commas, a/c/d, digits and commas, blanks, newline
+_COMMAND_SHAPE = re.compile(rb"\d[\d,]*[acd]")
+_COMMAND_END = re.compile(rb"[\d,]*[ \t]*\r?\n")
+# GNU's get_ed_command_letter: "N[,M]c", "Nd", "Na", "Ni" (no range), "s/.//"; then blanks, newline
+_ED_COMMAND = re.compile(rb"(?:(?:\d+(?:,\d+)?)?(?:[cd]|s/\.//)|\d*[ai])[ \t]*\n")
+# A normal diff's hunk header as we read it (GNU reads any digits and commas; we refuse the rest)
+_NORMAL_HUNK = re.compile(rb"(\d+)(?:,(\d+))?([acd])(\d+)(?:,(\d+))?[ \t]*\r?\n")
+_SECTION_BYTES = frozenset(b" +-=\t\n\r@\\#*!")  # the first bytes of the lines of a hunk section
+# The first bytes of a line that may be a command, an ed command or an ed script's ".", past its indent
+_COMMAND_START = frozenset(b"0123456789 \tXacdis.")
+_DIGITS_B = (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
 _WS = b" \t\n\r\v\f"
 # A run of ordinary hunk body lines, by kind character: it ends at anything else ("@@", "\\", ...).
 _BODY_RUN = re.compile(rb"[ +\-]*")
@@ -74,7 +93,8 @@ class _Region:
     ``intuit_diff_type`` keeps them: the last line of each kind names that side. (Plain classes
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
-    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last")
+    __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "stars_indent", "last",
+                 "command", "first_command", "ed", "nesting", "nesting_unknown", "earlier")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -83,6 +103,15 @@ class _Region:
         self.index = 0  # "Index:"
         self.cr = 0  # the last "--- ", "+++ " or "Index:" line: its CRLF strips the patch's CRs
         self.stars_last = False  # the previous line began with "********"
+        self.stars_line = 0  # the previous line ("#" lines are not lines to GNU)
+        self.stars_indent = 0  # its indent (GNU: a context hunk's "*** " line must have the same)
+        self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
+        self.nesting = 0  # GNU's p_rfc934_nesting: the "- " prefixes of the last "--- " line with a time
+        self.nesting_unknown = 0  # a "--- " line whose time we cannot tell GNU reads (so nor the nesting)
+        self.earlier: list[int] = []  # header lines a later one of the same kind followed (rare)
+        self.command = False  # GNU's this_is_a_command: the last line of a command's shape is one
+        self.first_command = 0  # after a header line, the first that reads as an ed or normal command
+        self.ed = False  # ... and it reads as an ed command
 
 
 class _GitHeaders:
@@ -113,7 +142,7 @@ def parse_patch(data: bytes, *, source: str, strip: int = 1) -> PatchSet:
     header = b"".join(raw[: first - 1]).decode("utf-8", "surrogateescape")
     if not files and data and not _is_mail_header(raw):  # whitespace only is garbage to GNU too
         hint = (f" (line {parser.unheaded_normal}: a normal diff, which GNU patch reads only after an Index:, "
-                "--- or +++ line naming its file, and which we do not support)" if parser.unheaded_normal else "")
+                "--- or +++ line naming its file)" if parser.unheaded_normal else "")
         raise PatchFormatError(f"{source}:1: Only garbage was found in the patch input.{hint}")
     return PatchSet(source=source, header=header, files=tuple(files))
 
@@ -169,64 +198,188 @@ class _Parser:
         region = _Region()
         while i <= self.n:
             text = self.raw[i - 1]
-            if text.startswith(b"diff --git "):
-                git_fp, i = self._git_section(i)
+            if text[0] == 35:  # "#": GNU's pget_line drops the line, as if it were not there
+                i += 1
+                continue
+            if text.startswith(b"diff --git ") or (text[0] in b" \tX" and _unindent(text).startswith(b"diff --git ")):
+                git_fp, i = self._git_section(i, region)  # (GNU reads it past an indent too)
                 if git_fp is not None:
                     files.append(git_fp)
                 region = _Region()
                 continue
             stars_last = region.stars_last
+            command_last = region.command
+            if region.command or text[0] in _COMMAND_START:  # (only then can a command matter)
+                self._commands(region, i, text)
             head = _unindent(text)  # GNU reads a header line past blanks (and X), "--- " past "- " pairs
             if not stars_last and head.startswith(b"*** "):
                 region.first = region.first or i
+                if region.plus:
+                    region.earlier.append(region.plus)
                 region.plus = i
             elif head.startswith(b"+++ "):
                 region.first = region.first or i
+                if region.plus:
+                    region.earlier.append(region.plus)
                 region.plus = region.cr = i
             elif head.startswith(b"Index:"):
                 region.first = region.first or i
+                if region.index:
+                    region.earlier.append(region.index)
                 region.index = region.cr = i
             elif head.startswith(b"--- "):
                 region.first = region.first or i
+                if region.minus:
+                    region.earlier.append(region.minus)
                 region.minus = region.cr = i
-            elif region.first and text.startswith(b"@@ -"):
-                hunks, end = self._hunks(i)
+                if region.nesting or region.nesting_unknown or not text.startswith(b"--- "):
+                    self._rfc934(region, i)
+            elif region.first and head.startswith(b"@@ -"):
+                if text is head and not region.nesting and not region.nesting_unknown:
+                    hunks, end = self._hunks(i)
+                else:  # GNU strips the indent and the RFC 934 prefixes from every line of the section
+                    hunks, end = self._in_view(i, _indent_columns(text), self._nesting(region), self._hunks)
                 files.append(self._traditional(region, region.minus, region.plus, hunks, region.cr))
                 region = _Region()
                 i = end
                 continue
-            elif region.first and head.startswith(b"@@ -"):
-                raise self._indented_hunk(i)
-            elif region.first and stars_last and text.startswith(b"*** "):
-                fp, i = self._context_section(region, i - 1)
+            elif region.first and stars_last and head.startswith(b"*** ") and (
+                    region.stars_indent == _indent_columns(text)):
+                indent, nesting = region.stars_indent, self._nesting(region)
+                if indent or nesting:
+                    fp, i = self._in_view(region.stars_line, indent, nesting,
+                                          partial(self._context_section, region))
+                else:
+                    fp, i = self._context_section(region, region.stars_line)
+                files.append(fp)
+                region = _Region()
+                continue
+            elif region.first and command_last and head[:2] in (b"< ", b"> "):
+                fp, i = self._normal_section(region, i)
                 files.append(fp)
                 region = _Region()
                 continue
             # GNU notes a line of stars only once a header line was seen (before, it reads none)
             region.stars_last = bool(region.first) and head.startswith(b"********")
+            region.stars_line = region.last = i
+            if region.stars_last:
+                region.stars_indent = _indent_columns(text)
             if not region.stars_last:  # (stars after a header: a context hunk may follow)
                 self._refuse_other_formats(i, text, headed=bool(region.first))
             i += 1
+        if region.ed:
+            raise self._ed_script(region.first_command)
         return files
 
+    def _commands(self, region: _Region, i: int, text: bytes) -> None:
+        """GNU's notes of ed and normal-diff commands (``intuit_diff_type``): whether the last line with
+        a command's shape (``2c3``) is one (a line that is not such leaves that as it was), and after
+        a header line the first line that reads as an ed or normal command. An ed script (that line,
+        then a lone "." line, or an ed command and the end of the patch with no hunk) is refused."""
+        s = text.lstrip(b" \tX") if text[0] in b" \tX" else text
+        if s[:1] in _DIGITS_B and (m := _COMMAND_SHAPE.match(s)):
+            region.command = _COMMAND_END.fullmatch(s, m.end()) is not None
+        if region.first:
+            if not region.first_command and (region.command or _ED_COMMAND.fullmatch(s)):
+                region.first_command = region.cr = i  # (GNU takes the line's CR as the section's, too)
+                region.ed = _ED_COMMAND.fullmatch(s) is not None
+            elif region.first_command and s == b".\n":
+                raise self._ed_script(region.first_command)
+
+    def _normal_section(self, region: _Region, lines_at: int) -> tuple[FilePatch, int]:
+        """A normal diff (``2c2``, ``< old``, ``---``, ``> new``) after a header line, as GNU reads it: its
+        hunks become the unified hunks ``diff -U0`` would write (``_normal_hunks``)."""
+        hunks, i = self._normal_hunks(region, lines_at)
+        return self._traditional(region, region.plus, region.minus, hunks, region.last, plain=True), i
+
+    def _normal_hunks(self, region: _Region, lines_at: int) -> tuple[tuple[Hunk, ...], int]:
+        """A normal diff's hunks, from the command line before line ``lines_at`` ("< " or "> " right
+        after a command line, where GNU found it); the indent of that line and the region's RFC 934
+        nesting are stripped from every line of the section. Anything GNU reads in a way of its own
+        is refused. Returns the hunks and the line after them."""
+        command = region.last
+        if region.first_command != command:  # GNU would start from a line that is no command
+            raise self.error(region.first_command or command, "unsupported patch format: a normal diff "
+                             "after a line GNU patch reads as another command; make it a unified diff")
+        indent, nesting = _indent_columns(self.raw[lines_at - 1]), self._nesting(region)
+        hunks: list[Hunk] = []
+        i = command
+        while True:
+            i, text = self._gnu_line(i, indent, nesting)
+            if text[:1] not in _DIGITS_B:
+                break
+            m = _NORMAL_HUNK.fullmatch(text)
+            kind = m.group(3) if m else b""
+            if m is None or (kind == b"a" and m.group(2)) or (kind == b"d" and m.group(5)):
+                raise self.error(i, f"unsupported normal diff command {text.rstrip()[:40]!r} (GNU patch reads it "
+                                    "in a way of its own); make it a unified diff")
+            first, new_first = int(m.group(1)), int(m.group(4))
+            old_count = 0 if kind == b"a" else int(m.group(2) or first) - first + 1
+            new_count = 0 if kind == b"d" else int(m.group(5) or new_first) - new_first + 1
+            if (kind != b"a" and old_count < 1) or (kind != b"d" and new_count < 1):
+                raise self.error(i, "malformed patch: bad normal diff command")
+            header = i
+            body: list[bytes] = []
+            unterminated: list[int] = []
+            i += 1
+            for mark, count in ((b"<", old_count), (b">", new_count)):
+                if mark == b">" and kind == b"c":
+                    i, text = self._gnu_line(i, indent, nesting)
+                    if text[:1] != b"-":
+                        raise self.error(min(i, self.n), "malformed patch: '---' expected in a normal diff")
+                    i += 1
+                for k in range(count):
+                    i, text = self._gnu_line(i, indent, nesting)
+                    if text[:1] != mark or text[1:2] not in (b" ", b"\t"):
+                        raise self.error(min(i, self.n), f"malformed patch: '{mark.decode()}' followed by a space "
+                                                          "or TAB expected in a normal diff")
+                    content = text[2:]
+                    if k == count - 1 and self.line(i + 1).startswith(b"\\"):  # (GNU reads it unindented)
+                        unterminated.append(len(body))
+                        content = content[:-1] if content.endswith(b"\n") else content
+                        i += 1
+                    body.append((b"-" if mark == b"<" else b"+") + (content if content.endswith(b"\n") else content + b"\n"))
+                    i += 1
+            kinds = b"-" * old_count + b"+" * new_count
+            hunks.append(Hunk(first, old_count, new_first, new_count, "", b"".join(body), kinds, header,
+                              tuple(unterminated)))
+        if not hunks:  # GNU found it at a line that is no command (after one, which it still counts)
+            raise self.error(command, "unsupported patch format: a normal diff GNU patch would read from a "
+                                      "line that is no command; make it a unified diff")
+        return tuple(hunks), i
+
+    def _gnu_line(self, i: int, indent: int, nesting: int) -> tuple[int, bytes]:
+        """GNU's next line from line ``i`` of a section indented ``indent`` columns and forwarded
+        ``nesting`` times (RFC 934): past the indent and the "- " prefixes, "#" lines dropped.
+        Returns its number and its text (b"" past the end)."""
+        while i <= self.n:
+            text = _strip_indent(self.raw[i - 1], indent) if indent else self.raw[i - 1]
+            for _ in range(nesting):
+                if not text.startswith(b"- "):
+                    break
+                text = text[2:]
+            if text[:1] != b"#":
+                return i, text
+            i += 1
+        return i, b""
+
+    def _ed_script(self, number: int) -> PatchFormatError:
+        return self.error(number, "unsupported patch format: an ed script (GNU patch would run ed on it); "
+                                  "make it a unified diff")
+
     def _refuse_other_formats(self, number: int, line: bytes, *, headed: bool) -> None:
-        """Refuse normal diffs (and context hunks without their file header) instead of silently
-        ignoring them as garbage: GNU patch would apply them, and a patch that silently does
-        nothing would be worse than an error. GNU reads a normal diff only after a header line
-        (``headed``: ``Index:``, ``---``, ``+++`` or ``*** `` since the last section, or a ``diff --git``
-        line); before one, ``2c2`` / ``< x`` is garbage (prose quoting a diff), as here.
-        """
+        """Refuse context hunks without their file header instead of silently ignoring them as
+        garbage, and name a normal diff before any header line (GNU: garbage, prose quoting a diff)
+        if the patch holds nothing else ("Only garbage")."""
         nxt = self.line(number + 1)
         if _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
             raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
         if not headed and not self.unheaded_normal and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
             self.unheaded_normal = number  # named if nothing else is found ("Only garbage")
-        if headed and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
-            raise self.error(number, "unsupported patch format: normal diff (unified and context diffs are supported)")
 
     # -- sections --------------------------------------------------------------------------------
 
-    def _git_section(self, start: int) -> tuple[FilePatch | None, int]:
+    def _git_section(self, start: int, commands: _Region) -> tuple[FilePatch | None, int]:
         """A ``diff --git`` line and its region, as GNU's ``intuit_diff_type`` reads them.
 
         Up to the first ``@@ -`` line (the hunks), the next ``diff --git`` or the end, every line is
@@ -239,15 +392,25 @@ class _Parser:
         extended = False
         old_raw, new_raw = self._git_names(start)
         minus = plus = 0
+        normal: tuple[Hunk, ...] = ()  # a normal diff's hunks
+        names: list[int] = []  # the ---, +++ and *** lines, in order
         stars_last = False
+        # GNU's notes of commands, CRs and RFC 934 nesting run on from the lines before (``commands``:
+        # the region the ``diff --git`` line ends); a diff --git line is a header line.
+        commands.first = commands.first or start
         i = start + 1
         while i <= self.n:
             line = self.raw[i - 1]
             if line.startswith((b"diff --git ", b"@@ -")):
                 break
+            if line[0] == 35:  # "#": not a line to GNU
+                i += 1
+                continue
+            command_last = commands.command
+            self._commands(commands, i, line)
             text = _unindent(line)  # GNU reads header lines past an indent of blanks (and X)
-            if text.startswith(b"@@ -"):
-                raise self._indented_hunk(i)
+            if text.startswith((b"@@ -", b"diff --git ")):  # indented: a hunk (GNU strips the indent from
+                break  # its section), or the next git section
             if text.startswith(_GIT_EXT_HEADER):
                 self._git_header(git, i, text)
                 # an "index" line counts only when it parses (GNU: hex..hex, then an optional mode)
@@ -256,17 +419,36 @@ class _Parser:
                 if git.binary_payload:
                     i = self._skip_binary_payload(i)
                 continue
-            if (not stars_last and text.startswith(b"*** ")) or text.startswith(b"+++ "):
+            if not stars_last and text.startswith(b"*** "):
                 plus = i
+                names.append(i)
+            elif text.startswith(b"+++ "):
+                plus = commands.cr = i
+                names.append(i)
+            elif text.startswith(b"Index:"):  # (its name is never used in a git section; its CR is)
+                commands.cr = i
             elif text.startswith(b"--- "):
-                minus = i
+                minus = commands.cr = i
+                names.append(i)
+                if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
+                    self._rfc934(commands, i)
+            elif command_last and text[:2] in (b"< ", b"> "):  # a normal diff: its hunks end the region
+                normal, i = self._normal_hunks(commands, i)
+                break
             else:
                 self._refuse_other_formats(i, line, headed=True)
             stars_last = text.startswith(b"********")
+            commands.last = i
             i += 1
+        if i > self.n and commands.ed:  # GNU: an ed command and then the end of the patch
+            raise self._ed_script(commands.first_command)
         hunks: tuple[Hunk, ...] = ()
-        if self.line(i).startswith(b"@@ -"):
+        if normal:
+            hunks, after = normal, i
+        elif self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
             hunks, after = self._hunks(i)
+        elif _unindent(self.line(i)).startswith(b"@@ -"):  # indented or RFC 934 forwarded: past both
+            hunks, after = self._in_view(i, _indent_columns(self.line(i)), self._nesting(commands), self._hunks)
         elif not extended:
             return None, i
         else:
@@ -274,16 +456,20 @@ class _Parser:
         # GNU keeps the names in two slots: the ``diff --git`` line fills both, ``---`` the second and
         # ``+++`` the first, and a region that reaches a hunk swaps them (as for a plain diff), so a
         # hunk after ``diff --git a/f b/g`` alone reads g first, f second.
-        if minus:
-            new_raw = _fetchname(self._header_text(minus))[0] or new_raw
-        if plus:
-            old_raw = _fetchname(self._header_text(plus))[0] or old_raw
-        if hunks:
+        # (a name that is /dev/null or cannot be stripped leaves the slot as it was: GNU's fetchname)
+        for line in names:
+            name = _fetchname(self._header_text(line))[0]
+            if name and name != DEV_NULL.encode() and self._strip(name) is not None:
+                if line == minus or _unindent(self.raw[line - 1]).startswith(b"--- "):
+                    new_raw = name
+                else:
+                    old_raw = name
+        if hunks and not normal:  # (GNU swaps them at an "@@ -" line only)
             old_raw, new_raw = new_raw, old_raw
         if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")
-        strip_cr = bool(plus) and self.raw[plus - 1].endswith(b"\r\n")
+        strip_cr = bool(commands.cr) and self.raw[commands.cr - 1].endswith(b"\r\n")
         old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
         new_path = None if git.is_delete else self._strip_or_fail(new_raw, plus or start)
         fp = FilePatch(
@@ -300,14 +486,73 @@ class _Parser:
             patch_line=start,
             strip_trailing_cr=strip_cr,
             is_git=True,
+            normal=bool(normal),
         )
         return fp, after
 
-    def _indented_hunk(self, number: int) -> PatchFormatError:
-        """GNU reads a hunk indented like its ``@@`` line (its ``p_indent``); we do not: refused, never
-        skipped as garbage while the rest of the patch applies."""
-        return self.error(number, "unsupported patch format: an indented hunk (GNU patch strips the indent "
-                                  "of its @@ line from every hunk line); remove the indent")
+    def _rfc934(self, region: _Region, number: int) -> None:
+        """GNU's RFC 934 nesting at a ``--- `` line: its count of ``- `` prefixes, when the line's name is
+        followed by a time get_date reads (or is /dev/null); otherwise the nesting stays as it was."""
+        s = self.raw[number - 1].lstrip(b" \tX")
+        k = 0
+        while s.startswith(b"- "):
+            s = s[2:]
+            k += 1
+        rest = s[4:].lstrip(_WS)
+        if rest.startswith(b'"'):
+            name, after = _quoted(rest)
+        else:
+            end = _name_end(rest, b"\t")
+            name, after = rest[:end], rest[end:]
+        if name == DEV_NULL.encode():
+            parses: bool | None = True
+        elif not name or self._strip(name) is None or after[:1] in (b"\n", b""):
+            parses = False
+        else:
+            parses = parse_stamp(after.decode("latin-1"))[0]
+        if parses:
+            region.nesting, region.nesting_unknown = k, 0
+        elif parses is None and (k or region.nesting):
+            region.nesting_unknown = number
+
+    def _nesting(self, region: _Region) -> int:
+        if region.nesting_unknown:
+            raise self.error(region.nesting_unknown, "cannot tell whether GNU patch reads this line's timestamp, "
+                                                     "which decides whether it strips RFC 934 '- ' prefixes from "
+                                                     "the hunks; remove the '- ' prefixes")
+        return region.nesting
+
+    def _in_view(self, i: int, indent: int, nesting: int, parse):  # type: ignore[no-untyped-def]
+        """``parse(i)`` run on the lines from ``i`` as GNU's ``pget_line`` reads an indented (``p_indent``
+        columns) or RFC 934 forwarded (``nesting`` "- " prefixes) section: past the indent and the
+        prefixes. The view reaches as far as the section can (to the first line no hunk line begins
+        like); a "\\ No newline" marker is one only unindented (GNU reads it raw), else it is garbage."""
+        raw = self.raw
+        view: list[bytes] = []
+        j = i
+        while j <= self.n:
+            line = raw[j - 1]
+            t = _strip_indent(line, indent) if indent else line
+            for _ in range(nesting):
+                if not t.startswith(b"- "):
+                    break
+                t = t[2:]
+            if (t[:1] == b"\\" and line[:1] != b"\\") or not t:
+                t = b"\0" + t  # (a line no parser reads: the hunk ends, or is malformed, as in GNU)
+            view.append(t)
+            j += 1
+            if t[0] not in _SECTION_BYTES:
+                break
+        saved, saved_kinds = raw[i - 1 : j - 1], self.kinds
+        kinds = bytearray(saved_kinds)
+        kinds[i - 1 : j - 1] = bytes(70 if t.startswith(b"--- ") else t[0] for t in view)
+        raw[i - 1 : j - 1] = view
+        self.kinds = bytes(kinds)
+        try:
+            return parse(i)
+        finally:
+            raw[i - 1 : j - 1] = saved
+            self.kinds = saved_kinds
 
     def _header_text(self, number: int) -> bytes:
         """A ``---``/``+++``/``*** `` line past its indent and the four bytes of its kind."""
@@ -336,12 +581,14 @@ class _Parser:
         while _CONTEXT_HUNK.match(self.line(i)):
             hunk, i = self._context_hunk(i)
             hunks.append(hunk)
-        return self._traditional(region, region.plus, region.minus, tuple(hunks), stars + 1), i
+            i = self._past_comments(i)
+        return self._traditional(region, region.plus, region.minus, tuple(hunks), self._past_comments(stars + 1)), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
-        old_first, old_length = self._context_range(stars + 1, _CONTEXT_OLD)
-        i = stars + 2
-        old, i = self._context_side(i, old_length, b"-!", until=b"--- ")
+        i = self._past_comments(stars + 1)
+        old_first, old_length = self._context_range(i, _CONTEXT_OLD)
+        old, i = self._context_side(i + 1, old_length, b"-!", until=b"--- ")
+        i = self._past_comments(i)
         new_first, new_length = self._context_range(i, _CONTEXT_NEW)
         new, i = self._context_side(i + 1, new_length, b"+!", until=b"***************")
         if not old and old_length:  # the expected side left out: it holds only the context
@@ -384,6 +631,12 @@ class _Parser:
                     b"".join(map(_FIRST, lines)), stars + 1, unterminated)
         return hunk, i
 
+    def _past_comments(self, i: int) -> int:
+        """The first line from ``i`` on that does not start with ``#`` (GNU's pget_line drops those)."""
+        while i <= self.n and self.raw[i - 1][:1] == b"#":
+            i += 1
+        return i
+
     def _context_range(self, number: int, pattern: re.Pattern[bytes]) -> tuple[int, int]:
         """(first line, number of lines) of a context hunk side's ``*** a,b ****``/``--- a,b ----``."""
         m = pattern.match(self.line(number))
@@ -408,6 +661,9 @@ class _Parser:
                     lines.extend(b" \n" for _ in range(length - len(lines)))
                 break
             text = self.raw[i - 1]
+            if text[0] == 35:  # "#": GNU drops the line
+                i += 1
+                continue
             if text.startswith(until) or _CONTEXT_HUNK.match(text):
                 break
             mark = text[:1]
@@ -428,25 +684,36 @@ class _Parser:
         return lines, i
 
     def _traditional(self, region: _Region, old_line: int, new_line: int, hunks: tuple[Hunk, ...],
-                     cr_line: int) -> FilePatch:
+                     cr_line: int, *, plain: bool = False) -> FilePatch:
         """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
         header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
-        old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
-        new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
         first = hunks[0]
-        # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
-        # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
-        old_path = None if old_name == DEV_NULL.encode() else self._strip(old_name)
-        new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
-        # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND a
-        # first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
-        is_new = first.source_start == 0 and (
-            old_name == DEV_NULL.encode() or (old_path is not None and is_epoch_timestamp(old_stamp)))
-        is_delete = first.target_start == 0 and (
-            new_name == DEV_NULL.encode() or (new_path is not None and is_epoch_timestamp(new_stamp)))
+        if region.earlier:  # several header lines of a kind: GNU's slots, line by line
+            old_line, old_name, old_stamp, old_gone = self._slot(region, old_line)
+            new_line, new_name, new_stamp, new_gone = self._slot(region, new_line)
+            old_path, new_path = self._strip(old_name), self._strip(new_name)
+            is_new = not plain and first.source_start == 0 and old_gone
+            is_delete = not plain and first.target_start == 0 and new_gone
+        else:
+            old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
+            new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
+            # Both names stay candidates even for a new or deleted file: GNU creates (or deletes) the best
+            # of them (``choose_name``: an existing file, else the fewest new folders), not always the new one.
+            old_path = None if old_name == DEV_NULL.encode() else self._strip(old_name)
+            new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
+            # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND
+            # a first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
+            is_new = not plain and first.source_start == 0 and (
+                old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
+            is_delete = not plain and first.target_start == 0 and (
+                new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
         start = self._preamble_start(region.first)
-        # GNU: the rest of the last ``Index:`` line of the region
-        index_path = self._strip(_index_name(_unindent(self.raw[region.index - 1])[6:])) if region.index else None
+        # GNU: the rest of the last ``Index:`` line of the region that names a file (not /dev/null)
+        index_path = None
+        for line in [k for k in region.earlier if self._kind(k) == b"I"] + [region.index]:
+            name = _index_name(_unindent(self.raw[line - 1])[6:]) if line else None
+            if name and name != DEV_NULL.encode() and self._strip(name) is not None:
+                index_path = self._strip(name)
         if old_path is None and new_path is None and index_path is None:
             line, raw_name = (new_line, new_name) if is_new or not old_line else (old_line, old_name)
             if not line:
@@ -469,8 +736,54 @@ class _Parser:
             old_timestamp=old_stamp,
             new_timestamp=new_stamp,
             index_path=index_path,
+            normal=plain,
         )
         return fp
+
+    def _kind(self, line: int) -> bytes:
+        """The slot of header line ``line``: b"+" ("+++ " or "*** "), b"-" ("--- ") or b"I" ("Index:")."""
+        head = _unindent(self.raw[line - 1])
+        return b"I" if head.startswith(b"Index:") else head[:1].replace(b"*", b"+")
+
+    def _slot(self, region: _Region, last: int) -> tuple[int, bytes | None, str | None, bool]:
+        """GNU's name and time slot filled by the header lines of ``last``'s kind (``fetchname``): a
+        name only from a line whose name is not /dev/null and strips; /dev/null sets the time to the
+        epoch, a usable "+++ "/"*** " line sets it to its own (none: no time), a usable "--- " line only
+        when it has one. Returns (the name's line, raw name, its time, the time says "no such file")."""
+        if not last:
+            return 0, None, None, False
+        kind = self._kind(last)
+        lines = [k for k in region.earlier if self._kind(k) == kind and k < last] + [last]
+        name_line, name, stamp = 0, None, None
+        gone = False
+        for line in lines:
+            raw_name, line_stamp = _fetchname(self._header_text(line))
+            if raw_name == DEV_NULL.encode():
+                gone = True
+                continue
+            if not raw_name or self._strip(raw_name) is None:
+                continue
+            name_line, name, stamp = line, raw_name, line_stamp
+            parses = parse_stamp(line_stamp)[0] if kind == b"-" and line_stamp else None
+            if parses is None and kind == b"-" and line_stamp and gone:
+                raise self.error(line, f"cannot tell whether GNU patch reads the timestamp {line_stamp!r} (which "
+                                       "would undo the /dev/null before it)")
+            if kind != b"-" or parses is not False:
+                gone = self._epoch(line_stamp, line)
+        return name_line or last, name, stamp, gone
+
+    def _epoch(self, stamp: str | None, line: int) -> bool:
+        """Whether header line ``line``'s timestamp says "no such file" to GNU (``parse_stamp``); a
+        timestamp whose answer we cannot tell is refused, naming the line."""
+        if not stamp:
+            return False
+        says = parse_stamp(stamp)[1]
+        if says is None:
+            raise self.error(line, f"cannot tell whether the timestamp {stamp!r} means 'no such file' to GNU "
+                                   "patch (a time within -25h..+26h of the Unix epoch does; a time without a "
+                                   "zone is local time, and that depends on the time zone); write /dev/null, "
+                                   "or a time as 'YYYY-MM-DD HH:MM:SS +ZZZZ'")
+        return says
 
     def _preamble_start(self, minus_line: int) -> int:
         """Walk back over ``Index:``/``====``/``diff ...`` lines that introduce this file."""
@@ -498,7 +811,7 @@ class _Parser:
         """Old and new names on the ``diff --git`` line, unquoted but still prefixed, as GNU patch
         reads them: exactly two names, each C-quoted or free of whitespace; anything else (names
         with unquoted spaces) gives none, and the ``---``/``+++`` lines must name the file."""
-        rest = self.raw[start - 1][len(b"diff --git ") :].rstrip(b"\r\n")
+        rest = _unindent(self.raw[start - 1])[len(b"diff --git ") :].rstrip(b"\r\n")
         names: list[bytes] = []
         while rest and len(names) < 3:
             rest = rest.lstrip(_WS)
@@ -568,7 +881,12 @@ class _Parser:
         hunks: list[Hunk] = []
         append = hunks.append
         raw, kinds, n = self.raw, self.kinds, self.n
-        while i <= n and raw[i - 1].startswith(b"@@ -"):
+        while i <= n:
+            if not raw[i - 1].startswith(b"@@ -"):
+                if raw[i - 1][:1] != b"#":
+                    break
+                i = self._past_comments(i)  # GNU drops "#" lines: another hunk may follow them
+                continue
             block, after = self._hunk_block(i)
             if block:
                 hunks.extend(block)
@@ -669,6 +987,9 @@ class _Parser:
                 raise self.error(n, "malformed patch: hunk is shorter than its header says")
             text = raw[i - 1]
             c = text[0]
+            if c == 35:  # "#": GNU drops the line
+                i += 1
+                continue
             if c == 32 or c == 61:  # " ", and GNU's "=" context
                 if old_left <= 0 or new_left <= 0:
                     raise self.error(i, "malformed patch: hunk is longer than its header says")
@@ -743,6 +1064,34 @@ def _index_name(rest: bytes) -> bytes | None:
     if end == len(text) or text[end] != 10:  # (GNU: *t != '\n' without a timestamp to read)
         return None
     return text[:end] or None
+
+
+def _indent_columns(line: bytes) -> int:
+    """The columns of a line's indent as GNU counts them: a blank or X is one, a TAB runs to a multiple of 8."""
+    col = 0
+    for c in line:
+        if c == 32 or c == 88:
+            col += 1
+        elif c == 9:
+            col = (col + 8) & ~7
+        else:
+            break
+    return col
+
+
+def _strip_indent(line: bytes, indent: int) -> bytes:
+    """``line`` past at most ``indent`` columns of blanks, X's and TABs (GNU's ``pget_line``)."""
+    col = k = 0
+    while col < indent and k < len(line):
+        c = line[k]
+        if c == 32 or c == 88:
+            col += 1
+        elif c == 9:
+            col = (col + 8) & ~7
+        else:
+            break
+        k += 1
+    return line[k:]
 
 
 def _unindent(line: bytes) -> bytes:

@@ -73,25 +73,86 @@ def strip_components(name: str, strip: int) -> str | None:
     return result
 
 
-_ISO_STAMP = re.compile(
-    r"^\s*(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.\d+)?\s*(?:([+-])(\d\d):?(\d\d))?\s*$"
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                        "nov", "dec"), 1)}
+_TIME = r"(\d\d?):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?"
+_TIME_S = r"(\d\d?):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"  # seconds required
+_ZONE = r"(?: *(?:([+-])(\d\d)(?::?(\d\d))?|(utc|gmt|ut|z)))?"
+# The formats of parse_datetime (GNU patch's get_date) read here exactly: ISO 8601 as diff -u writes
+# it, ctime as old diffs write it (a zone only by name, "UTC" before or after the year: "... 1970
+# +0000" does not parse in GNU), and CVS's "1 Jan 1970 00:00:00 -0000". Anything else is "unknown" (see ``stamp_says_nonexistent``).
+_STAMP_FORMATS = (
+    (re.compile(rf"(\d{{4}})-(\d\d?)-(\d\d?)(?:T| +){_TIME}{_ZONE}", re.I), "ymd"),
+    (re.compile(rf"(?:(?:sun|mon|tue|wed|thu|fri|sat) +)?([a-z]{{3}}) +(\d\d?) +{_TIME_S}(?: +(utc|gmt|ut|z))? +(\d{{4}})"
+                rf"(?: +(utc|gmt|ut|z))?", re.I), "mdy"),
+    (re.compile(rf"(\d\d?) +([a-z]{{3}}) +(\d{{4}}) +{_TIME_S}{_ZONE}", re.I), "dmy"),
 )
+# Text that parse_datetime might read as a time near the epoch: a year 1969/1970 (or 69/70), a
+# YYYYMMDD/YYMMDD number of those years, or "@seconds".
+_EPOCHISH = re.compile(r"@|(?<!\d)(?:19)?(?:69|70)(?:\d{4})?(?!\d)")
+_LOWER, _UPPER = -25 * 3600 * 10**9, 26 * 3600 * 10**9  # GNU: -25:00 < stamp < +26:00, exclusive
+_LOCAL_WEST, _LOCAL_EAST = -12 * 3600 * 10**9, 14 * 3600 * 10**9  # the UTC offsets of real time zones
+
+
+def _drop_comments(text: str) -> str:
+    """parse_datetime ignores ``(...)`` comments (nested; an unclosed one runs to the end)."""
+    out = []
+    depth = 0
+    for c in text:
+        if c == "(":
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(c)
+    return "".join(out)
+
+
+def parse_stamp(stamp: str) -> tuple[bool | None, bool | None]:
+    """How GNU patch's ``fetchname`` reads a header timestamp: (parses, says "no such file").
+
+    A timestamp says "no such file" (``diff -N``) when get_date reads it as a time strictly within
+    -25h..+26h of 1970-01-01 00:00 UTC. A time without a zone is local time, so it depends on the
+    time zone GNU runs in: decided only when every real zone (UTC-12..UTC+14) agrees. None stands
+    for "cannot tell": a format we do not read, or a local time whose answer depends on the zone.
+    A format we do not read is still certainly not the epoch when it names no year 1969/1970.
+    """
+    text = _drop_comments(stamp).strip()
+    if not text:
+        return True, False  # (get_date reads an empty date as now)
+    for pattern, order in _STAMP_FORMATS:
+        m = pattern.fullmatch(text)
+        if m is None:
+            continue
+        g = m.groups()
+        if order == "ymd":
+            year, month, day, rest = int(g[0]), int(g[1]), int(g[2]), g[3:]
+        elif order == "mdy":
+            if g[6] and g[8]:  # (one zone at most)
+                break
+            zname = g[6] or g[8]
+            month, day, year, rest = _MONTHS.get(g[0].lower(), 0), int(g[1]), int(g[7]), (*g[2:6], None, None, None, zname)
+        else:
+            day, month, year, rest = int(g[0]), _MONTHS.get(g[1].lower(), 0), int(g[2]), g[3:]
+        hour, minute, second, fraction, sign, zh, zm, zname = rest
+        try:
+            wall = datetime(year, month, day, int(hour), int(minute), int(second or 0), tzinfo=UTC)
+        except ValueError:
+            break  # (get_date refuses it too, but "unknown" is the safe answer)
+        ns = int(wall.timestamp()) * 10**9 + int((fraction or "0").ljust(9, "0"))
+        if sign:
+            offset = (int(zh) * 60 + int(zm or 0)) * 60 * 10**9
+            if offset > 24 * 3600 * 10**9:
+                break
+            ns -= offset if sign == "+" else -offset
+        elif not zname:  # local time: the answer of every real time zone, if they agree
+            always = ns - _LOCAL_EAST > _LOWER and ns - _LOCAL_WEST < _UPPER
+            never = ns - _LOCAL_WEST <= _LOWER or ns - _LOCAL_EAST >= _UPPER
+            return True, (True if always else False if never else None)
+        return True, _LOWER < ns < _UPPER
+    return None, (None if _EPOCHISH.search(text) else False)
 
 
 def is_epoch_timestamp(stamp: str | None) -> bool:
-    """True for a header timestamp at the Unix epoch, which ``diff -N`` uses to mean "no such file"."""
-    if not stamp:
-        return False
-    m = _ISO_STAMP.match(stamp)
-    if m:
-        year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-        when = datetime(year, month, day, hour, minute, second, tzinfo=UTC).timestamp()
-        if m.group(7):
-            sign = 1 if m.group(7) == "+" else -1
-            when -= sign * (int(m.group(8)) * 3600 + int(m.group(9)) * 60)
-        return when == 0
-    try:
-        when = datetime.strptime(stamp.strip(), "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return False
-    return when == 0
+    """True for a header timestamp GNU reads as "no such file" (``parse_stamp``; "cannot tell": False)."""
+    return bool(stamp) and parse_stamp(stamp)[1] is True

@@ -221,17 +221,17 @@ def test_unified_hunk_headers_are_read_as_gnu_reads_them(tmp_path: Path, header:
 
 @pytest.mark.parametrize("indent", [b"  ", b"\t", b"X"])
 @pytest.mark.parametrize("git", [False, True])
-def test_an_indented_hunk_is_refused_where_gnu_applies_it(tmp_path: Path, indent: bytes, git: bool) -> None:
-    """GNU reads a hunk whose lines share its @@ line's indent; we refuse it naming the line rather
-    than skip it as garbage beside a section that applies (a silent difference)."""
+def test_an_indented_hunk_is_read_as_gnu_reads_it(tmp_path: Path, indent: bytes, git: bool) -> None:
+    """GNU reads a hunk whose lines share its @@ line's indent, and so do we (we refused it, and before
+    that skipped it as garbage beside a section that applied: a silent difference)."""
     head = b"diff --git a/f b/f\n" if git else b""
     indented = b"".join(indent + line for line in b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n".splitlines(True))
     plain = b"--- a/g\n+++ b/g\n@@ -1 +1 @@\n-g\n+G\n"
     patch = plain + head + indented
     code, gnu_files, _report = gnu(tmp_path, {"f": b"1\n2\n3\n", "g": b"g\n"}, patch, 1)
     assert code == 0 and gnu_files == {"f": b"1\ntwo\n3\n", "g": b"G\n"}
-    result, _files = ours({"f": b"1\n2\n3\n", "g": b"g\n"}, patch, 1)
-    assert isinstance(result.error, PatchFormatError) and "indented hunk" in str(result.error)
+    result, files = ours({"f": b"1\n2\n3\n", "g": b"g\n"}, patch, 1)
+    assert result.ok and files == gnu_files
 
 
 def test_a_normal_diff_quoted_before_any_header_is_garbage_as_in_gnu(tmp_path: Path) -> None:
@@ -240,9 +240,10 @@ def test_a_normal_diff_quoted_before_any_header_is_garbage_as_in_gnu(tmp_path: P
     patch = b"Description: x\n2c2\n< a\n---\n> b\n\n--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 1\n-2\n+two\n 3\n"
     result, files = compare(tmp_path, {"f": b"1\n2\n3\n"}, patch)
     assert result.ok and files == {"f": b"1\ntwo\n3\n"}
-    headed = b"--- a/f\n+++ b/f\n2c2\n< 2\n---\n> two\n"  # GNU applies this one: refused, loudly
-    refused, _ = ours({"f": b"1\n2\n3\n"}, headed, 1)
-    assert isinstance(refused.error, PatchFormatError) and "normal diff" in str(refused.error)
+    headed = b"--- a/f\n+++ b/f\n2c2\n< 2\n---\n> two\n"  # GNU applies this one, and so do we
+    (tmp_path / "headed").mkdir()
+    result, files = compare(tmp_path / "headed", {"f": b"1\n2\n3\n"}, headed)
+    assert result.ok and files == {"f": b"1\ntwo\n3\n"}
 
 
 @pytest.mark.parametrize("index", [b"Index: f\n", b"Index:f\n", b"Index: f \n", b"Index: f\tx\n", b"Index: f\r\n",

@@ -280,7 +280,7 @@ def test_parses_system_patches_without_crashing() -> None:
             assert str(exc).startswith(f"{path}:")
 
 
-def test_context_diffs_parse_and_normal_diffs_are_refused_not_ignored() -> None:
+def test_context_diffs_parse_and_normal_diffs_after_a_header_line_too() -> None:
     context = b"*** a/f\t2020\n--- b/f\t2020\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"
     (fp,) = parse_patch(context, source="c.diff").files
     assert (fp.old_path, fp.new_path) == ("f", "f") and fp.hunks[0].body == b"-a\n+b\n"
@@ -290,8 +290,9 @@ def test_context_diffs_parse_and_normal_diffs_are_refused_not_ignored() -> None:
     normal = b"1c1\n< a\n---\n> b\n"  # GNU: "Only garbage" (a normal diff needs a header line before it)
     with pytest.raises(PatchFormatError, match=r"^n\.diff:1: Only garbage .*line 1: a normal diff"):
         parse_patch(normal, source="n.diff")
-    with pytest.raises(PatchFormatError, match=r"^n\.diff:2: unsupported patch format: normal"):
-        parse_patch(b"Index: f\n" + normal, source="n.diff")
+    (fp,) = parse_patch(b"Index: f\n" + normal, source="n.diff", strip=0).files  # as diff -U0 would write it
+    assert fp.index_path == "f" and fp.normal and fp.hunks[0].body == b"-a\n+b\n"
+    assert fp.hunks[0][:4] == (1, 1, 1, 1)
 
 
 _VALID = FORMAT_PATCH + (
