@@ -30,7 +30,7 @@ PREFIX_REF = "refs/materialize/prefix/"
 # The version of the applier's rules, part of every prefix key: a cached prefix was computed by the
 # code of its day, so a change that could make any patch apply differently (a GNU rule fixed, a
 # refusal added) bumps this, and caches made before re-apply once instead of being trusted.
-APPLY_RULES = 14  # 3-6 (2026-12-01): GNU's mode rule, git-section names and holds, context diffs, plain names, -R order, delete then create, link length; 7: blank-only patch is garbage; 8: header lines found as GNU intuit_diff_type finds them; 9: git regions likewise, indented header lines; 10: GNU hunk header spacing; 11: indented hunks refused; 12: git name slots swap at a hunk; 13: a normal diff before any header is garbage; 14: Index: names as GNU fetchname
+APPLY_RULES = 15  # 3-6 (2026-12-01): GNU's mode rule, git-section names and holds, context diffs, plain names, -R order, delete then create, link length; 7: blank-only patch is garbage; 8: header lines found as GNU intuit_diff_type finds them; 9: git regions likewise, indented header lines; 10: GNU hunk header spacing; 11: indented hunks refused; 12: git name slots swap at a hunk; 13: a normal diff before any header is garbage; 14: Index: names as GNU fetchname; 15 (session 10): '#' lines, indented/RFC 934 sections, near-epoch times, normal diffs after a header, fetchname slots, CRLF rule
 _new_tuple = tuple.__new__
 _HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
 _HUNK_OF, _RANGES, _SECTION = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4)

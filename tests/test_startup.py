@@ -157,16 +157,19 @@ print("STRINGS-COMPILED", strings, file=sys.stderr)
 def test_the_daily_commands_compile_no_source_text(builder, monkeypatch):
     """A ``TypeVar(bound="BaseModel")`` at module level made typing compile its string (ForwardRef):
     the first compile() of a process wakes Python's parser, ~10M instructions, 5% of `materialize new`.
-    Nothing on the daily commands' path compiles text (status, a cached apply, new, add, edit)."""
+    Nothing on the daily commands' path compiles text (status, a cached apply, quilt's daily loop)."""
     b = builder(BASE)
     b.add_patch("0001-x", {"a.txt": BASE["a.txt"].replace("5\n", "five\n")})
     series = str(b.write())
     monkeypatch.setenv("EDITOR", "true")
     overlay = str(Path(series).parent.parent / "build" / "overlay")
-    for args in (["push"], ["status"], ["apply", "--overlay", "--out", overlay], ["new", "0002-y"], ["add", "a.txt"],
-                 ["edit", "a.txt"]):
+    work = Path(series).parent.parent / "work" / "plugin" / "a.txt"
+    for step, args in enumerate((["push"], ["status"], ["apply", "--overlay", "--out", overlay], ["new", "0002-y"],
+                                 ["add", "a.txt"], ["edit", "a.txt"], ["refresh"], ["pop"], ["push"])):
+        if args == ["refresh"]:
+            work.write_text(work.read_text() + "six\n")
         proc = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, *args, "--series", series],
                               capture_output=True, text=True)
         assert "STRINGS-COMPILED" in proc.stderr, (args, proc.stderr[-2000:])
-        if args != ["push"]:  # the first push imports the upstream and applies (not a daily start-up)
+        if step:  # the first push imports the upstream and applies (not a daily start-up)
             assert "STRINGS-COMPILED []" in proc.stderr, (args, proc.stderr[-2000:])

@@ -4,8 +4,9 @@ Everything is bytes-exact: hunk line contents are the raw bytes of the patch lin
 kind character and the final ``\\n``), so that applying a patch reproduces GNU patch byte for byte.
 """
 
-from __future__ import annotations
 
+# No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
+# process's first compile() costs ~10M instructions (tests/test_startup.py).
 from typing import Literal, NamedTuple
 
 HunkLineKind = Literal[" ", "-", "+"]

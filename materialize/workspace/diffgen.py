@@ -12,8 +12,9 @@ patches, GNU diff for quilt/GNU ones), with the ``@@`` function context the patc
 own rule, or none when the patch never had any): an edit plus its revert gives back the same bytes.
 """
 
-from __future__ import annotations
 
+# No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
+# process's first compile() costs ~10M instructions (tests/test_startup.py).
 import difflib
 import re
 from typing import NamedTuple
