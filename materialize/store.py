@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # subprocess is imported where a process starts: a command th
     import subprocess
 
 from materialize import digest
+from materialize.atomic import atomic_write
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
 from materialize.packs import PackReader, Unsupported, write_pack
@@ -123,9 +124,7 @@ def _setpriv(cache: Path | None) -> str | None:
         return None
     if memo is not None:
         with contextlib.suppress(OSError):  # a read-only cache only costs the next command the check again
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-            tmp.write_text(stamp)
-            os.replace(tmp, memo)
+            atomic_write(memo, stamp.encode())
     return path
 
 

@@ -201,7 +201,7 @@ def run(quilt_dir: Path, upstream: str, target: str, output: Path | None) -> int
     if output is None:
         print(text, end="")
     else:
-        tmp = output.with_name(f".{output.name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, output)
+        from materialize.atomic import atomic_write
+
+        atomic_write(output, text.encode())
     return 0
