@@ -9,7 +9,9 @@ How the code is executed, and why:
 - The kept statements are compiled from the *original* text with every other line blanked, so line
   and column numbers are the real ones; the real text is registered in ``linecache`` under
   ``tree.display_path(path)``, so a traceback shows the real file, line and source.
-- Module-level imports are not executed as text: each needed alias is bound by the extractor, which
+- Module-level imports are not executed as text: each needed alias is loaded by the extractor and
+  bound by a line that stands where the import does (so a later import or statement rebinding the
+  name, and import-time code between them, see what the file sees). The extractor
   refuses heavy packages (ttnn, torch, vllm by default) and anything that is neither stdlib nor in
   ``allow``, naming the import, its line and the definition that needed it. A stub given by the test
   for that name is bound instead. Imports that run later (inside functions, or inside a kept
@@ -347,6 +349,10 @@ class _Analysis:
         # any other object handed to one may be changed by it (`fill(REG)`)
         passed_changes = binder.kind not in ("def", "class")
         names, out, todo = {name}, [], [name]
+        if binder.kind == "other" and isinstance(binder.node, cst.SimpleStatementLine) and not immutable:
+            # names bound by the same statement may be the same object: `d = D = {}`, `A, B = (x,) * 2`
+            names |= binder.defines
+            todo = sorted(names)
         while todo:
             current = todo.pop()
             for unit in self.units[after + 1 :]:
@@ -716,7 +722,7 @@ class _Plan:
         self.display = display
         self.package = package
         self.keep_units: dict[int, set[str] | None] = {}  # unit index -> kept class members (None = all)
-        self.bind: dict[str, tuple[_Import, _Need]] = {}
+        self.bind: dict[tuple[str, int], tuple[_Import, _Need]] = {}  # (name, import unit) -> alias
         self.stubbed: set[str] = set()
         self.unresolved: dict[str, list[int]] = {}
         self.requires: dict[str, set[str]] = {}
@@ -784,7 +790,7 @@ class _Plan:
         if binder.kind in ("import", "star"):
             imp = binder.imports.get(name)
             if imp is not None:
-                self.bind.setdefault(name, (imp, _Need(need.name, line, need.root)))
+                self.bind.setdefault((name, binder.index), (imp, _Need(need.name, line, need.root)))
             # an imported module's state (os.environ[...] = ...) is not the file's to replay: it would
             # leak into the test process; but code that reads it would see it unchanged, so refuse
             for later in self.a.units[binder.index + 1 :]:
@@ -835,7 +841,7 @@ class _Plan:
                     and imp.module.split(".")[0] in _DATACLASS_TYPING
                     and name not in self.policy.stubs
                 ):
-                    self.bind.setdefault(name, (imp, _Need(need.name, access.line, need.root)))
+                    self.bind.setdefault((name, binder.index), (imp, _Need(need.name, access.line, need.root)))
             return
         self.requires.setdefault(need.root, set()).add(name)
         if name in self.policy.stubs:
@@ -953,25 +959,18 @@ class _Plan:
             lines.update(range(first, self.a.positions[stmt].end.line + 1))
         return lines
 
-    def _check_binding_order(self) -> None:
-        """An import bound before exec must not be overwritten by kept text that precedes it in the file."""
-        for name, (imp, _need) in self.bind.items():
-            import_unit = self.a.unit_at(imp.line)
-            for index in self.keep_units:
-                text_unit = self.a.units[index]
-                if import_unit is not None and index < import_unit.index and name in text_unit.defines:
-                    raise ExtractError(
-                        f"{self.display}:{imp.line}: {name!r} is bound at line {text_unit.first} and rebound by "
-                        f"`{imp.text}`; extract binds imports before running kept code, so it cannot keep both: "
-                        "request the definitions separately"
-                    )
-
     def execute(self, modname: str, package: str, names: tuple[str, ...]) -> types.ModuleType:
         source_lines = self.a.source.splitlines(keepends=True)
         keep: set[int] = set()
         for index, members in self.keep_units.items():
             keep |= self.kept_lines(self.a.units[index], members)
         left_out = self._left_out_lines(source_lines)
+        by_unit: dict[int, list[str]] = {}
+        for name, index in sorted(self.bind, key=lambda key: (key[1], key[0])):
+            by_unit.setdefault(index, []).append(name)
+        for index, bound in by_unit.items():
+            first = self.a.units[index].first
+            left_out[first] = "; ".join(f"{name} = {_IMPORTED}[{f'{name}@{index}'!r}]" for name in bound) + "\n"
         text = "".join(
             line if number in keep else left_out.get(number, "\n" if line.endswith("\n") else "")
             for number, line in enumerate(source_lines, start=1)
@@ -984,15 +983,18 @@ class _Plan:
         namespace.__dict__["__builtins__"] = guarded
         for name in sorted(self.stubbed):
             namespace.__dict__[name] = self.policy.stubs[name]
-        for name, (imp, need) in sorted(self.bind.items(), key=lambda kv: kv[1][1].line):
-            namespace.__dict__[name] = self._bind_import(imp, need)
+        # each import binds its names where it stands in the file (a later import or statement may rebind
+        # them, and code between them sees the binding of the moment): the module is loaded here, under
+        # the import policy, and the statement's line binds the names from it
+        imported: dict[str, Any] = {}
+        for (name, index), (imp, need) in sorted(self.bind.items(), key=lambda kv: (kv[1][1].line, kv[0][1])):
+            imported[f"{name}@{index}"] = self._bind_import(imp, need)
         linecache.cache[self.display] = (
             len(self.a.source),
             None,
             self.a.source.splitlines(True),
             self.display,
         )
-        self._check_binding_order()
         flags = self.a.future_flags  # the file's own future imports, nothing forced
         try:
             code = compile(text, self.display, "exec", flags=flags, dont_inherit=True)
@@ -1006,6 +1008,7 @@ class _Plan:
         if registered:
             sys.modules[modname] = namespace
         placeholders: list[_LeftOut] = []
+        namespace.__dict__[_IMPORTED] = imported
         namespace.__dict__[_LEFT_OUT] = lambda *args: (
             placeholders.append(_LeftOut(self.display, *args)) or placeholders[-1]
         )
@@ -1013,6 +1016,7 @@ class _Plan:
             exec(code, namespace.__dict__)
         finally:
             namespace.__dict__.pop(_LEFT_OUT, None)
+            namespace.__dict__.pop(_IMPORTED, None)
             if registered:
                 sys.modules.pop(modname, None)
         for placeholder in placeholders:
@@ -1087,6 +1091,7 @@ class _Plan:
 
 
 _LEFT_OUT = "__materialize_left_out__"
+_IMPORTED = "__materialize_imported__"
 
 
 class _LeftOut:

@@ -147,6 +147,29 @@ STATE_CASES = {
         "f",
         lambda m: m.f(),
     ),
+    # session 10, found by the stdlib oracle (materialize/offline/oracle.py)
+    "aliases-bound-in-one-statement": (  # copy's `d = _deepcopy_dispatch = {}` then `d[int] = …`
+        "d = D = {}\nd['k'] = 1\ndef f():\n    return D\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "aliases-bound-by-one-unpacking": (
+        "A, B = ([],) * 2\nB.append(1)\ndef f():\n    return A\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "import-rebound-by-a-later-import": (
+        "from os.path import join as j\nX = j\nfrom posixpath import basename as j\n"
+        "def f():\n    return X.__name__, j.__name__\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "definition-rebound-by-a-later-import": (
+        "def j():\n    return 'mine'\nX = j\nfrom os.path import join as j\n"
+        "def f():\n    return X(), j.__name__\n",
+        "f",
+        lambda m: m.f(),
+    ),
 }
 
 # ... and import-time code that changes nothing the definition sees: extracted, not refused.
