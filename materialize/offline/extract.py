@@ -425,7 +425,8 @@ class _Analysis:
         for unit in reversed(self.units):
             if before is not None and unit.index >= before:
                 continue
-            if name in unit.defines:
+            # a statement calling a function of the file that rebinds the name (`global X`) may bind it too
+            if name in unit.defines or name in unit.rebinds:
                 out.append(unit)
                 if name in unit.unconditional:
                     break
@@ -443,6 +444,19 @@ class _Analysis:
             or name in self.runtime_globals
             or name in self.import_names
         )
+
+    def binds_at_module_level(self, name: str) -> bool:
+        return any(name in u.defines for u in self.units)
+
+    def docstring(self) -> str | None:
+        """The module's docstring (its ``__doc__`` before any statement runs)."""
+        first = self.module.body[0] if self.module.body else None
+        if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr):
+            value = first.body[0].value
+            if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                text = value.evaluated_value
+                return text if isinstance(text, str) else None
+        return None
 
     def typing_only(self, name: str) -> _Unit | None:
         return next((u for u in self.units if name in u.typing_defines), None)
@@ -710,7 +724,7 @@ def _extract(
     plan = _Plan(analysis, policy, display, package)
     for requested in names:
         plan.request(requested)
-    return plan.execute(modname, package, names)
+    return plan.execute(modname, package, names, is_package=path.endswith("__init__.py"))
 
 
 class _Plan:
@@ -757,6 +771,13 @@ class _Plan:
                 raise ExtractError(
                     f"{self.display}:{typing_unit.first}: {top!r} is only imported under `if TYPE_CHECKING:`; "
                     "it does not exist at run time"
+                )
+            dynamic = self.a.binding("__getattr__", None)
+            if dynamic is not None:
+                raise ExtractError(
+                    f"{self.display}:{dynamic.first}: {top!r} is not bound at module level; the module's __getattr__ "
+                    f"(PEP 562, line {dynamic.first}) may provide it when the module's attribute is read, which "
+                    "extract does not evaluate: test it through the module, or extract __getattr__"
                 )
             raise MissingDefinition(
                 f"{self.display}: {top!r} is not defined at module level in this tree",
@@ -827,11 +848,14 @@ class _Plan:
             if access.line not in lines or access.line in unit.dead_lines:
                 continue
             self._need_name(access, unit, need)
+        if self.a.binds_at_module_level("__name__"):
+            # a def or class (or lambda) made here takes its __module__ from the __name__ of the moment
+            self._need_name(_Access("__name__", unit.first, True, "global"), unit, need)
 
     def _need_name(self, access: _Access, unit: _Unit, need: _Need) -> None:
         name = access.name
-        if name in _IMPLICIT_NAMES:
-            return
+        if name in _IMPLICIT_NAMES and not self.a.binds_at_module_level(name):
+            return  # what the module has without binding it (`__name__`, `__doc__`, …) unless the file rebinds it
         if access.soft:
             # `from __future__ import annotations`: dataclasses still look ClassVar/InitVar up by name
             for binder in self.a.bindings(name, unit.index):
@@ -848,7 +872,7 @@ class _Plan:
             self._stub(name, access.line, need)
             return
         binders = self.a.bindings(name, unit.index if access.immediate else None)
-        if not binders and name in unit.defines:
+        if not binders and (name in unit.defines or name in _IMPLICIT_NAMES):
             return  # bound inside the same statement (`try: import x as y` … `y.attr`), which is kept
         if not binders:
             self._unbound(access, need)
@@ -900,9 +924,18 @@ class _Plan:
             if not isinstance(stmt, cst.FunctionDef):
                 stmt.visit(body_refs)
         result = set(members) | (body_refs.names & set(info.methods))
+        # a method decorated through a kept one (`@g.register`, `@g.setter`) changes it when defined
+        decorated_by = {
+            name: {n for fn in fns for deco in fn.decorators for n in _names_in(deco)}
+            for name, fns in info.methods.items()
+        }
         todo = list(result)
         while todo:
             member = todo.pop()
+            for other, refs in decorated_by.items():
+                if member in refs and other not in result:
+                    result.add(other)
+                    todo.append(other)
             for fn in info.methods.get(member, []):
                 deco_refs = _NameRefs()
                 for deco in fn.decorators:
@@ -959,7 +992,9 @@ class _Plan:
             lines.update(range(first, self.a.positions[stmt].end.line + 1))
         return lines
 
-    def execute(self, modname: str, package: str, names: tuple[str, ...]) -> types.ModuleType:
+    def execute(
+        self, modname: str, package: str, names: tuple[str, ...], *, is_package: bool = False
+    ) -> types.ModuleType:
         source_lines = self.a.source.splitlines(keepends=True)
         keep: set[int] = set()
         for index, members in self.keep_units.items():
@@ -978,6 +1013,9 @@ class _Plan:
         namespace = types.ModuleType(modname)
         namespace.__file__ = self.display
         namespace.__package__ = package
+        namespace.__doc__ = self.a.docstring()
+        if is_package:
+            namespace.__path__ = [self.display.rsplit("/", 1)[0]]  # type: ignore[attr-defined]
         guarded = dict(vars(builtins))
         guarded["__import__"] = self.policy.guarded_import(self.display)
         namespace.__dict__["__builtins__"] = guarded
@@ -1374,6 +1412,12 @@ class _NameRefs(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    visitor = _NameRefs()
+    node.visit(visitor)
+    return visitor.names
 
 
 def _self_reads(fn: cst.FunctionDef, class_name: str) -> list[tuple[str, cst.CSTNode]]:

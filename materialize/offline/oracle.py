@@ -111,7 +111,8 @@ def _global_reads(code: types.CodeType) -> set[str]:
 class Comparer:
     """Structural comparison of an imported object with its extracted twin."""
 
-    def __init__(self, real_ns: dict, extracted_ns: dict, depth: int = 8) -> None:
+    def __init__(self, real_ns: dict, extracted_ns: dict, depth: int = 8, skip: set[str] = frozenset()) -> None:
+        self.skip = skip
         self.real_ns = real_ns
         self.extracted_ns = extracted_ns
         self.depth = depth
@@ -231,7 +232,7 @@ class Comparer:
         return self._globals(rc, real.__globals__, got.__globals__, where, depth)
 
     def _globals(self, code: types.CodeType, real_g: dict, got_g: dict, where: str, depth: int) -> str | None:
-        for name in sorted(_global_reads(code)):
+        for name in sorted(_global_reads(code) - self.skip if real_g is self.real_ns else _global_reads(code)):
             found = self.diff(
                 _resolve(real_g, name), _resolve(got_g, name), f"{where} -> global {name}", depth + 1
             )
@@ -321,11 +322,18 @@ def check_module(modname: str, names: list[str] | None = None, allow: tuple[str,
     root, rel = located
     module = fresh_module(modname)
     tree = DirTree(root, "oracle")
-    again = fresh_module(modname)
+    # globals that differ between two imports (a time, a random value, an id) are not compared
+    again = vars(fresh_module(modname))
+    for global_name, value in vars(module).items():
+        if (
+            global_name not in ("__builtins__", "__loader__", "__spec__")
+            and not callable(value)
+            and Comparer(vars(module), again).diff(value, again.get(global_name, _MISSING), global_name)
+        ):
+            result.unstable.append(global_name)
     for name in names if names is not None else definitions((root / rel).read_text("utf-8")):
         real = getattr(module, name, _MISSING)
-        if Comparer(vars(module), vars(again)).diff(real, getattr(again, name, _MISSING), name):
-            result.unstable.append(name)  # differs between two imports (a time, a random value): not compared
+        if name in result.unstable:
             continue
         try:
             extracted = extract(tree, rel, name, allow=allow)
@@ -338,7 +346,7 @@ def check_module(modname: str, names: list[str] | None = None, allow: tuple[str,
             result.crashed.append(f"{modname}.{name}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
         result.checked += 1
-        comparer = Comparer(vars(module), vars(extracted))
+        comparer = Comparer(vars(module), vars(extracted), skip=set(result.unstable))
         try:
             found = comparer.diff(real, extracted.__dict__.get(name, _MISSING), f"{modname}.{name}")
         except ExtractError:

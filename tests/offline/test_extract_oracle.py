@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from materialize.offline import extract
-from materialize.offline.errors import ExtractError
+from materialize.offline.errors import ExtractError, MissingDefinition
 from materialize.tree import DirTree
 
 
@@ -170,6 +170,37 @@ STATE_CASES = {
         "f",
         lambda m: m.f(),
     ),
+    "name-rebound": (
+        "__name__ = 'elsewhere'\ndef f():\n    return __name__\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "name-rebound-seen-by-a-def": (
+        "__name__ = 'elsewhere'\ndef f():\n    return 1\n",
+        "f",
+        lambda m: m.f.__module__,
+    ),
+    "module-docstring": (
+        '"""The doc."""\ndef f():\n    return __doc__\n',
+        "f",
+        lambda m: m.f(),
+    ),
+    "doc-rebound": (
+        '"""The doc."""\n__doc__ = __doc__ + " More."\ndef f():\n    return __doc__\n',
+        "f",
+        lambda m: m.f(),
+    ),
+    "global-bound-only-by-a-function-called-at-import": (  # mimetypes' _default_mime_types()
+        "def _init():\n    global TABLE\n    TABLE = {'a': 1}\ndef f():\n    return TABLE\n_init()\n",
+        "f",
+        lambda m: m.f(),
+    ),
+    "method-registered-on-a-kept-singledispatchmethod": (
+        "import functools\nclass C:\n    @functools.singledispatchmethod\n    def g(self, x):\n        return 'base'\n"
+        "    @g.register\n    def _(self, x: int):\n        return 'int'\n",
+        "C.g",
+        lambda m: m.C().g(1),
+    ),
 }
 
 # ... and import-time code that changes nothing the definition sees: extracted, not refused.
@@ -279,6 +310,29 @@ CLASS_CASES = {
 @pytest.mark.parametrize("case", sorted(CLASS_CASES))
 def test_a_left_out_member_is_never_silently_absent(tmp_path, case):
     _check(tmp_path, *CLASS_CASES[case])
+
+
+def test_a_name_only_the_module_getattr_provides_is_refused_not_missing(tmp_path):
+    """PEP 562: `mod.X` comes from the module's `__getattr__`; it is no definition extract can take,
+    and no MissingDefinition (which a control reads as "not written yet") either."""
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "m.py").write_text(
+        "def __getattr__(name):\n    if name == 'X':\n        return 5\n    raise AttributeError(name)\n"
+    )
+    with pytest.raises(
+        ExtractError, match=r"m\.py:1: 'X' is not bound at module level; the module's __getattr__"
+    ) as info:
+        extract(DirTree(root, "demo"), "m.py", "X")
+    assert not isinstance(info.value, MissingDefinition)
+
+
+def test_a_package_has_its_path(tmp_path):
+    """logging.Handler.handleError reads ``__path__[0]``: an ``__init__.py`` runs with ``__path__`` bound."""
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("def f():\n    return __path__\n")
+    assert extract(DirTree(root, "demo"), "pkg/__init__.py", "f").f() == [str(root / "pkg")]
 
 
 def test_a_change_to_an_imported_module_at_import_is_refused(tmp_path):
