@@ -27,7 +27,12 @@ Dependency rule: a name used by code that runs at definition time (module level,
 decorators, default values) resolves to the bindings *before* that statement; a name used inside a
 function body resolves to the module's final bindings, as Python does at call time. Every binding
 back to the last unconditional one is kept (``X = a`` then ``if c: X = b`` keeps both, with the
-``if`` that controls the second).
+``if`` that controls the second). A star import binds what it exports where it stands: followed
+for the standard library (``try: from _heapq import *`` replaces the pure-Python definitions),
+refused when it cannot be known (relative, third-party) and may rebind a needed name.
+
+``materialize/offline/oracle.py`` checks all this against Python: every definition of a stdlib
+module, extracted, against the module executed from the same file.
 
 The extractor is total: it returns code that behaves as the file does, or raises an
 ``ExtractError`` naming file, line and reason (a name nothing binds, a heavy import, a stub for a
@@ -118,6 +123,7 @@ class _Unit:
     passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
     refs: set[str] = field(default_factory=set)  # names its import-time code reads
     dynamic: list[tuple[int, str]] = field(default_factory=list)  # (line, how) it writes the namespace unseen
+    star_unknown: str | None = None  # a `from m import *` it runs whose names extract cannot know
 
 
 _BodyEffects = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[tuple[int, str], ...]]
@@ -207,8 +213,15 @@ class _Analysis:
         if kind == "import":
             for small in stmt.body:
                 if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
-                    unit.kind = "star"
-                    break
+                    module, names = _star_names(small)
+                    text = self.module.code_for_node(small).strip()
+                    if names is None:
+                        unit.kind = "star"
+                        unit.star_unknown = text
+                        continue
+                    for name in names:  # followed: `from m import *` binds m's public names, as Python does
+                        unit.imports[name] = _Import(name, module, name, 0, text, first)
+                    continue
                 for imp in _imports_of(small, self.module):
                     imp.line = first
                     unit.imports[imp.bound] = imp
@@ -244,6 +257,15 @@ class _Analysis:
             else:
                 unit.defines.add(assignment.name)
         for unit in self.units:
+            if unit.kind in ("other", "typing"):  # `try: from _speedups import *` rebinds what it exports
+                for node in _nodes_of(unit.node, cst.ImportFrom):
+                    if not isinstance(node.names, cst.ImportStar) or self.positions[node].start.line in unit.dead_lines:
+                        continue
+                    _module, names = _star_names(node)
+                    if names is None:
+                        unit.star_unknown = self.module.code_for_node(node).strip()
+                    else:
+                        unit.defines.update(names)
             if unit.kind in ("def", "class"):
                 name = unit.node.name.value  # type: ignore[attr-defined]
                 unit.defines.add(name)
@@ -345,9 +367,10 @@ class _Analysis:
         through a function they call (``global X``). An immutable literal cannot be changed, only rebound."""
         binder = self.units[after]
         immutable = _binds_immutable_literal(binder, name)
-        # a function or class handed to a call (`attach(fn)`, `register(Cls)`) is taken as left as it is;
-        # any other object handed to one may be changed by it (`fill(REG)`)
-        passed_changes = binder.kind not in ("def", "class")
+        # a function handed to a call (`atexit.register(fn)`, `attach(fn)`) is taken as left as it is (keeping
+        # the call would run it in the test process); any other object handed to one may be changed by it:
+        # `fill(REG)`, a class given to `defproperty(Cls, "length")` or `Mapping.register(Cls)`
+        passed_changes = binder.kind != "def"
         names, out, todo = {name}, [], [name]
         if binder.kind == "other" and isinstance(binder.node, cst.SimpleStatementLine) and not immutable:
             # names bound by the same statement may be the same object: `d = D = {}`, `A, B = (x,) * 2`
@@ -462,7 +485,14 @@ class _Analysis:
         return next((u for u in self.units if name in u.typing_defines), None)
 
     def star_units(self) -> list[_Unit]:
-        return [u for u in self.units if u.kind == "star"]
+        """The statements running a star import whose names extract cannot know."""
+        return [u for u in self.units if u.star_unknown is not None]
+
+    def unknown_star_between(self, name: str, start: int, stop: int) -> _Unit | None:
+        """A statement in ``units[start:stop]`` whose unknown star import may rebind ``name``."""
+        if name in _IMPLICIT_NAMES or name.startswith("_"):
+            return None  # `from m import *` never binds a private name unless __all__ lists it
+        return next((u for u in self.units[start:stop] if u.star_unknown is not None), None)
 
     def all_names(self) -> list[str]:
         """Names in a literal ``__all__`` (assignments and ``+=``), in order."""
@@ -544,6 +574,22 @@ def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     raise ExtractError(f"unexpected import target {node!r}")
+
+
+def _star_names(node: cst.ImportFrom) -> tuple[str, frozenset[str] | None]:
+    """The module a ``from m import *`` imports, and the names it binds (None when extract cannot know
+    them without importing what it must not: a relative import, a module outside the standard library)."""
+    module = _dotted(node.module) if node.module is not None else ""
+    if node.relative or not module or module.split(".")[0] not in sys.stdlib_module_names:
+        return module, None
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError:
+        return module, None
+    exported = getattr(loaded, "__all__", None)
+    if exported is None:
+        exported = [name for name in vars(loaded) if not name.startswith("_")]
+    return module, frozenset(exported)
 
 
 def _imports_of(small: cst.BaseSmallStatement, module: cst.Module) -> list[_Import]:
@@ -762,7 +808,7 @@ class _Plan:
             star = self.a.star_units()[0]
             raise StarImportRefused(
                 f"{self.display}:{star.first}: {top!r} is not defined in the file and may come from "
-                f"`{self.a.module.code_for_node(star.node).strip()}`; extract refuses star imports: "
+                f"`{star.star_unknown}`; extract follows star imports of the standard library only: "
                 "extract it from the module that defines it"
             )
         if not units:
@@ -784,6 +830,7 @@ class _Plan:
                 name=requested,
                 path=self.display,
             )
+        self._star_may_rebind(top, units, len(self.a.units), 0, requested)
         need = _Need(requested, units[0].first, requested)
         if not member:
             for unit in units:
@@ -872,6 +919,7 @@ class _Plan:
             self._stub(name, access.line, need)
             return
         binders = self.a.bindings(name, unit.index if access.immediate else None)
+        self._star_may_rebind(name, binders, unit.index if access.immediate else len(self.a.units), access.line, need.root)
         if not binders and (name in unit.defines or name in _IMPLICIT_NAMES):
             return  # bound inside the same statement (`try: import x as y` … `y.attr`), which is kept
         if not binders:
@@ -880,6 +928,20 @@ class _Plan:
         for binder in binders:
             if binder is not unit:
                 self._use_binder(name, binder, access.line, need)
+
+    def _star_may_rebind(self, name: str, binders: list[_Unit], stop: int, line: int, root: str) -> None:
+        """Refuse when a star import extract cannot follow runs after ``name``'s last sure binding."""
+        if not binders:
+            return  # no binding at all: refused as unbound (naming the star import) where that is checked
+        start = binders[-1].index + 1 if name in binders[-1].unconditional else 0
+        star = self.a.unknown_star_between(name, start, stop)
+        if star is not None:
+            used = f" (line {line})" if line else ""
+            raise StarImportRefused(
+                f"{self.display}:{star.first}: `{star.star_unknown}` may rebind {name!r}, which {root} uses{used}; "
+                "extract follows star imports of the standard library only: stub the name or extract from the "
+                "module it comes from"
+            )
 
     def _unbound(self, access: _Access, need: _Need) -> None:
         """``access.name`` has no module-level binding before it: refuse, naming file, line and name."""
@@ -900,7 +962,7 @@ class _Plan:
             raise StarImportRefused(
                 f"{self.display}:{access.line}: {name!r} (needed by {need.root}) is not defined in the file; "
                 f"it may come from the star import at line {star.first} "
-                f"(`{self.a.module.code_for_node(star.node).strip()}`), which extract refuses; stub it"
+                f"(`{star.star_unknown}`), which extract cannot follow; stub it"
             )
         self.unresolved.setdefault(name, []).append(access.line)
         later = self.a.binding(name, None) if access.immediate else None
@@ -1406,6 +1468,35 @@ class _SelfReads(cst.CSTVisitor):
             self.reads.append((node.attr.value, node))
 
 
+class _SourceNames(cst.CSTVisitor):
+    """Names whose objects an expression may evaluate to, or to a part of: not a called function's
+    name (``Foo()`` makes a new object), nor code in a lambda; ``copied``: names it makes a shallow
+    copy of (``dict(REG)``, ``sorted(ROWS)``)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.copied: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if not isinstance(node.func, cst.Name):
+            node.func.visit(self)
+        elif node.func.value in _COPIES:
+            inner = _SourceNames()
+            for arg in node.args:
+                arg.visit(inner)
+            self.copied |= inner.names | inner.copied
+            return False
+        for arg in node.args:
+            arg.visit(self)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 class _NameRefs(cst.CSTVisitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
@@ -1574,6 +1665,9 @@ _MUTATING_METHODS = frozenset(
 """Container methods that change their object: how code changes an imported module's state in place
 (``os.environ.setdefault``, ``sys.path.insert``); any other call on a module attribute is taken as a read."""
 
+_COPIES = frozenset({"dict", "list", "set", "frozenset", "tuple", "sorted"})
+"""Builtins that return a new container holding the elements of their argument."""
+
 _DYNAMIC_CALLS = frozenset({"globals", "locals", "exec", "eval"})
 """Calls through which code may read or bind module names that no statement names."""
 
@@ -1605,6 +1699,8 @@ class _Effects(cst.CSTVisitor):
         self.refs: set[str] = set()
         self.dynamic: list[tuple[cst.CSTNode, str]] = []
         self._depth = 0
+        self.derived: list[dict[str, set[str]]] = []  # per function being walked: local -> names it may alias
+        self.copied: list[dict[str, set[str]]] = []  # ... local -> names it may be a shallow copy of
 
     def _changes(self, obj: cst.BaseExpression, into: set[str] | None = None) -> None:
         """``obj`` (an expression naming an object) may be changed."""
@@ -1612,11 +1708,36 @@ class _Effects(cst.CSTVisitor):
         root = _root_name(obj)
         if root is None:
             return
-        if self.owners and root == self.owners[-1][0] and root:
-            if self.class_name is not None and (self.owners[-1][1] or not isinstance(obj, cst.Name)):
-                into.add(self.class_name)
+        # a local bound from module names (`for a, b in PAIRS:`, `r = REG`) may be one of their objects; a
+        # copy of one (`m = dict(REG)`) is a new object whose elements are theirs (`m[k].append(x)`)
+        aliased: set[str] = set()
+        if self.derived:
+            aliased = self.derived[-1].get(root, set())
+            if not isinstance(obj, cst.Name):
+                aliased = aliased | self.copied[-1].get(root, set())
+        for name in (root, *sorted(aliased)):
+            if self.owners and name == self.owners[-1][0] and name:
+                if self.class_name is not None and (self.owners[-1][1] or not isinstance(obj, cst.Name)):
+                    into.add(self.class_name)
+                continue
+            into.add(name)
+
+    def _derive(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        """Inside a function, the names ``target`` binds may hold (parts of) the objects ``value`` names."""
+        if not self.derived or value is None:
             return
-        into.add(root)
+        visitor = _SourceNames()
+        value.visit(visitor)
+        local, copies = self.derived[-1], self.copied[-1]
+        sources, copied = set(visitor.names), set(visitor.copied)
+        for name in visitor.names:
+            sources |= local.get(name, set())
+            copied |= copies.get(name, set())
+        for name in visitor.copied:
+            copied |= local.get(name, set()) | copies.get(name, set())
+        for name in _target_names(target):
+            local[name] = local.get(name, set()) | sources
+            copies[name] = copies.get(name, set()) | copied
 
     def _target(self, target: cst.BaseExpression, *, delete: bool = False) -> None:
         for element in _flatten_targets(target):
@@ -1647,9 +1768,13 @@ class _Effects(cst.CSTVisitor):
             or node.name.value in ("__init_subclass__", "__new__", "__class_getitem__")
         )
         self.owners.append((first, classlike))
+        self.derived.append({})
+        self.copied.append({})
         self._depth += 1
         node.body.visit(self)
         self._depth -= 1
+        self.derived.pop()
+        self.copied.pop()
         self.owners.pop()
         return False
 
@@ -1665,15 +1790,29 @@ class _Effects(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._target(target.target)
+            self._derive(target.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._derive(node.target, node.iter)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._derive(node.target, node.value)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._derive(node.asname.name, node.item)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
             self._target(node.target)
+            self._derive(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._target(node.target)
         if isinstance(node.target, cst.Name) and self._depth == 0:
             self.changed.add(node.target.value)  # `X += [1]` extends the list X was bound to
+        elif isinstance(node.target, cst.Name):
+            self._changes(node.target)  # a local bound from a module object: `r = REG; r += [1]`
 
     def visit_Del(self, node: cst.Del) -> None:
         self._target(node.target, delete=True)
