@@ -895,9 +895,34 @@ class _Plan:
             if access.line not in lines or access.line in unit.dead_lines:
                 continue
             self._need_name(access, unit, need)
+        self._import_time_reads(unit, lines, need)
         if self.a.binds_at_module_level("__name__"):
             # a def or class (or lambda) made here takes its __module__ from the __name__ of the moment
             self._need_name(_Access("__name__", unit.first, True, "global"), unit, need)
+
+    def _import_time_reads(self, unit: _Unit, lines: set[int], need: _Need) -> None:
+        """A function of the file that kept import-time code calls (directly, as a decorator, a metaclass,
+        through a base class) reads the bindings of that moment, not the file's last ones: enum's
+        ``EnumType.__new__`` checks ``Enum is not None`` while ``class Enum`` is being made. Those
+        earlier bindings are kept too (a name with none then is left to raise NameError, as it would)."""
+        if unit.kind in ("import", "star", "typing"):
+            return
+        names = {a.name for a in self.a.accesses[unit.index] if a.immediate and a.line in lines}
+        seen: set[int] = set()
+        todo = sorted(names)
+        while todo:
+            name = todo.pop()
+            for callee in self.a._callables(name, unit.index):
+                if callee.index in seen or callee is unit:
+                    continue
+                seen.add(callee.index)
+                for access in self.a.accesses[callee.index]:
+                    if access.soft or access.name in _IMPLICIT_NAMES:
+                        continue
+                    for binder in self.a.bindings(access.name, unit.index):
+                        if binder is not unit:
+                            self._use_binder(access.name, binder, access.line, need)
+                    todo.append(access.name)
 
     def _need_name(self, access: _Access, unit: _Unit, need: _Need) -> None:
         name = access.name
@@ -1159,8 +1184,8 @@ class _Plan:
     def _bind_import(self, imp: _Import, need: _Need) -> Any:
         module = _resolve_relative(imp, self.package)
         where = f"{self.display}:{imp.line}"
-        if imp.module == "__future__":
-            return getattr(__future__, imp.attr or "annotations")
+        if imp.module == "__future__":  # `import __future__` binds the module (codeop reads all_feature_names)
+            return getattr(__future__, imp.attr) if imp.attr else __future__
         stub_keys = [imp.bound, module, module.split(".")[0]] if module else [imp.bound]
         for key in stub_keys:
             if key in self.policy.stubs:

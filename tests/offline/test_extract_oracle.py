@@ -233,6 +233,18 @@ STATE_CASES = {
         "f",
         lambda m: m.f(),
     ),
+    "a-function-run-at-import-sees-the-bindings-of-that-moment": (  # enum: `Enum = None`, then EnumType
+        "Base = None\nclass Meta(type):\n    def __new__(mcs, name, bases, ns):\n"
+        "        ns['root'] = Base is None\n        return super().__new__(mcs, name, bases, ns)\n"
+        "class Base(metaclass=Meta):\n    pass\n",
+        "Base",
+        lambda m: m.Base.root,
+    ),
+    "import-of-the-future-module": (  # codeop: `import __future__` then `__future__.all_feature_names`
+        "import __future__\ndef f():\n    return len(__future__.all_feature_names) > 0\n",
+        "f",
+        lambda m: m.f(),
+    ),
 }
 
 # ... and import-time code that changes nothing the definition sees: extracted, not refused.
