@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import dis
 import functools
 import importlib
@@ -120,8 +121,8 @@ class Comparer:
 
     def diff(self, real: Any, got: Any, where: str, depth: int = 0) -> str | None:
         """None when ``got`` stands for ``real``; else what differs, at ``where``."""
-        if real is got:
-            return None
+        if real is got or (real is builtins.__import__ and getattr(got, "__qualname__", "").startswith("ImportPolicy.")):
+            return None  # the extraction's __import__ is the import policy's guard, on purpose
         key = (id(real), id(got))
         if key in self._seen or depth > self.depth:
             return None
@@ -276,8 +277,18 @@ def _code_key(code: types.CodeType) -> tuple:
         code.co_names,
         code.co_varnames,
         code.co_freevars,
-        tuple(_code_key(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts),
+        tuple(_const_key(c) for c in code.co_consts),
     )
+
+
+def _const_key(const: Any) -> Any:
+    if isinstance(const, types.CodeType):
+        return _code_key(const)
+    if isinstance(const, frozenset):  # `x in {"a", "b"}`: its order is the order it was built in (.pyc or not)
+        return ("frozenset", tuple(sorted(map(repr, const))))
+    if isinstance(const, tuple):
+        return tuple(_const_key(c) for c in const)
+    return repr(const)
 
 
 def real_ns_name(namespace: dict) -> str:
