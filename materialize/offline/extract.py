@@ -9,7 +9,9 @@ How the code is executed, and why:
 - The kept statements are compiled from the *original* text with every other line blanked, so line
   and column numbers are the real ones; the real text is registered in ``linecache`` under
   ``tree.display_path(path)``, so a traceback shows the real file, line and source.
-- Module-level imports are not executed as text: each needed alias is bound by the extractor, which
+- Module-level imports are not executed as text: each needed alias is loaded by the extractor and
+  bound by a line that stands where the import does (so a later import or statement rebinding the
+  name, and import-time code between them, see what the file sees). The extractor
   refuses heavy packages (ttnn, torch, vllm by default) and anything that is neither stdlib nor in
   ``allow``, naming the import, its line and the definition that needed it. A stub given by the test
   for that name is bound instead. Imports that run later (inside functions, or inside a kept
@@ -25,7 +27,12 @@ Dependency rule: a name used by code that runs at definition time (module level,
 decorators, default values) resolves to the bindings *before* that statement; a name used inside a
 function body resolves to the module's final bindings, as Python does at call time. Every binding
 back to the last unconditional one is kept (``X = a`` then ``if c: X = b`` keeps both, with the
-``if`` that controls the second).
+``if`` that controls the second). A star import binds what it exports where it stands: followed
+for the standard library (``try: from _heapq import *`` replaces the pure-Python definitions),
+refused when it cannot be known (relative, third-party) and may rebind a needed name.
+
+``materialize/offline/oracle.py`` checks all this against Python: every definition of a stdlib
+module, extracted, against the module executed from the same file.
 
 The extractor is total: it returns code that behaves as the file does, or raises an
 ``ExtractError`` naming file, line and reason (a name nothing binds, a heavy import, a stub for a
@@ -116,6 +123,7 @@ class _Unit:
     passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
     refs: set[str] = field(default_factory=set)  # names its import-time code reads
     dynamic: list[tuple[int, str]] = field(default_factory=list)  # (line, how) it writes the namespace unseen
+    star_unknown: str | None = None  # a `from m import *` it runs whose names extract cannot know
 
 
 _BodyEffects = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[tuple[int, str], ...]]
@@ -205,8 +213,15 @@ class _Analysis:
         if kind == "import":
             for small in stmt.body:
                 if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
-                    unit.kind = "star"
-                    break
+                    module, names = _star_names(small)
+                    text = self.module.code_for_node(small).strip()
+                    if names is None:
+                        unit.kind = "star"
+                        unit.star_unknown = text
+                        continue
+                    for name in names:  # followed: `from m import *` binds m's public names, as Python does
+                        unit.imports[name] = _Import(name, module, name, 0, text, first)
+                    continue
                 for imp in _imports_of(small, self.module):
                     imp.line = first
                     unit.imports[imp.bound] = imp
@@ -242,6 +257,15 @@ class _Analysis:
             else:
                 unit.defines.add(assignment.name)
         for unit in self.units:
+            if unit.kind in ("other", "typing"):  # `try: from _speedups import *` rebinds what it exports
+                for node in _nodes_of(unit.node, cst.ImportFrom):
+                    if not isinstance(node.names, cst.ImportStar) or self.positions[node].start.line in unit.dead_lines:
+                        continue
+                    _module, names = _star_names(node)
+                    if names is None:
+                        unit.star_unknown = self.module.code_for_node(node).strip()
+                    else:
+                        unit.defines.update(names)
             if unit.kind in ("def", "class"):
                 name = unit.node.name.value  # type: ignore[attr-defined]
                 unit.defines.add(name)
@@ -343,10 +367,15 @@ class _Analysis:
         through a function they call (``global X``). An immutable literal cannot be changed, only rebound."""
         binder = self.units[after]
         immutable = _binds_immutable_literal(binder, name)
-        # a function or class handed to a call (`attach(fn)`, `register(Cls)`) is taken as left as it is;
-        # any other object handed to one may be changed by it (`fill(REG)`)
-        passed_changes = binder.kind not in ("def", "class")
+        # a function handed to a call (`atexit.register(fn)`, `attach(fn)`) is taken as left as it is (keeping
+        # the call would run it in the test process); any other object handed to one may be changed by it:
+        # `fill(REG)`, a class given to `defproperty(Cls, "length")` or `Mapping.register(Cls)`
+        passed_changes = binder.kind != "def"
         names, out, todo = {name}, [], [name]
+        if binder.kind == "other" and isinstance(binder.node, cst.SimpleStatementLine) and not immutable:
+            # names bound by the same statement may be the same object: `d = D = {}`, `A, B = (x,) * 2`
+            names |= binder.defines
+            todo = sorted(names)
         while todo:
             current = todo.pop()
             for unit in self.units[after + 1 :]:
@@ -419,7 +448,8 @@ class _Analysis:
         for unit in reversed(self.units):
             if before is not None and unit.index >= before:
                 continue
-            if name in unit.defines:
+            # a statement calling a function of the file that rebinds the name (`global X`) may bind it too
+            if name in unit.defines or name in unit.rebinds:
                 out.append(unit)
                 if name in unit.unconditional:
                     break
@@ -438,11 +468,31 @@ class _Analysis:
             or name in self.import_names
         )
 
+    def binds_at_module_level(self, name: str) -> bool:
+        return any(name in u.defines for u in self.units)
+
+    def docstring(self) -> str | None:
+        """The module's docstring (its ``__doc__`` before any statement runs)."""
+        first = self.module.body[0] if self.module.body else None
+        if isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr):
+            value = first.body[0].value
+            if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                text = value.evaluated_value
+                return text if isinstance(text, str) else None
+        return None
+
     def typing_only(self, name: str) -> _Unit | None:
         return next((u for u in self.units if name in u.typing_defines), None)
 
     def star_units(self) -> list[_Unit]:
-        return [u for u in self.units if u.kind == "star"]
+        """The statements running a star import whose names extract cannot know."""
+        return [u for u in self.units if u.star_unknown is not None]
+
+    def unknown_star_between(self, name: str, start: int, stop: int) -> _Unit | None:
+        """A statement in ``units[start:stop]`` whose unknown star import may rebind ``name``."""
+        if name in _IMPLICIT_NAMES or name.startswith("_"):
+            return None  # `from m import *` never binds a private name unless __all__ lists it
+        return next((u for u in self.units[start:stop] if u.star_unknown is not None), None)
 
     def all_names(self) -> list[str]:
         """Names in a literal ``__all__`` (assignments and ``+=``), in order."""
@@ -524,6 +574,22 @@ def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     raise ExtractError(f"unexpected import target {node!r}")
+
+
+def _star_names(node: cst.ImportFrom) -> tuple[str, frozenset[str] | None]:
+    """The module a ``from m import *`` imports, and the names it binds (None when extract cannot know
+    them without importing what it must not: a relative import, a module outside the standard library)."""
+    module = _dotted(node.module) if node.module is not None else ""
+    if node.relative or not module or module.split(".")[0] not in sys.stdlib_module_names:
+        return module, None
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError:
+        return module, None
+    exported = getattr(loaded, "__all__", None)
+    if exported is None:
+        exported = [name for name in vars(loaded) if not name.startswith("_")]
+    return module, frozenset(exported)
 
 
 def _imports_of(small: cst.BaseSmallStatement, module: cst.Module) -> list[_Import]:
@@ -704,7 +770,7 @@ def _extract(
     plan = _Plan(analysis, policy, display, package)
     for requested in names:
         plan.request(requested)
-    return plan.execute(modname, package, names)
+    return plan.execute(modname, package, names, is_package=path.endswith("__init__.py"))
 
 
 class _Plan:
@@ -716,7 +782,7 @@ class _Plan:
         self.display = display
         self.package = package
         self.keep_units: dict[int, set[str] | None] = {}  # unit index -> kept class members (None = all)
-        self.bind: dict[str, tuple[_Import, _Need]] = {}
+        self.bind: dict[tuple[str, int], tuple[_Import, _Need]] = {}  # (name, import unit) -> alias
         self.stubbed: set[str] = set()
         self.unresolved: dict[str, list[int]] = {}
         self.requires: dict[str, set[str]] = {}
@@ -742,7 +808,7 @@ class _Plan:
             star = self.a.star_units()[0]
             raise StarImportRefused(
                 f"{self.display}:{star.first}: {top!r} is not defined in the file and may come from "
-                f"`{self.a.module.code_for_node(star.node).strip()}`; extract refuses star imports: "
+                f"`{star.star_unknown}`; extract follows star imports of the standard library only: "
                 "extract it from the module that defines it"
             )
         if not units:
@@ -752,11 +818,19 @@ class _Plan:
                     f"{self.display}:{typing_unit.first}: {top!r} is only imported under `if TYPE_CHECKING:`; "
                     "it does not exist at run time"
                 )
+            dynamic = self.a.binding("__getattr__", None)
+            if dynamic is not None:
+                raise ExtractError(
+                    f"{self.display}:{dynamic.first}: {top!r} is not bound at module level; the module's __getattr__ "
+                    f"(PEP 562, line {dynamic.first}) may provide it when the module's attribute is read, which "
+                    "extract does not evaluate: test it through the module, or extract __getattr__"
+                )
             raise MissingDefinition(
                 f"{self.display}: {top!r} is not defined at module level in this tree",
                 name=requested,
                 path=self.display,
             )
+        self._star_may_rebind(top, units, len(self.a.units), 0, requested)
         need = _Need(requested, units[0].first, requested)
         if not member:
             for unit in units:
@@ -784,7 +858,7 @@ class _Plan:
         if binder.kind in ("import", "star"):
             imp = binder.imports.get(name)
             if imp is not None:
-                self.bind.setdefault(name, (imp, _Need(need.name, line, need.root)))
+                self.bind.setdefault((name, binder.index), (imp, _Need(need.name, line, need.root)))
             # an imported module's state (os.environ[...] = ...) is not the file's to replay: it would
             # leak into the test process; but code that reads it would see it unchanged, so refuse
             for later in self.a.units[binder.index + 1 :]:
@@ -821,11 +895,39 @@ class _Plan:
             if access.line not in lines or access.line in unit.dead_lines:
                 continue
             self._need_name(access, unit, need)
+        self._import_time_reads(unit, lines, need)
+        if self.a.binds_at_module_level("__name__"):
+            # a def or class (or lambda) made here takes its __module__ from the __name__ of the moment
+            self._need_name(_Access("__name__", unit.first, True, "global"), unit, need)
+
+    def _import_time_reads(self, unit: _Unit, lines: set[int], need: _Need) -> None:
+        """A function of the file that kept import-time code calls (directly, as a decorator, a metaclass,
+        through a base class) reads the bindings of that moment, not the file's last ones: enum's
+        ``EnumType.__new__`` checks ``Enum is not None`` while ``class Enum`` is being made. Those
+        earlier bindings are kept too (a name with none then is left to raise NameError, as it would)."""
+        if unit.kind in ("import", "star", "typing"):
+            return
+        names = {a.name for a in self.a.accesses[unit.index] if a.immediate and a.line in lines}
+        seen: set[int] = set()
+        todo = sorted(names)
+        while todo:
+            name = todo.pop()
+            for callee in self.a._callables(name, unit.index):
+                if callee.index in seen or callee is unit:
+                    continue
+                seen.add(callee.index)
+                for access in self.a.accesses[callee.index]:
+                    if access.soft or access.name in _IMPLICIT_NAMES:
+                        continue
+                    for binder in self.a.bindings(access.name, unit.index):
+                        if binder is not unit:
+                            self._use_binder(access.name, binder, access.line, need)
+                    todo.append(access.name)
 
     def _need_name(self, access: _Access, unit: _Unit, need: _Need) -> None:
         name = access.name
-        if name in _IMPLICIT_NAMES:
-            return
+        if name in _IMPLICIT_NAMES and not self.a.binds_at_module_level(name):
+            return  # what the module has without binding it (`__name__`, `__doc__`, …) unless the file rebinds it
         if access.soft:
             # `from __future__ import annotations`: dataclasses still look ClassVar/InitVar up by name
             for binder in self.a.bindings(name, unit.index):
@@ -835,14 +937,15 @@ class _Plan:
                     and imp.module.split(".")[0] in _DATACLASS_TYPING
                     and name not in self.policy.stubs
                 ):
-                    self.bind.setdefault(name, (imp, _Need(need.name, access.line, need.root)))
+                    self.bind.setdefault((name, binder.index), (imp, _Need(need.name, access.line, need.root)))
             return
         self.requires.setdefault(need.root, set()).add(name)
         if name in self.policy.stubs:
             self._stub(name, access.line, need)
             return
         binders = self.a.bindings(name, unit.index if access.immediate else None)
-        if not binders and name in unit.defines:
+        self._star_may_rebind(name, binders, unit.index if access.immediate else len(self.a.units), access.line, need.root)
+        if not binders and (name in unit.defines or name in _IMPLICIT_NAMES):
             return  # bound inside the same statement (`try: import x as y` … `y.attr`), which is kept
         if not binders:
             self._unbound(access, need)
@@ -850,6 +953,20 @@ class _Plan:
         for binder in binders:
             if binder is not unit:
                 self._use_binder(name, binder, access.line, need)
+
+    def _star_may_rebind(self, name: str, binders: list[_Unit], stop: int, line: int, root: str) -> None:
+        """Refuse when a star import extract cannot follow runs after ``name``'s last sure binding."""
+        if not binders:
+            return  # no binding at all: refused as unbound (naming the star import) where that is checked
+        start = binders[-1].index + 1 if name in binders[-1].unconditional else 0
+        star = self.a.unknown_star_between(name, start, stop)
+        if star is not None:
+            used = f" (line {line})" if line else ""
+            raise StarImportRefused(
+                f"{self.display}:{star.first}: `{star.star_unknown}` may rebind {name!r}, which {root} uses{used}; "
+                "extract follows star imports of the standard library only: stub the name or extract from the "
+                "module it comes from"
+            )
 
     def _unbound(self, access: _Access, need: _Need) -> None:
         """``access.name`` has no module-level binding before it: refuse, naming file, line and name."""
@@ -870,7 +987,7 @@ class _Plan:
             raise StarImportRefused(
                 f"{self.display}:{access.line}: {name!r} (needed by {need.root}) is not defined in the file; "
                 f"it may come from the star import at line {star.first} "
-                f"(`{self.a.module.code_for_node(star.node).strip()}`), which extract refuses; stub it"
+                f"(`{star.star_unknown}`), which extract cannot follow; stub it"
             )
         self.unresolved.setdefault(name, []).append(access.line)
         later = self.a.binding(name, None) if access.immediate else None
@@ -894,9 +1011,18 @@ class _Plan:
             if not isinstance(stmt, cst.FunctionDef):
                 stmt.visit(body_refs)
         result = set(members) | (body_refs.names & set(info.methods))
+        # a method decorated through a kept one (`@g.register`, `@g.setter`) changes it when defined
+        decorated_by = {
+            name: {n for fn in fns for deco in fn.decorators for n in _names_in(deco)}
+            for name, fns in info.methods.items()
+        }
         todo = list(result)
         while todo:
             member = todo.pop()
+            for other, refs in decorated_by.items():
+                if member in refs and other not in result:
+                    result.add(other)
+                    todo.append(other)
             for fn in info.methods.get(member, []):
                 deco_refs = _NameRefs()
                 for deco in fn.decorators:
@@ -953,25 +1079,20 @@ class _Plan:
             lines.update(range(first, self.a.positions[stmt].end.line + 1))
         return lines
 
-    def _check_binding_order(self) -> None:
-        """An import bound before exec must not be overwritten by kept text that precedes it in the file."""
-        for name, (imp, _need) in self.bind.items():
-            import_unit = self.a.unit_at(imp.line)
-            for index in self.keep_units:
-                text_unit = self.a.units[index]
-                if import_unit is not None and index < import_unit.index and name in text_unit.defines:
-                    raise ExtractError(
-                        f"{self.display}:{imp.line}: {name!r} is bound at line {text_unit.first} and rebound by "
-                        f"`{imp.text}`; extract binds imports before running kept code, so it cannot keep both: "
-                        "request the definitions separately"
-                    )
-
-    def execute(self, modname: str, package: str, names: tuple[str, ...]) -> types.ModuleType:
+    def execute(
+        self, modname: str, package: str, names: tuple[str, ...], *, is_package: bool = False
+    ) -> types.ModuleType:
         source_lines = self.a.source.splitlines(keepends=True)
         keep: set[int] = set()
         for index, members in self.keep_units.items():
             keep |= self.kept_lines(self.a.units[index], members)
         left_out = self._left_out_lines(source_lines)
+        by_unit: dict[int, list[str]] = {}
+        for name, index in sorted(self.bind, key=lambda key: (key[1], key[0])):
+            by_unit.setdefault(index, []).append(name)
+        for index, bound in by_unit.items():
+            first = self.a.units[index].first
+            left_out[first] = "; ".join(f"{name} = {_IMPORTED}[{f'{name}@{index}'!r}]" for name in bound) + "\n"
         text = "".join(
             line if number in keep else left_out.get(number, "\n" if line.endswith("\n") else "")
             for number, line in enumerate(source_lines, start=1)
@@ -979,20 +1100,26 @@ class _Plan:
         namespace = types.ModuleType(modname)
         namespace.__file__ = self.display
         namespace.__package__ = package
+        namespace.__doc__ = self.a.docstring()
+        if is_package:
+            namespace.__path__ = [self.display.rsplit("/", 1)[0]]  # type: ignore[attr-defined]
         guarded = dict(vars(builtins))
         guarded["__import__"] = self.policy.guarded_import(self.display)
         namespace.__dict__["__builtins__"] = guarded
         for name in sorted(self.stubbed):
             namespace.__dict__[name] = self.policy.stubs[name]
-        for name, (imp, need) in sorted(self.bind.items(), key=lambda kv: kv[1][1].line):
-            namespace.__dict__[name] = self._bind_import(imp, need)
+        # each import binds its names where it stands in the file (a later import or statement may rebind
+        # them, and code between them sees the binding of the moment): the module is loaded here, under
+        # the import policy, and the statement's line binds the names from it
+        imported: dict[str, Any] = {}
+        for (name, index), (imp, need) in sorted(self.bind.items(), key=lambda kv: (kv[1][1].line, kv[0][1])):
+            imported[f"{name}@{index}"] = self._bind_import(imp, need)
         linecache.cache[self.display] = (
             len(self.a.source),
             None,
             self.a.source.splitlines(True),
             self.display,
         )
-        self._check_binding_order()
         flags = self.a.future_flags  # the file's own future imports, nothing forced
         try:
             code = compile(text, self.display, "exec", flags=flags, dont_inherit=True)
@@ -1006,6 +1133,7 @@ class _Plan:
         if registered:
             sys.modules[modname] = namespace
         placeholders: list[_LeftOut] = []
+        namespace.__dict__[_IMPORTED] = imported
         namespace.__dict__[_LEFT_OUT] = lambda *args: (
             placeholders.append(_LeftOut(self.display, *args)) or placeholders[-1]
         )
@@ -1013,6 +1141,7 @@ class _Plan:
             exec(code, namespace.__dict__)
         finally:
             namespace.__dict__.pop(_LEFT_OUT, None)
+            namespace.__dict__.pop(_IMPORTED, None)
             if registered:
                 sys.modules.pop(modname, None)
         for placeholder in placeholders:
@@ -1055,8 +1184,8 @@ class _Plan:
     def _bind_import(self, imp: _Import, need: _Need) -> Any:
         module = _resolve_relative(imp, self.package)
         where = f"{self.display}:{imp.line}"
-        if imp.module == "__future__":
-            return getattr(__future__, imp.attr or "annotations")
+        if imp.module == "__future__":  # `import __future__` binds the module (codeop reads all_feature_names)
+            return getattr(__future__, imp.attr) if imp.attr else __future__
         stub_keys = [imp.bound, module, module.split(".")[0]] if module else [imp.bound]
         for key in stub_keys:
             if key in self.policy.stubs:
@@ -1087,6 +1216,7 @@ class _Plan:
 
 
 _LEFT_OUT = "__materialize_left_out__"
+_IMPORTED = "__materialize_imported__"
 
 
 class _LeftOut:
@@ -1363,12 +1493,47 @@ class _SelfReads(cst.CSTVisitor):
             self.reads.append((node.attr.value, node))
 
 
+class _SourceNames(cst.CSTVisitor):
+    """Names whose objects an expression may evaluate to, or to a part of: not a called function's
+    name (``Foo()`` makes a new object), nor code in a lambda; ``copied``: names it makes a shallow
+    copy of (``dict(REG)``, ``sorted(ROWS)``)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.copied: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if not isinstance(node.func, cst.Name):
+            node.func.visit(self)
+        elif node.func.value in _COPIES:
+            inner = _SourceNames()
+            for arg in node.args:
+                arg.visit(inner)
+            self.copied |= inner.names | inner.copied
+            return False
+        for arg in node.args:
+            arg.visit(self)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 class _NameRefs(cst.CSTVisitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    visitor = _NameRefs()
+    node.visit(visitor)
+    return visitor.names
 
 
 def _self_reads(fn: cst.FunctionDef, class_name: str) -> list[tuple[str, cst.CSTNode]]:
@@ -1525,6 +1690,9 @@ _MUTATING_METHODS = frozenset(
 """Container methods that change their object: how code changes an imported module's state in place
 (``os.environ.setdefault``, ``sys.path.insert``); any other call on a module attribute is taken as a read."""
 
+_COPIES = frozenset({"dict", "list", "set", "frozenset", "tuple", "sorted"})
+"""Builtins that return a new container holding the elements of their argument."""
+
 _DYNAMIC_CALLS = frozenset({"globals", "locals", "exec", "eval"})
 """Calls through which code may read or bind module names that no statement names."""
 
@@ -1556,6 +1724,8 @@ class _Effects(cst.CSTVisitor):
         self.refs: set[str] = set()
         self.dynamic: list[tuple[cst.CSTNode, str]] = []
         self._depth = 0
+        self.derived: list[dict[str, set[str]]] = []  # per function being walked: local -> names it may alias
+        self.copied: list[dict[str, set[str]]] = []  # ... local -> names it may be a shallow copy of
 
     def _changes(self, obj: cst.BaseExpression, into: set[str] | None = None) -> None:
         """``obj`` (an expression naming an object) may be changed."""
@@ -1563,11 +1733,36 @@ class _Effects(cst.CSTVisitor):
         root = _root_name(obj)
         if root is None:
             return
-        if self.owners and root == self.owners[-1][0] and root:
-            if self.class_name is not None and (self.owners[-1][1] or not isinstance(obj, cst.Name)):
-                into.add(self.class_name)
+        # a local bound from module names (`for a, b in PAIRS:`, `r = REG`) may be one of their objects; a
+        # copy of one (`m = dict(REG)`) is a new object whose elements are theirs (`m[k].append(x)`)
+        aliased: set[str] = set()
+        if self.derived:
+            aliased = self.derived[-1].get(root, set())
+            if not isinstance(obj, cst.Name):
+                aliased = aliased | self.copied[-1].get(root, set())
+        for name in (root, *sorted(aliased)):
+            if self.owners and name == self.owners[-1][0] and name:
+                if self.class_name is not None and (self.owners[-1][1] or not isinstance(obj, cst.Name)):
+                    into.add(self.class_name)
+                continue
+            into.add(name)
+
+    def _derive(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        """Inside a function, the names ``target`` binds may hold (parts of) the objects ``value`` names."""
+        if not self.derived or value is None:
             return
-        into.add(root)
+        visitor = _SourceNames()
+        value.visit(visitor)
+        local, copies = self.derived[-1], self.copied[-1]
+        sources, copied = set(visitor.names), set(visitor.copied)
+        for name in visitor.names:
+            sources |= local.get(name, set())
+            copied |= copies.get(name, set())
+        for name in visitor.copied:
+            copied |= local.get(name, set()) | copies.get(name, set())
+        for name in _target_names(target):
+            local[name] = local.get(name, set()) | sources
+            copies[name] = copies.get(name, set()) | copied
 
     def _target(self, target: cst.BaseExpression, *, delete: bool = False) -> None:
         for element in _flatten_targets(target):
@@ -1598,9 +1793,13 @@ class _Effects(cst.CSTVisitor):
             or node.name.value in ("__init_subclass__", "__new__", "__class_getitem__")
         )
         self.owners.append((first, classlike))
+        self.derived.append({})
+        self.copied.append({})
         self._depth += 1
         node.body.visit(self)
         self._depth -= 1
+        self.derived.pop()
+        self.copied.pop()
         self.owners.pop()
         return False
 
@@ -1616,15 +1815,29 @@ class _Effects(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._target(target.target)
+            self._derive(target.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._derive(node.target, node.iter)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._derive(node.target, node.value)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._derive(node.asname.name, node.item)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
             self._target(node.target)
+            self._derive(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._target(node.target)
         if isinstance(node.target, cst.Name) and self._depth == 0:
             self.changed.add(node.target.value)  # `X += [1]` extends the list X was bound to
+        elif isinstance(node.target, cst.Name):
+            self._changes(node.target)  # a local bound from a module object: `r = REG; r += [1]`
 
     def visit_Del(self, node: cst.Del) -> None:
         self._target(node.target, delete=True)
