@@ -442,7 +442,8 @@ def rebase(series_path: Path | None, target: str | None, spec: str | None, repor
         "rebase --report" if report_only else "rebase"
     with _session(series_path, op) as ws:
         if abort:
-            rb.abort(ws)
+            for note in rb.abort(ws):
+                write(note, stderr=True)
             write("rebase aborted; series, patches and workspace restored")
             return 0
         if continue_ or skip:
