@@ -212,6 +212,8 @@ def refresh(series_path: Path | None, patch: str | None, force: bool) -> int:
     with _session(series_path, "refresh") as ws:
         plan = edit.refresh(ws, patch, force=force)
     _report_refresh(plan)
+    if plan.kept:
+        write(f"{plan.entry.path} was changed since it was pushed; kept as it was in {plan.kept}", stderr=True)
     write(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged")
     return 0
 
@@ -272,8 +274,12 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
     from materialize.workspace import edit
 
     with _session(series_path, "delete") as ws:
-        entry = edit.delete(ws, patch, remove_file=remove_file, force=force)
-    write(f"Removed patch {entry.name}")
+        deleted = edit.delete(ws, patch, remove_file=remove_file, force=force)
+    if deleted.saved_to:
+        write(f"saved unrefreshed changes to {deleted.saved_to}", stderr=True)
+    if deleted.kept:
+        write(f"kept the patch file in {deleted.kept}", stderr=True)
+    write(f"Removed patch {deleted.entry.name}")
     return 0
 
 
@@ -403,7 +409,7 @@ def import_git(series_path: Path | None, target: str, rev_range: str, repo_path:
         result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target, prune=prune)
     for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
         for name in names:
-            write(f"{label:9s} {name}")
+            write(f"{label:9s} {name}" + (f" (the file as it was: {result.kept[name]})" if name in result.kept else ""))
     for name in result.pruned:
         write(f"{'dropped':9s} {name} (not in {rev_range}; file kept in {result.saved_to})")
     for name in result.not_in_range:
