@@ -358,14 +358,26 @@ def recover(series_path: Path | None, mode: str | None) -> int:
     with _session(series_path, "recover") as ws:  # under the lock: never a live command's journal
         pending = Journal.pending(ws.meta)
         if pending is None:
-            write("nothing to recover")
-            return 0
+            from materialize.workspace.session import rebase_state
+
+            rebase = rebase_state(ws.meta)
+            if rebase is not None and rebase.get("current") is None:  # killed between two of its steps
+                if mode == "resume":
+                    pending = {"op": "rebase", "args": ["--continue"]}
+                else:
+                    write("nothing to recover; a rebase was stopped between two patches: `materialize rebase "
+                          "--continue` goes on (`recover --resume` does too), `--abort` restores everything")
+                    return 0
+            else:
+                write("nothing to recover")
+                return 0
         command = " ".join(["materialize", pending["op"], *pending["args"]])
         if mode is None:
             write(f"interrupted: `{command}`; use --rollback or --resume")
             return 1
-        Journal.load(ws.meta).rollback()
-        write(f"rolled back `{command}`")
+        if Journal.pending(ws.meta) is not None:
+            Journal.load(ws.meta).rollback()
+            write(f"rolled back `{command}`")
         if mode == "resume":
             cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
             if cmd is None:

@@ -142,6 +142,7 @@ class Journal:
         self.file = self.dir / "journal.json"
         self.data: dict[str, Any] = {}
         self._protected: set[str] = set()
+        self.changes = 0  # calls of protect: a step that raised with this unchanged wrote nothing
 
     # -- lifecycle ------------------------------------------------------------------------------
     @staticmethod
@@ -222,6 +223,7 @@ class Journal:
     def protect(self, *paths: Path) -> None:
         """Back each path up (or note that it did not exist) before its first change; the journal is
         saved once for all of them (a move protects its files together: one save, not one per file)."""
+        self.changes += 1
         recorded = False
         for path in paths:
             key = str(path.absolute())

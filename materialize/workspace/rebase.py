@@ -12,7 +12,6 @@ and the workspace position byte for byte. ``--report`` classifies every patch wi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import json
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from materialize.engine import StoreView, tree_after
-from materialize.errors import MaterializeError, PatchApplyError, UpstreamError
+from materialize.errors import MaterializeError, UpstreamError
 from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
 from materialize.store import Store
@@ -486,15 +485,30 @@ def _drop(rb: Rebase, entry: PatchEntry, journal: Journal) -> Path:
 
 
 def _finish(rb: Rebase) -> list[Outcome]:
+    """End the rebase and take the workspace back to where the user was, in one journal: a kill between
+    the two left the rebase over with the workspace at the last patch carried, and nothing to recover."""
     ws = rb.ws
     done = [Outcome(**o) for o in rb.data["done"]]
     goal = min(rb.data["orig_position"], len(ws.series.patches))
     with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
         journal.remove(rb.file)
+        _goto_inside(ws, goal, journal)
     shutil.rmtree(rb.dir, ignore_errors=True)
-    with contextlib.suppress(PatchApplyError, MaterializeError):  # then the workspace simply stays put
-        move_to(ws, goal, op="goto", args=[str(goal)])
     return done
+
+
+def _goto_inside(ws: Workspace, goal: int, journal: Journal) -> str | None:
+    """``goto goal`` inside the rebase's own journal; when it refuses before writing anything (a patch of
+    the series no longer applies, the stack changed), the workspace stays where it is (the reason is
+    returned). A failure half-way is raised: the journal puts everything back."""
+    before = journal.changes
+    try:
+        move_to(ws, goal, op="goto", args=[str(goal)], journal=journal)
+    except MaterializeError as exc:  # (PatchApplyError is one)
+        if journal.changes != before:
+            raise
+        return str(exc)
+    return None
 
 
 def _refuse_edits_elsewhere(ws: Workspace, state: State, changes: Changes, entry: PatchEntry | None,
@@ -651,10 +665,11 @@ def abort(ws: Workspace) -> list[str]:
         state.pins = ws.pins()
         ws.save(state, journal)
         journal.remove(rb.file)
+        # back to where the user was, in this journal (a kill between the two left position 0)
+        stayed = _goto_inside(ws, rb.data["orig_position"], journal)
+        if stayed:
+            notes.append(f"the workspace stays at position 0: {stayed}")
     shutil.rmtree(rb.dir, ignore_errors=True)
-    goal = rb.data["orig_position"]
-    if goal:
-        move_to(ws, goal, op="goto", args=[str(goal)])
     return notes
 
 
