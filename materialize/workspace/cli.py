@@ -376,8 +376,12 @@ def recover(series_path: Path | None, mode: str | None) -> int:
             write(f"interrupted: `{command}`; use --rollback or --resume")
             return 1
         if Journal.pending(ws.meta) is not None:
-            Journal.load(ws.meta).rollback()
+            kept = _Keeper(ws)
+            Journal.load(ws.meta).rollback(keep=kept)
             write(f"rolled back `{command}`")
+            if kept.dir is not None:
+                write(f"the files it had changed, as they were before the rollback (what it wrote, or what was "
+                      f"typed since), are kept in {kept.dir}", stderr=True)
         if mode == "resume":
             cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
             if cmd is None:
@@ -385,6 +389,24 @@ def recover(series_path: Path | None, mode: str | None) -> int:
             args = [*pending["args"], "--series", str(series_path)]
             return cmd.main(args, prog=f"materialize {cmd.name}")
     return 0
+
+
+class _Keeper:
+    """Copies, under ``saved/<time>-recover/``, the files a rollback is about to write over (the
+    workspace's own records in work/.materialize/ excepted)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.dir: Path | None = None
+
+    def __call__(self, path: Path, data: bytes) -> None:
+        if self.ws.meta in path.parents:
+            return
+        root = self.ws.series.base_dir.parent
+        rel = path.relative_to(root) if root in path.parents else Path(*path.parts[1:])
+        self.dir = self.dir or self.ws.saved_dir("recover")
+        (self.dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (self.dir / rel).write_bytes(data)
 
 
 @command("export-git")
