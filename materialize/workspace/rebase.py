@@ -516,7 +516,8 @@ def _refuse_edits_elsewhere(ws: Workspace, state: State, changes: Changes, entry
     """``--continue`` and ``--skip`` take the stopped patch's files (``add`` joins a file to them) and
     move the workspace on, which writes every other file back as the series has it. An edit anywhere
     else (a file of a lower patch, of no patch, of another target) would be dropped without a word, so
-    both refuse, as git refuses to go on with unstaged changes."""
+    both refuse. (git's --continue commits what was staged and leaves other edits in the tree, its --skip
+    resets them away; here the tree is work/, which the next step rewrites.)"""
     own = set(state.added.get(entry.name, [])) if entry is not None else set()
     outside = Changes()
     for kind in ("modified", "stray"):

@@ -200,8 +200,9 @@ def resolve(project: Path) -> None:
 def test_continue_and_skip_refuse_edits_outside_the_stopped_patch(stopped: Path, capsys, step: str,
                                                                   where: str) -> None:
     """While stopped at 0002, an edit to 0001's attention.py was written back to the tree by --continue
-    (sync to the new position) without a word; --skip did the same. git refuses unstaged changes
-    ("You have unstaged changes"); here: refused, naming the file and the ways out."""
+    (sync to the new position) without a word; --skip did the same (git's --skip resets such edits away
+    too; its --continue leaves them in the tree, which here the next step rewrites): refused, naming the
+    file and the ways out."""
     resolve(stopped)
     original = None
     if where == "file of a lower patch":
