@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from materialize import digest
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
@@ -502,10 +502,14 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     return ws.series.find(stem)
 
 
-class Deleted(NamedTuple):
-    entry: PatchEntry
-    saved_to: str | None  # unrefreshed changes the pop (--force) saved
-    kept: Path | None  # the patch file (-r)
+class Deleted:
+    """What ``delete`` did: the entry, where the pop (--force) saved unrefreshed changes, where -r kept
+    the file. A plain class: a NamedTuple's string annotations are compiled when this module loads."""
+
+    __slots__ = ("entry", "saved_to", "kept")
+
+    def __init__(self, entry: PatchEntry, saved_to: str | None, kept: Path | None) -> None:
+        self.entry, self.saved_to, self.kept = entry, saved_to, kept
 
 
 def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, force: bool = False) -> Deleted:
