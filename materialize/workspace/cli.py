@@ -212,6 +212,8 @@ def refresh(series_path: Path | None, patch: str | None, force: bool) -> int:
     with _session(series_path, "refresh") as ws:
         plan = edit.refresh(ws, patch, force=force)
     _report_refresh(plan)
+    if plan.kept:
+        write(f"{plan.entry.path} was changed since it was pushed; kept as it was in {plan.kept}", stderr=True)
     write(f"Refreshed patch {plan.entry.name}" if plan.changed else f"Patch {plan.entry.name} is unchanged")
     return 0
 
@@ -272,8 +274,12 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
     from materialize.workspace import edit
 
     with _session(series_path, "delete") as ws:
-        entry = edit.delete(ws, patch, remove_file=remove_file, force=force)
-    write(f"Removed patch {entry.name}")
+        deleted = edit.delete(ws, patch, remove_file=remove_file, force=force)
+    if deleted.saved_to:
+        write(f"saved unrefreshed changes to {deleted.saved_to}", stderr=True)
+    if deleted.kept:
+        write(f"kept the patch file in {deleted.kept}", stderr=True)
+    write(f"Removed patch {deleted.entry.name}")
     return 0
 
 
@@ -352,14 +358,30 @@ def recover(series_path: Path | None, mode: str | None) -> int:
     with _session(series_path, "recover") as ws:  # under the lock: never a live command's journal
         pending = Journal.pending(ws.meta)
         if pending is None:
-            write("nothing to recover")
-            return 0
+            from materialize.workspace.session import rebase_state
+
+            rebase = rebase_state(ws.meta)
+            if rebase is not None and rebase.get("current") is None:  # killed between two of its steps
+                if mode == "resume":
+                    pending = {"op": "rebase", "args": ["--continue"]}
+                else:
+                    write("nothing to recover; a rebase was stopped between two patches: `materialize rebase "
+                          "--continue` goes on (`recover --resume` does too), `--abort` restores everything")
+                    return 0
+            else:
+                write("nothing to recover")
+                return 0
         command = " ".join(["materialize", pending["op"], *pending["args"]])
         if mode is None:
             write(f"interrupted: `{command}`; use --rollback or --resume")
             return 1
-        Journal.load(ws.meta).rollback()
-        write(f"rolled back `{command}`")
+        if Journal.pending(ws.meta) is not None:
+            kept = _Keeper(ws)
+            Journal.load(ws.meta).rollback(keep=kept)
+            write(f"rolled back `{command}`")
+            if kept.dir is not None:
+                write(f"the files it had changed, as they were before the rollback (what it wrote, or what was "
+                      f"typed since), are kept in {kept.dir}", stderr=True)
         if mode == "resume":
             cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
             if cmd is None:
@@ -367,6 +389,24 @@ def recover(series_path: Path | None, mode: str | None) -> int:
             args = [*pending["args"], "--series", str(series_path)]
             return cmd.main(args, prog=f"materialize {cmd.name}")
     return 0
+
+
+class _Keeper:
+    """Copies, under ``saved/<time>-recover/``, the files a rollback is about to write over (the
+    workspace's own records in work/.materialize/ excepted)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.dir: Path | None = None
+
+    def __call__(self, path: Path, data: bytes) -> None:
+        if self.ws.meta in path.parents:
+            return
+        root = self.ws.series.base_dir.parent
+        rel = path.relative_to(root) if root in path.parents else Path(*path.parts[1:])
+        self.dir = self.dir or self.ws.saved_dir("recover")
+        (self.dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (self.dir / rel).write_bytes(data)
 
 
 @command("export-git")
@@ -403,7 +443,7 @@ def import_git(series_path: Path | None, target: str, rev_range: str, repo_path:
         result = gitio.import_git(ws, target, rev_range, repo_path or ws.root / "git" / target, prune=prune)
     for label, names in (("updated", result.updated), ("new", result.created), ("unchanged", result.unchanged)):
         for name in names:
-            write(f"{label:9s} {name}")
+            write(f"{label:9s} {name}" + (f" (the file as it was: {result.kept[name]})" if name in result.kept else ""))
     for name in result.pruned:
         write(f"{'dropped':9s} {name} (not in {rev_range}; file kept in {result.saved_to})")
     for name in result.not_in_range:
@@ -442,7 +482,8 @@ def rebase(series_path: Path | None, target: str | None, spec: str | None, repor
         "rebase --report" if report_only else "rebase"
     with _session(series_path, op) as ws:
         if abort:
-            rb.abort(ws)
+            for note in rb.abort(ws):
+                write(note, stderr=True)
             write("rebase aborted; series, patches and workspace restored")
             return 0
         if continue_ or skip:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class RefreshPlan:
     """What refresh would write, and what it leaves out (reported, never dropped)."""
 
-    __slots__ = ("entry", "old", "new", "new_tree", "files", "elsewhere", "stray", "markers")
+    __slots__ = ("entry", "old", "new", "new_tree", "files", "elsewhere", "stray", "markers", "kept")
 
     def __init__(self, entry: PatchEntry, old: bytes, new: bytes, new_tree: str, files: list[str]) -> None:
         self.entry = entry
@@ -40,6 +40,7 @@ class RefreshPlan:
         self.elsewhere: list[str] = []  # modified files that belong to another patch
         self.stray: list[str] = []  # files on disk that belong to no patch
         self.markers: list[str] = []  # "file:line" of conflict markers the patch would add
+        self.kept: Path | None = None  # the patch file as it was, when refresh --force wrote over a hand edit
 
     @property
     def changed(self) -> bool:
@@ -139,7 +140,7 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     if entry.position > state.position:
         raise MaterializeError(f"{entry.name} is not applied (top is {state.top}); push it first")
-    check_unchanged_since_push(ws, state, entry, force=force)
+    edited = check_unchanged_since_push(ws, state, entry, force=force)
     plan = plan_refresh(ws, state, entry)
     if plan.markers:
         raise MaterializeError(
@@ -162,6 +163,8 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
     if not plan.changed:
         return plan
     with Journal.run(ws.meta, "refresh", ([ref] if ref else []) + (["--force"] if force else [])) as journal:
+        if edited:  # --force writes over a file changed since it was pushed: the change is kept aside
+            plan.kept = ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-refresh", time.gmtime()))
         journal.write(entry.path, entry.encode(plan.new))
         if entry.reverse:  # written forward (see plan_refresh): the entry is no longer reversed
             doc = _series_doc(ws)
@@ -188,12 +191,12 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
     return plan
 
 
-def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *, force: bool = False) -> None:
+def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *, force: bool = False) -> bool:
     """Refuse to regenerate ``entry`` while an applied patch file is no longer the one that was pushed
     (edited by hand, rewritten by import-git or another checkout): work/ holds what was pushed.
 
     ``entry`` itself: refresh would write work/ back over the edit without a word (``force``: on
-    purpose). A patch below it: refresh diffs against the series as it is now, so ``entry`` would
+    purpose, and True is returned: the caller keeps the file as it is under saved/). A patch below it: refresh diffs against the series as it is now, so ``entry`` would
     record the reverse of that edit (never forced). quilt's pop notices the same thing ("does not
     remove cleanly"); here pop is safe (work/ is in the store), and pop + push applies the edit.
     """
@@ -213,6 +216,7 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
             f"{entry.name} would record the reverse of that change. Pop to {below[0].name} and push again (that "
             f"applies the change; `pop --force` saves unrefreshed edits under {ws.meta / 'saved'}), or put the "
             "file back")
+    return entry in changed
 
 
 def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:
@@ -494,27 +498,39 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     return ws.series.find(stem)
 
 
-def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, force: bool = False) -> PatchEntry:
-    """Remove a patch from the series (popping it first when it is the top); -r also removes the file."""
+class Deleted:
+    """What ``delete`` did: the entry, where the pop (--force) saved unrefreshed changes, where -r kept
+    the file. A plain class: a NamedTuple's string annotations are compiled when this module loads."""
+
+    __slots__ = ("entry", "saved_to", "kept")
+
+    def __init__(self, entry: PatchEntry, saved_to: str | None, kept: Path | None) -> None:
+        self.entry, self.saved_to, self.kept = entry, saved_to, kept
+
+
+def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, force: bool = False) -> Deleted:
+    """Remove a patch from the series (popping it first when it is the top); -r also removes the file,
+    keeping a copy under saved/. What was kept where is returned (the CLI names it)."""
     state = ws.load()
     check_stack_matches(ws, state)
     entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
     if entry.position < state.position:
         raise MaterializeError(f"delete: {entry.name} is applied below the top ({state.top}); pop to it first")
     args = [entry.name] + (["-r"] if remove_file else []) + (["--force"] if force else [])
+    saved_to = kept = None
     with Journal.run(ws.meta, "delete", args) as journal:  # the pop too: a kill rolls back both
         if entry.position == state.position:
-            move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal)
+            saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal).saved_to
             state = ws.load(in_journal=True)
         doc = _series_doc(ws)
         doc.remove(doc.index_of(entry.spec.patch))
         journal.write(ws.series.path, doc.render())
         if remove_file and entry.path.exists():
-            ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
+            kept = ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
             journal.remove(entry.path)
         ws.reload_series()
         ws.save(state, journal)
-    return entry
+    return Deleted(entry, saved_to, kept)
 
 
 def reordered(series: Series, moving: PatchEntry, after: int) -> Series:

@@ -114,6 +114,7 @@ class ImportResult:
     not_in_range: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     saved_to: str | None = None
+    kept: dict[str, Path] = field(default_factory=dict)  # updated patch -> its file as it was, under saved/
 
 
 def _raw_changes(repo: git.Repo, parent: str, commit: str) -> list[tuple[str, str, str, str, str, str | None]]:
@@ -276,6 +277,9 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
                 continue
             else:
                 result.updated.append(name)
+                # the file may hold edits the commit does not (made by hand after the export): kept
+                result.kept[name] = ws.keep_patch(by_file[rel], time.strftime("%Y%m%dT%H%M%SZ-import-git",
+                                                                              time.gmtime()))
             journal.write(path, data)
         if gone:
             folder = time.strftime("%Y%m%dT%H%M%SZ-import-git-prune", time.gmtime())

@@ -17,7 +17,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,7 @@ class Journal:
         self.file = self.dir / "journal.json"
         self.data: dict[str, Any] = {}
         self._protected: set[str] = set()
+        self.changes = 0  # calls of protect: a step that raised with this unchanged wrote nothing
 
     # -- lifecycle ------------------------------------------------------------------------------
     @staticmethod
@@ -190,6 +191,7 @@ class Journal:
     def protect(self, *paths: Path) -> None:
         """Back each path up (or note that it did not exist) before its first change; the journal is
         saved once for all of them (a move protects its files together: one save, not one per file)."""
+        self.changes += 1
         recorded = False
         for path in paths:
             key = str(path.absolute())
@@ -232,15 +234,21 @@ class Journal:
         self.file.unlink()
         _remove_journal_dir(self.dir)
 
-    def rollback(self) -> None:
+    def rollback(self, keep: Callable[[Path, bytes], None] | None = None) -> None:
         """Restore every recorded file to its bytes before the operation (newest change first), and
-        remove the temporary files a killed write left beside them."""
+        remove the temporary files a killed write left beside them. ``keep`` (``recover --rollback``)
+        is handed each file that holds other bytes now, before they go: what the interrupted command
+        wrote, or what the user typed since (the two look alike)."""
         for folder in {Path(record["path"]).parent for record in self.data["files"]}:
             with contextlib.suppress(OSError):
                 for leftover in folder.glob(TMP_PREFIX + "*"):
                     leftover.unlink()
         for record in reversed(self.data["files"]):
             path = Path(record["path"])
+            if keep is not None and path.is_file() and not path.is_symlink():
+                now = path.read_bytes()
+                if record["backup"] is None or now != (self.dir / "backup" / record["backup"]).read_bytes():
+                    keep(path, now)
             if path.exists() or path.is_symlink():
                 path.unlink()
             if record["link"] is not None:

@@ -12,7 +12,6 @@ and the workspace position byte for byte. ``--report`` classifies every patch wi
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import json
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from materialize.engine import StoreView, tree_after
-from materialize.errors import MaterializeError, PatchApplyError, UpstreamError
+from materialize.errors import MaterializeError, UpstreamError
 from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
 from materialize.store import Store
@@ -35,7 +34,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.session import REBASE_FILE
 from materialize.workspace.stack import move_to
-from materialize.workspace.state import DirtyWorkspaceError, Workspace
+from materialize.workspace.state import Changes, DirtyWorkspaceError, State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
 MAX_FUZZ = 3
@@ -219,6 +218,14 @@ class Rebase:
     def save(self, journal: Journal) -> None:
         journal.write(self.file, json.dumps(self.data, indent=1).encode())
 
+    def write(self, journal: Journal, path: Path, data: bytes) -> None:
+        """Write a patch file or the series file, remembering what was written (``--abort`` keeps a copy
+        of a file whose bytes are neither the backup's nor ours: edited by hand during the rebase)."""
+        from materialize import digest
+
+        journal.write(path, data)
+        self.data.setdefault("wrote", {})[str(path)] = digest.sha256(data).hexdigest()
+
 
 def _old_chain(ws: Workspace, target: str) -> dict[str, tuple[str, str]]:
     """Per patch of ``target``: (tree before, tree after) on the current pin, i.e. each patch's old base.
@@ -392,7 +399,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         }
         doc = SeriesDoc.load(ws.series.path)
         doc.set_pin(target, pin.model_dump(exclude_none=True))
-        journal.write(ws.series.path, doc.render())
+        rb.write(journal, ws.series.path, doc.render())
         ws.reload_series()
         state.bases[target] = state.trees[target] = new_base  # at position 0 the tree is the (new) base
         state.pins = ws.pins()
@@ -420,11 +427,11 @@ def _run(rb: Rebase) -> list[Outcome]:
                 rb.save(journal)
             else:
                 if outcome.status == "already-upstream":
-                    _drop(ws, entry, journal)
+                    outcome.detail += f"; file kept in {_drop(rb, entry, journal)}"
                 else:
                     assert contents is not None
                     if outcome.status != "clean":
-                        _write_patch(ws, entry, _regenerate(ws.store, before, entry, data, contents), journal)
+                        _write_patch(rb, entry, _regenerate(ws.store, before, entry, data, contents), journal)
                     rb.data["tree"] = ws.store.write_tree(before, contents)
                 rb.data["todo"].pop(0)
                 rb.data["done"].append(outcome.to_json())
@@ -456,54 +463,116 @@ def _stop_at(ws: Workspace, rb: Rebase, entry: PatchEntry, contents, journal: Jo
     ws.save(state, journal)
 
 
-def _write_patch(ws: Workspace, entry: PatchEntry, new: bytes, journal: Journal) -> None:
+def _write_patch(rb: Rebase, entry: PatchEntry, new: bytes, journal: Journal) -> None:
     """Write a regenerated patch as its file is kept; a reversed entry, now written forward, loses
     ``reverse: true`` (it died here: the forward diff was checked by applying it reversed, and the
     rebase stopped half-way with no conflict to resolve)."""
-    journal.write(entry.path, entry.encode(new))
+    rb.write(journal, entry.path, entry.encode(new))
     if entry.reverse:
-        doc = SeriesDoc.load(ws.series.path)
+        doc = SeriesDoc.load(rb.ws.series.path)
         doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
-        journal.write(ws.series.path, doc.render())
+        rb.write(journal, rb.ws.series.path, doc.render())
 
 
-def _drop(ws: Workspace, entry: PatchEntry, journal: Journal) -> None:
-    """Take a patch out of the series (git drops such commits); its file is kept under saved/."""
-    doc = SeriesDoc.load(ws.series.path)
+def _drop(rb: Rebase, entry: PatchEntry, journal: Journal) -> Path:
+    """Take a patch out of the series (git drops such commits); its file is kept under saved/ (returned)."""
+    doc = SeriesDoc.load(rb.ws.series.path)
     doc.remove(doc.index_of(entry.spec.patch))
-    journal.write(ws.series.path, doc.render())
-    ws.keep_patch(entry, "rebase-dropped")
+    rb.write(journal, rb.ws.series.path, doc.render())
+    kept = rb.ws.keep_patch(entry, "rebase-dropped")
     journal.remove(entry.path)
+    return kept
 
 
 def _finish(rb: Rebase) -> list[Outcome]:
+    """End the rebase and take the workspace back to where the user was, in one journal: a kill between
+    the two left the rebase over with the workspace at the last patch carried, and nothing to recover."""
     ws = rb.ws
     done = [Outcome(**o) for o in rb.data["done"]]
     goal = min(rb.data["orig_position"], len(ws.series.patches))
     with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
         journal.remove(rb.file)
+        _goto_inside(ws, goal, journal)
     shutil.rmtree(rb.dir, ignore_errors=True)
-    with contextlib.suppress(PatchApplyError, MaterializeError):  # then the workspace simply stays put
-        move_to(ws, goal, op="goto", args=[str(goal)])
     return done
 
 
+def _goto_inside(ws: Workspace, goal: int, journal: Journal) -> str | None:
+    """``goto goal`` inside the rebase's own journal; when it refuses before writing anything (a patch of
+    the series no longer applies, the stack changed), the workspace stays where it is (the reason is
+    returned). A failure half-way is raised: the journal puts everything back."""
+    before = journal.changes
+    try:
+        move_to(ws, goal, op="goto", args=[str(goal)], journal=journal)
+    except MaterializeError as exc:  # (PatchApplyError is one)
+        if journal.changes != before:
+            raise
+        return str(exc)
+    return None
+
+
+def _refuse_edits_elsewhere(ws: Workspace, state: State, changes: Changes, entry: PatchEntry | None,
+                            step: str) -> None:
+    """``--continue`` and ``--skip`` take the stopped patch's files (``add`` joins a file to them) and
+    move the workspace on, which writes every other file back as the series has it. An edit anywhere
+    else (a file of a lower patch, of no patch, of another target) would be dropped without a word, so
+    both refuse. (git's --continue commits what was staged and leaves other edits in the tree, its --skip
+    resets them away; here the tree is work/, which the next step rewrites.)"""
+    own = set(state.added.get(entry.name, [])) if entry is not None else set()
+    outside = Changes()
+    for kind in ("modified", "stray"):
+        for target, paths in getattr(changes, kind).items():
+            rest = [p for p in paths if entry is None or target != entry.target or p not in own]
+            if rest:
+                getattr(outside, kind)[target] = rest
+    if not outside.any():
+        return
+    where = f"the files of the stopped patch {entry.name}" if entry is not None else "the patches"
+    target = entry.target if entry is not None else "its target"
+    raise DirtyWorkspaceError(
+        f"rebase {step} refused: work/ holds edits outside {where}, which {step} would write back as the "
+        f"series has them (lost):\n{outside.describe(ws.owners(state))}\n"
+        f"`materialize add FILE` puts a file of {target} into the stopped patch (as `git add` before "
+        "`git rebase --continue`); otherwise move the edit out of work/ and run it again, or "
+        f"`materialize rebase --abort` (it saves them under {ws.meta / 'saved'} and restores everything)")
+
+
 def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
-    """``--continue`` (regenerate the stopped patch from the resolved workspace) or ``--skip`` (drop it)."""
+    """``--continue`` (regenerate the stopped patch from the resolved workspace) or ``--skip`` (drop it).
+
+    Both refuse while work/ holds edits outside the stopped patch's files (``_refuse_edits_elsewhere``);
+    ``--continue`` refuses while the stopped patch's file was edited by hand (it would regenerate it over
+    the edit); ``--skip`` keeps the patch file and its files as work/ held them under saved/ (named in
+    the outcome's detail)."""
     ws.check_no_pending()
     rb = Rebase(ws)
     rb.load()
+    step = "--skip" if skip else "--continue"
     current = rb.data.get("current")
-    if current is None:
-        return _run(rb)
-    entry = ws.series.find(current["name"])
     state = ws.load()
-    with Journal.run(ws.meta, "rebase", ["--skip" if skip else "--continue"]) as journal:
+    entry = ws.series.find(current["name"]) if current is not None else None
+    changes = ws.changes(state)
+    _refuse_edits_elsewhere(ws, state, changes, entry, step)
+    if current is None or entry is None:
+        return _run(rb)
+    pushed = state.applied[-1] if state.applied else {}
+    if not skip and pushed.get("name") == entry.name and pushed.get("sha256") not in (None, entry.sha256()):
+        raise MaterializeError(
+            f"rebase --continue refused: {entry.path} was changed since the rebase stopped, and --continue writes "
+            f"it again from the files in {ws.target_dir(entry.target)}, over that change. Put the change into those "
+            f"files and the patch file back, or `materialize rebase --skip` (keeps the edited file under "
+            f"{ws.meta / 'saved' / 'rebase-dropped'}), or --abort (keeps it too)")
+    with Journal.run(ws.meta, "rebase", [step]) as journal:
         if skip:
-            _drop(ws, entry, journal)
+            mine = Changes()
+            if changes.modified.get(entry.target):
+                mine.modified[entry.target] = changes.modified[entry.target]  # (all its own: checked above)
+            saved = ws.save_changes(state, mine, "rebase-skip", journal) if mine.any() else None
+            kept = _drop(rb, entry, journal)
             for path in state.added.get(entry.name, []):
                 ws.write_file(journal, entry.target, path, ws.tree_entry(state.trees[entry.target], path))
             current["status"] = "skipped"
+            current["detail"] = f"file kept in {kept}" + (f"; its files as work/ held them in {saved}" if saved else "")
             rb.data["tree"] = state.trees[entry.target]
         else:
             contents = {}
@@ -526,7 +595,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
                     f"rebase --continue: the files of {entry.name} in {ws.target_dir(entry.target)} now hold none of "
                     f"its changes, so it would be written back empty; edit them to keep its changes, or "
                     f"`materialize rebase --skip` to drop it (its file is kept under {ws.meta / 'saved'})")
-            _write_patch(ws, entry, new, journal)
+            _write_patch(rb, entry, new, journal)
             rb.data["tree"] = ws.store.write_tree(before, contents)
             current["status"] = "merged"
             current["detail"] = "resolved by hand"
@@ -545,17 +614,42 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     return _run(rb)
 
 
-def abort(ws: Workspace) -> None:
-    """Restore the series file, every patch file and the workspace position exactly."""
+def abort(ws: Workspace) -> list[str]:
+    """Restore the series file, every patch file and the workspace position exactly; what that would drop
+    is copied under saved/ first (unrefreshed files of work/, and any patch or series file edited by hand
+    during the rebase: bytes neither the backup's nor the rebase's own). Returns what was kept where."""
+    from materialize import digest
+
     ws.check_no_pending()
     rb = Rebase(ws)
     rb.load()
     backup = rb.dir / "backup"
     state = ws.load()
+    notes: list[str] = []
     with Journal.run(ws.meta, "rebase", ["--abort"]) as journal:
         changes = ws.changes(state)
-        if changes.any():
-            ws.save_changes(state, changes, "rebase-abort", journal)
+        saved = ws.save_changes(state, changes, "rebase-abort", journal) if changes.any() else None
+        if saved is not None:
+            notes.append(f"saved the changes in work/ to {saved}")
+        restore = [(ws.series.path, backup / "series")] + \
+            [(Path(path), backup / f"{name}.patch") for name, path in rb.data["patches"].items()]
+        wrote = rb.data.get("wrote", {})
+        edited = []
+        for path, old in restore:
+            if not path.is_file():
+                continue
+            now = path.read_bytes()
+            if now != old.read_bytes() and wrote.get(str(path)) != digest.sha256(now).hexdigest():
+                saved = saved or ws.saved_dir("rebase-abort")
+                try:
+                    rel = path.relative_to(ws.series.base_dir.parent)
+                except ValueError:
+                    rel = Path(path.name)
+                (saved / rel).parent.mkdir(parents=True, exist_ok=True)
+                (saved / rel).write_bytes(now)
+                edited.append(str(saved / rel))
+        if edited:
+            notes.append("kept the files edited during the rebase (as they were) in:\n  " + "\n  ".join(edited))
         for target in list(state.files):
             for path in list(state.files[target]) + changes.stray.get(target, []):
                 ws.write_file(journal, target, path, None)
@@ -572,10 +666,12 @@ def abort(ws: Workspace) -> None:
         state.pins = ws.pins()
         ws.save(state, journal)
         journal.remove(rb.file)
+        # back to where the user was, in this journal (a kill between the two left position 0)
+        stayed = _goto_inside(ws, rb.data["orig_position"], journal)
+        if stayed:
+            notes.append(f"the workspace stays at position 0: {stayed}")
     shutil.rmtree(rb.dir, ignore_errors=True)
-    goal = rb.data["orig_position"]
-    if goal:
-        move_to(ws, goal, op="goto", args=[str(goal)])
+    return notes
 
 
 def render_report(outcomes: list[Outcome], target: str, spec: str) -> str:

@@ -344,14 +344,21 @@ class Workspace:
         return safe_relpath(name, origin="command line")
 
     # -- writing the disk -----------------------------------------------------------------------
-    def save_changes(self, state: State, changes: Changes, op: str, journal: Journal) -> Path:
-        """Copy every changed or stray file to ``work/.materialize/saved/<stamp>-<op>/`` (nothing is lost)."""
+    def saved_dir(self, op: str) -> Path:
+        """A new folder ``work/.materialize/saved/<stamp>-<op>[-n]/`` for what ``op`` is about to drop."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         dest = self.meta / "saved" / f"{stamp}-{op}"
         n = 1
         while dest.exists():
             n += 1
             dest = self.meta / "saved" / f"{stamp}-{op}-{n}"
+        dest.mkdir(parents=True)
+        return dest
+
+    def save_changes(self, state: State, changes: Changes, op: str, journal: Journal) -> Path:
+        """Copy every changed or stray file to ``work/.materialize/saved/<stamp>-<op>/`` (nothing is lost)."""
+        dest = self.saved_dir(op)
+        stamp = dest.name[:16]
         listing = []
         for kind, table in (("modified", changes.modified), ("no-patch", changes.stray)):
             for target, paths in table.items():

@@ -20,6 +20,11 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return out
 
 
+def restored(project: Path) -> dict[str, bytes]:
+    """``snapshot`` without saved/: `recover --rollback` keeps there the files it writes over."""
+    return {k: v for k, v in snapshot(project).items() if not k.startswith("work/.materialize/saved/")}
+
+
 def crash_after(monkeypatch: pytest.MonkeyPatch, changes: int, op: str | None = None,
                 args: list[str] | None = None) -> pytest.MonkeyPatch:
     # (a private MonkeyPatch: undoing it must not undo the project fixture's environment)
@@ -63,7 +68,7 @@ def test_interrupted_pop_rolls_back_byte_for_byte(project: Path, monkeypatch: py
         run(project, "push")
     assert run(project, "recover") == 1
     assert run(project, "recover", "--rollback") == 0
-    assert snapshot(project) == before
+    assert restored(project) == before
     capsys.readouterr()
     run(project, "top")
     assert capsys.readouterr().out.strip() == "0002-b"
@@ -92,7 +97,7 @@ def test_interrupted_refresh_keeps_patch_and_state_consistent(project: Path, mon
         run(project, "refresh")
     crash.undo()
     run(project, "recover", "--rollback")
-    assert snapshot(project) == before
+    assert restored(project) == before
     assert run(project, "recover", "--resume") == 0  # nothing pending: a no-op
     run(project, "refresh")
     assert patch_file(project, "0002-b").read_bytes().count(b"+# more") == 1
@@ -156,7 +161,7 @@ def test_a_kill_inside_a_write_leaves_no_temporary_file_after_recover(project: P
     assert _cli(project, "push").returncode == 1  # interrupted: refused until recovered
     assert _cli(project, "recover", "--rollback").returncode == 0
     assert _leftovers(project) == []
-    assert snapshot(project) == before
+    assert restored(project) == before
     assert _cli(project, "push", "-a").returncode == 0
 
 
@@ -183,3 +188,23 @@ def test_a_file_name_as_long_as_the_filesystem_allows_is_pushed(project: Path) -
     proc = _cli(project, "push")
     assert proc.returncode == 0, proc.stderr
     assert (project / "work" / "tt-metal" / long).read_text() == "b\n"
+
+
+def test_recover_rollback_keeps_what_was_typed_after_the_crash(project: Path, capsys) -> None:
+    """A command killed half-way, and the user, not noticing, goes on editing a file it had recorded:
+    `recover --rollback` put the recorded bytes back over the new edit, without a copy."""
+    two_patches(project)
+    crash = crash_after(pytest.MonkeyPatch(), 2)
+    with pytest.raises(KeyboardInterrupt):
+        run(project, "pop", "-a")
+    crash.undo()
+    f = wfile(project)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text("# typed after the crash\n")
+    capsys.readouterr()
+    assert run(project, "recover", "--rollback") == 0
+    out = capsys.readouterr()
+    assert f.read_text() != "# typed after the crash\n"  # rolled back, as asked
+    kept = [p for p in (project / "work" / ".materialize" / "saved").rglob("attention.py")
+            if p.read_text() == "# typed after the crash\n"]
+    assert kept and str(kept[0].parents[4]) in out.out + out.err

@@ -185,3 +185,97 @@ def test_listing_reads_work_while_an_interrupted_journal_waits(project: Path, st
     assert cli(project, "push") == 1
     assert "recover" in capsys.readouterr().err
     assert cli(project, "recover", "--rollback") == 0
+
+
+# -- what --continue / --skip may fold or drop (item: edits outside the stopped patch) ------------------
+def resolve(project: Path) -> None:
+    gen = wfile(project, GEN)
+    text = gen.read_text()
+    start, end = text.index("<<<<<<<"), text.index(">>>>>>>")
+    gen.write_text(text[:start] + 'TARGETS = ("tt-metal", "plugin", "other", "extra")\n' + text[text.index("\n", end) + 1:])
+
+
+@pytest.mark.parametrize("step", ["--continue", "--skip"])
+@pytest.mark.parametrize("where", ["file of a lower patch", "file of no patch", "other target"])
+def test_continue_and_skip_refuse_edits_outside_the_stopped_patch(stopped: Path, capsys, step: str,
+                                                                  where: str) -> None:
+    """While stopped at 0002, an edit to 0001's attention.py was written back to the tree by --continue
+    (sync to the new position) without a word; --skip did the same (git's --skip resets such edits away
+    too; its --continue leaves them in the tree, which here the next step rewrites): refused, naming the
+    file and the ways out."""
+    resolve(stopped)
+    original = None
+    if where == "file of a lower patch":
+        edited = wfile(stopped, ATTN)
+        original = edited.read_bytes()
+        edited.write_text(edited.read_text() + "# typed while stopped\n")
+    elif where == "file of no patch":
+        edited = wfile(stopped, "models/tt/notes.py")
+        edited.write_text("# typed while stopped\n")
+    else:
+        edited = wfile(stopped, "vllm/new.py", target="plugin")
+        edited.parent.mkdir(parents=True)
+        edited.write_text("# typed while stopped\n")
+    before = everything(stopped)
+    capsys.readouterr()
+    assert cli(stopped, "rebase", step) == 1
+    message = capsys.readouterr().err
+    rel = str(edited.relative_to(stopped / "work"))
+    assert f"rebase {step} refused" in message and rel in message, message
+    assert "materialize add" in message and "--abort" in message
+    assert everything(stopped) == before
+    assert edited.read_text().endswith("# typed while stopped\n")
+    # the ways out: add it to the stopped patch (as `git add` does), or take the edit away
+    if where != "other target" and step == "--continue":
+        assert cli(stopped, "add", str(edited)) == 0
+        assert cli(stopped, "rebase", "--continue") == 0
+        assert b"+# typed while stopped" in patch_file(stopped, "0002-targets").read_bytes()
+    else:  # the user takes the edit back out of work/
+        edited.write_bytes(original) if original is not None else edited.unlink()
+        assert cli(stopped, "rebase", step) == 0
+
+
+def test_skip_keeps_a_copy_of_the_resolution_it_drops(stopped: Path, capsys) -> None:
+    """--skip put the stopped patch's files back as the tree has them: a half-typed resolution went with
+    them. It is copied under saved/ first, and the output says where (the patch file too)."""
+    resolve(stopped)
+    resolution = wfile(stopped, GEN).read_bytes()
+    capsys.readouterr()
+    assert cli(stopped, "rebase", "--skip") == 0
+    out = capsys.readouterr()
+    saved = [p for p in (stopped / "work" / ".materialize" / "saved").rglob("generator.py")]
+    assert [p.read_bytes() for p in saved] == [resolution]
+    text = out.out + out.err
+    assert str(saved[0].parents[3]) in text and "rebase-dropped" in text
+
+
+def test_continue_refuses_when_the_stopped_patch_file_was_edited_by_hand(stopped: Path, capsys) -> None:
+    """Editing the stopped patch's file (instead of work/) and --continue: the patch was regenerated from
+    work/ over the edit, which was gone."""
+    resolve(stopped)
+    patch = patch_file(stopped, "0002-targets")
+    patch.write_bytes(patch.read_bytes().replace(b'"extra")', b'"extra", "by hand")'))
+    edited = patch.read_bytes()
+    capsys.readouterr()
+    assert cli(stopped, "rebase", "--continue") == 1
+    message = capsys.readouterr().err
+    assert "0002-targets.patch" in message and "changed since the rebase stopped" in message
+    assert patch.read_bytes() == edited
+    assert cli(stopped, "rebase", "--skip") == 0  # the way out it names: the file is kept
+    kept = stopped / "work" / ".materialize" / "saved" / "rebase-dropped" / "tt-metal" / "0002-targets.patch"
+    assert kept.read_bytes() == edited
+
+
+def test_abort_keeps_patch_files_edited_during_the_rebase(stopped: Path, capsys) -> None:
+    """--abort writes back every patch file as it was before the rebase: one edited by hand meanwhile (a
+    patch still to be carried, here) was overwritten without a copy."""
+    later = patch_file(stopped, "0003-run")
+    later.write_bytes(later.read_bytes().replace(b"echo run fast", b"echo run faster"))
+    edited = later.read_bytes()
+    capsys.readouterr()
+    assert cli(stopped, "rebase", "--abort") == 0
+    out = capsys.readouterr()
+    kept = [p for p in (stopped / "work" / ".materialize" / "saved").rglob("0003-run.patch")]
+    assert [p.read_bytes() for p in kept] == [edited]
+    assert str(kept[0].parent.parent) in out.out + out.err
+    assert b"echo run faster" not in later.read_bytes()  # restored as before the rebase
