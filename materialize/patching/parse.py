@@ -1066,23 +1066,11 @@ def _index_name(rest: bytes) -> bytes | None:
     return text[:end] or None
 
 
-def _indent_columns(line: bytes) -> int:
-    """The columns of a line's indent as GNU counts them: a blank or X is one, a TAB runs to a multiple of 8."""
-    col = 0
-    for c in line:
-        if c == 32 or c == 88:
-            col += 1
-        elif c == 9:
-            col = (col + 8) & ~7
-        else:
-            break
-    return col
-
-
-def _strip_indent(line: bytes, indent: int) -> bytes:
-    """``line`` past at most ``indent`` columns of blanks, X's and TABs (GNU's ``pget_line``)."""
+def _indent_span(line: bytes, limit: int = 1 << 30) -> tuple[int, int]:
+    """(columns, bytes) of a line's indent as GNU counts it, up to ``limit`` columns: a blank or X is
+    one column, a TAB runs to a multiple of 8 (``pget_line``)."""
     col = k = 0
-    while col < indent and k < len(line):
+    while col < limit and k < len(line):
         c = line[k]
         if c == 32 or c == 88:
             col += 1
@@ -1091,7 +1079,17 @@ def _strip_indent(line: bytes, indent: int) -> bytes:
         else:
             break
         k += 1
-    return line[k:]
+    return col, k
+
+
+def _indent_columns(line: bytes) -> int:
+    """The columns of a line's indent as GNU counts them."""
+    return _indent_span(line)[0]
+
+
+def _strip_indent(line: bytes, indent: int) -> bytes:
+    """``line`` past at most ``indent`` columns of blanks, X's and TABs (GNU's ``pget_line``)."""
+    return line[_indent_span(line, indent)[1]:]
 
 
 def _unindent(line: bytes) -> bytes:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from .test_edit import ATTN, patch_file, run, wfile
+from .test_edit import ATTN, run, wfile
+from .test_habits import _two_hunk_patch_with_hunk_2_broken
 from .test_hand_edit_sweep import stack
 from .test_hand_edit_sweep import stopped as stopped_rebase
 from .test_journal import snapshot, two_patches
@@ -106,15 +107,7 @@ def _header_file(project: Path) -> None:
 def _broken(project: Path) -> None:
     """0001-two unapplied, its second hunk's context gone: `push -f` applies the first, the second goes into
     attention.py.rej (exit 1: the push stopped short of a clean apply)."""
-    run(project, "new", "0001-two", "--target", "tt-metal")
-    run(project, "add", ATTN)
-    f = wfile(project)
-    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20")
-                 .replace("def materialize(", "# cached per prefix\ndef materialize("))
-    run(project, "refresh")
-    run(project, "pop")
-    p = patch_file(project, "0001-two")
-    p.write_text(p.read_text().replace(" def materialize(", " def materialize_renamed_upstream("))
+    _two_hunk_patch_with_hunk_2_broken(project)
 
 
 def _exported(project: Path) -> None:
