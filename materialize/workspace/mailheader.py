@@ -39,9 +39,7 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def mail_date(when: "dt.datetime") -> str:
     """RFC 2822's date, exactly as ``email.utils.format_datetime`` writes it (whose import, the email
     package, cost more than the rest of ``materialize new``)."""
-    zone = when.strftime("%z") if when.tzinfo is not None else "-0000"
-    return (f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year:04d} "
-            f"{when.hour:02d}:{when.minute:02d}:{when.second:02d} {zone}")
+    return _rfc2822(when.timetuple(), when.strftime("%z") if when.tzinfo is not None else "-0000")
 
 
 def date_now(source_date_epoch: str | None = None) -> str:
@@ -54,7 +52,10 @@ def date_now(source_date_epoch: str | None = None) -> str:
         offset = at.tm_gmtoff
     sign = "-" if offset < 0 else "+"
     minutes, seconds = divmod(abs(offset), 60)
-    zone = f"{sign}{minutes // 60:02d}{minutes % 60:02d}" + (f"{seconds:02d}" if seconds else "")
+    return _rfc2822(at, f"{sign}{minutes // 60:02d}{minutes % 60:02d}" + (f"{seconds:02d}" if seconds else ""))
+
+
+def _rfc2822(at: time.struct_time, zone: str) -> str:
     return (f"{_DAYS[at.tm_wday]}, {at.tm_mday:02d} {_MONTHS[at.tm_mon - 1]} {at.tm_year:04d} "
             f"{at.tm_hour:02d}:{at.tm_min:02d}:{at.tm_sec:02d} {zone}")
 
