@@ -36,6 +36,7 @@ import re
 from functools import partial
 from itertools import accumulate, repeat
 from operator import add, eq, itemgetter, lt, sub
+from typing import TYPE_CHECKING
 
 from materialize.errors import PatchFormatError
 from materialize.patching.model import FilePatch, Hunk, PatchSet, split_lines
@@ -46,6 +47,12 @@ from materialize.patching.paths import (
     strip_components,
     unquote_c,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    _T = TypeVar("_T")
 
 # Lines that belong to a plain diff's per-file preamble rather than to the free-text header.
 _PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
@@ -94,7 +101,7 @@ class _Region:
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
     __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "stars_indent", "last",
-                 "command", "first_command", "ed", "nesting", "nesting_unknown", "earlier")
+                 "command", "first_command", "ed", "nesting", "nestings", "nesting_unknown", "earlier")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -107,7 +114,10 @@ class _Region:
         self.stars_indent = 0  # its indent (GNU: a context hunk's "*** " line must have the same)
         self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
         self.nesting = 0  # GNU's p_rfc934_nesting: the "- " prefixes of the last "--- " line with a time
-        self.nesting_unknown = 0  # a "--- " line whose time we cannot tell GNU reads (so nor the nesting)
+        # ... and every value it may have when "--- " lines came whose time we cannot tell GNU reads (the
+        # first is ``nesting``: none of them read); ``nesting_unknown`` is the last such line.
+        self.nestings: tuple[int, ...] = (0,)
+        self.nesting_unknown = 0
         self.earlier: list[int] = []  # header lines a later one of the same kind followed (rare)
         self.command = False  # GNU's this_is_a_command: the last line of a command's shape is one
         self.first_command = 0  # after a header line, the first that reads as an ed or normal command
@@ -238,19 +248,15 @@ class _Parser:
                 if text is head and not region.nesting and not region.nesting_unknown:
                     hunks, end = self._hunks(i)
                 else:  # GNU strips the indent and the RFC 934 prefixes from every line of the section
-                    hunks, end = self._in_view(i, _indent_columns(text), self._nesting(region), self._hunks)
+                    hunks, end = self._each_nesting(
+                        region, partial(self._in_view, i, _indent_columns(text), parse=self._hunks))
                 files.append(self._traditional(region, region.minus, region.plus, hunks, region.cr))
                 region = _Region()
                 i = end
                 continue
             elif region.first and stars_last and head.startswith(b"*** ") and (
                     region.stars_indent == _indent_columns(text)):
-                indent, nesting = region.stars_indent, self._nesting(region)
-                if indent or nesting:
-                    fp, i = self._in_view(region.stars_line, indent, nesting,
-                                          partial(self._context_section, region))
-                else:
-                    fp, i = self._context_section(region, region.stars_line)
+                fp, i = self._each_nesting(region, partial(self._context_at, region))
                 files.append(fp)
                 region = _Region()
                 continue
@@ -292,7 +298,17 @@ class _Parser:
         hunks, i = self._normal_hunks(region, lines_at)
         return self._traditional(region, region.plus, region.minus, hunks, region.last, plain=True), i
 
+    def _context_at(self, region: _Region, nesting: int) -> tuple[FilePatch, int]:
+        """The context section at the region's line of stars, read past its indent and ``nesting``."""
+        if region.stars_indent or nesting:
+            return self._in_view(region.stars_line, region.stars_indent, nesting,
+                                 partial(self._context_section, region))
+        return self._context_section(region, region.stars_line)
+
     def _normal_hunks(self, region: _Region, lines_at: int) -> tuple[tuple[Hunk, ...], int]:
+        return self._each_nesting(region, partial(self._normal_hunks_nested, region, lines_at))
+
+    def _normal_hunks_nested(self, region: _Region, lines_at: int, nesting: int) -> tuple[tuple[Hunk, ...], int]:
         """A normal diff's hunks, from the command line before line ``lines_at`` ("< " or "> " right
         after a command line, where GNU found it); the indent of that line and the region's RFC 934
         nesting are stripped from every line of the section. Anything GNU reads in a way of its own
@@ -301,7 +317,7 @@ class _Parser:
         if region.first_command != command:  # GNU would start from a line that is no command
             raise self.error(region.first_command or command, "unsupported patch format: a normal diff "
                              "after a line GNU patch reads as another command; make it a unified diff")
-        indent, nesting = _indent_columns(self.raw[lines_at - 1]), self._nesting(region)
+        indent = _indent_columns(self.raw[lines_at - 1])
         hunks: list[Hunk] = []
         i = command
         while True:
@@ -448,7 +464,8 @@ class _Parser:
         elif self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
             hunks, after = self._hunks(i)
         elif _unindent(self.line(i)).startswith(b"@@ -"):  # indented or RFC 934 forwarded: past both
-            hunks, after = self._in_view(i, _indent_columns(self.line(i)), self._nesting(commands), self._hunks)
+            hunks, after = self._each_nesting(
+                commands, partial(self._in_view, i, _indent_columns(self.line(i)), parse=self._hunks))
         elif not extended:
             return None, i
         else:
@@ -511,16 +528,34 @@ class _Parser:
         else:
             parses = parse_stamp(after.decode("latin-1"))[0]
         if parses:
-            region.nesting, region.nesting_unknown = k, 0
-        elif parses is None and (k or region.nesting):
+            region.nesting, region.nestings, region.nesting_unknown = k, (k,), 0
+        elif parses is None and k not in region.nestings:
+            region.nestings += (k,)
             region.nesting_unknown = number
 
-    def _nesting(self, region: _Region) -> int:
-        if region.nesting_unknown:
-            raise self.error(region.nesting_unknown, "cannot tell whether GNU patch reads this line's timestamp, "
-                                                     "which decides whether it strips RFC 934 '- ' prefixes from "
-                                                     "the hunks; remove the '- ' prefixes")
-        return region.nesting
+    def _each_nesting(self, region: _Region, parse: Callable[[int], _T]) -> _T:
+        """``parse(nesting)`` under the region's RFC 934 nesting. When a "--- " line's time decides it and
+        we cannot tell whether GNU reads that time, the section is parsed under every nesting GNU may
+        have: the nesting only strips "- " from lines that begin so, so most sections read the same
+        either way (found: a "- --- a/f" line before hunks with no "- " line, refused, which GNU
+        applied). Only when the readings differ is the patch refused."""
+        if not region.nesting_unknown:
+            return parse(region.nesting)
+        outcomes: list[tuple[bool, Any]] = []
+        for nesting in region.nestings:
+            try:
+                outcomes.append((True, parse(nesting)))
+            except PatchFormatError as exc:
+                outcomes.append((False, exc))
+        first_ok, first = outcomes[0]
+        if all(ok == first_ok and (str(value) == str(first) if not ok else value == first) for ok, value in outcomes):
+            if not first_ok:
+                raise first
+            return first
+        raise self.error(region.nesting_unknown, "cannot tell whether GNU patch reads this line's timestamp, "
+                                                 "which decides whether it strips RFC 934 '- ' prefixes from "
+                                                 "the hunks (they read differently either way); remove the "
+                                                 "'- ' prefixes")
 
     def _in_view(self, i: int, indent: int, nesting: int, parse):  # type: ignore[no-untyped-def]
         """``parse(i)`` run on the lines from ``i`` as GNU's ``pget_line`` reads an indented (``p_indent``

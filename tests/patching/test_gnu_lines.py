@@ -225,9 +225,32 @@ def test_indented_and_forwarded_sections_are_read_as_gnu_reads_them(tmp_path: Pa
 
 @pytest.mark.parametrize("patch, line, words", [
     (b"- --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n", 1, "cannot tell whether GNU patch reads"),
+    (b"+++ b/f\n- --- a/s p.c\n@@ -1,3 +1,3 @@\n a\n- -b\n+B\n c\n", 2, "cannot tell whether GNU patch reads"),
 ])
-def test_unknown_rfc934_times_are_refused(patch: bytes, line: int, words: str) -> None:
+def test_unknown_rfc934_times_are_refused_when_the_readings_differ(patch: bytes, line: int, words: str) -> None:
+    """A hunk line that begins with "- " reads one way if GNU reads the time (and strips the prefix)
+    and another if not: we cannot tell which, so the patch is refused, naming the "--- " line."""
     assert refused(patch).startswith(f"t.patch:{line}: {words}")
+
+
+UNKNOWN_TIME_CASES = {  # a "--- " line whose time we cannot tell GNU reads, before hunks no "- " changes
+    "unified (found by hypothesis)": b"+++ b/f\n- --- a/s p.c\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n" + PLAIN_G,
+    "unified, time word": b"- --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n" + PLAIN_G,
+    "unified, twice": b"- - --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n" + PLAIN_G,
+    "unified, after a known nesting": b"- --- a/f\t2020-01-01 00:00:00 +0000\n--- a/f\thello\n+++ b/f\n"
+                                      b"@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n" + PLAIN_G,
+    "git": b"diff --git a/f b/f\n- --- a/f\thello\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n" + PLAIN_G,
+    "context": b"*** a/f\t2020-01-01 00:00:00 +0000\n- --- b/f\thello\n***************\n"
+               b"*** 1,3 ****\n  a\n! b\n  c\n--- 1,3 ----\n  a\n! B\n  c\n" + PLAIN_G,
+    "normal": b"- --- a/f\thello\n+++ b/f\n2c2\n< b\n---\n> B\n" + PLAIN_G,
+}
+
+
+@pytest.mark.parametrize("case", UNKNOWN_TIME_CASES, ids=list(UNKNOWN_TIME_CASES))
+def test_unknown_rfc934_times_are_read_when_every_reading_agrees(tmp_path: Path, case: str) -> None:
+    """The nesting only strips "- " from lines that begin so: when no line of the section does, GNU
+    reads it the same whether or not it reads the time, and so do we (this was refused before)."""
+    compare(tmp_path, SEVEN_G, UNKNOWN_TIME_CASES[case])
 
 
 def test_a_line_less_indented_than_its_hunk_is_malformed_in_both(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from materialize.errors import MaterializeError
@@ -105,6 +105,8 @@ def scattered_section(draw) -> bytes:
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=st.sets(st.sampled_from(NAMES), min_size=1),
        sections=st.lists(scattered_section(), min_size=1, max_size=3), strip=st.sampled_from([0, 1]))
+@example(tree={"f.c"}, strip=1, sections=[  # "- --- a/s p.c": GNU may read "p.c" as a time; the hunks read alike
+    b"@@ -1,2 +1,2 @@\n f.c\n-b\n+c\n", b"+++ b/f.c\n- --- a/s p.c\n@@ -1,2 +1,2 @@\n f.c\n-b\n+c\n"])
 def test_scattered_header_lines_match_gnu_patch(tree: set[str], sections: list[bytes], strip: int) -> None:
     """A section GNU finds, we find: ``---``/``+++`` apart, reversed, alone or repeated, ``Index:``
     anywhere in the region (found: Debian-style hand-edited patches where a blank line or a note
