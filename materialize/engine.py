@@ -123,9 +123,9 @@ def materialization_id(trees: dict[str, str]) -> str:
     return digest.sha256(text.encode()).hexdigest()[:ID_LENGTH]
 
 
-def _chain(previous: str, entry: PatchEntry, data: bytes) -> str:
+def _chain(previous: str, entry: PatchEntry, data_sha256: str) -> str:
     options = [entry.strip, entry.max_fuzz] + (["reverse"] if entry.reverse else [])  # old keys stay valid
-    material = json.dumps([previous, entry.name, digest.sha256(data).hexdigest(), *options])
+    material = json.dumps([previous, entry.name, data_sha256, *options])
     return digest.sha256(material.encode()).hexdigest()
 
 
@@ -212,18 +212,19 @@ def _hunk_reports(dest: str, results: tuple[HunkResult, ...]) -> list[HunkReport
     return list(map(_new_tuple, repeat(HunkReport), rows))
 
 
-def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
-                empty_dirs: Iterable[str] = ()) -> tuple[str, PatchReport]:
+def apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes, empty_dirs: Iterable[str] = (), *,
+                data_sha256: str | None = None) -> tuple[str, PatchReport]:
     """Apply one series entry to ``tree`` (whose upstream ``empty_dirs`` are still there); returns
-    the new tree and the per-hunk report."""
+    the new tree and the per-hunk report. ``data_sha256`` is the patch's digest when the caller
+    already has it (hashing a 17 MiB patch twice cost 10 ms)."""
     from materialize.patching.tree import collector_paused
 
     with collector_paused():  # one pause over applying and the per-hunk reports (see collector_paused)
-        return _apply_patch(store, tree, entry, data, empty_dirs)
+        return _apply_patch(store, tree, entry, data, empty_dirs, data_sha256 or digest.sha256(data).hexdigest())
 
 
 def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
-                 empty_dirs: Iterable[str]) -> tuple[str, PatchReport]:
+                 empty_dirs: Iterable[str], data_sha256: str) -> tuple[str, PatchReport]:
     from materialize.patching.tree import apply_to_tree
 
     result = apply_to_tree(StoreView(store, tree, empty_dirs), data, source=str(entry.path), strip=entry.strip,
@@ -251,7 +252,7 @@ def _apply_patch(store: Store, tree: str, entry: PatchEntry, data: bytes,
         else:
             files.append(dest)
     new_tree = tree_after(store, tree, result, origin=f"{entry.path} (patch {entry.name})", empty_dirs=empty_dirs)
-    report = PatchReport(entry.position, entry.name, entry.target, digest.sha256(data).hexdigest(),
+    report = PatchReport(entry.position, entry.name, entry.target, data_sha256,
                          files, hunk_reports, added, removed, deleted=deleted)
     return new_tree, report
 
@@ -288,14 +289,15 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
     planned = []
     for entry in selected:
         data = entry.read()
-        keys[entry.target] = _chain(keys[entry.target], entry, data)
-        planned.append((entry, data, keys[entry.target]))
-    known = store.lookup_refs(PREFIX_REF + key for _entry, _data, key in planned)
-    cached_commits = store.read_commits(c for c in (known.get(PREFIX_REF + k) for _e, _d, k in planned) if c)
+        data_sha256 = digest.sha256(data).hexdigest()  # hashed once: the key and the report both name it
+        keys[entry.target] = _chain(keys[entry.target], entry, data_sha256)
+        planned.append((entry, data, data_sha256, keys[entry.target]))
+    known = store.lookup_refs(PREFIX_REF + key for *_entry, key in planned)
+    cached_commits = store.read_commits(c for c in (known.get(PREFIX_REF + k) for *_e, k in planned) if c)
     try:
         with store.batch(), _progress_bar(progress) as bar:  # new objects: one pack, not a file each
             task = bar.add_task("apply", total=len(selected))
-            for entry, data, key in planned:
+            for entry, data, data_sha256, key in planned:
                 bar.update(task, description=f"apply {entry.name}")
                 cached = known.get(PREFIX_REF + key)
                 if cached is not None:
@@ -304,7 +306,8 @@ def materialize(series: Series, *, upto: str | int | None = None, without: Seque
                     commit = cached
                 else:
                     try:
-                        tree, report = apply_patch(store, trees[entry.target], entry, data, empty[entry.target])
+                        tree, report = apply_patch(store, trees[entry.target], entry, data, empty[entry.target],
+                                                   data_sha256=data_sha256)
                     except PatchApplyError as exc:
                         exc.entry = entry  # type: ignore[attr-defined]  # status shows where it stopped
                         exc.reports = reports  # type: ignore[attr-defined]

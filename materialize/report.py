@@ -9,6 +9,7 @@ its report), written to manifest.json, and printed as a table; nothing here form
 # process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
 import json
 from collections import Counter
+from itertools import chain, groupby, islice, repeat
 from json.encoder import encode_basestring_ascii as _quote  # json's own string encoder (C)
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -27,8 +28,7 @@ class HunkReport(NamedTuple):
 
 
 _FILE, _HEADER, _STATUS, _OFFSET, _FUZZ, _APPLIED_AT = map(itemgetter, range(6))
-_ARRAY = '[%s, %s, "%s", %s, %s, %s]'  # json.dumps of a HunkReport, field by field
-_OBJECT = '{"file": %s, "fuzz": %s, "header": %s, "offset": %s, "status": "%s"}'
+_RUN_KEY = itemgetter(0, 2, 3, 4)  # (file, status, offset, fuzz): what a run of rows shares
 _NULL = {None: "null"}
 _HUNKS_SLOT = '"hunks": []'
 
@@ -37,23 +37,31 @@ def hunks_json(hunks: list[HunkReport], *, objects: bool = False) -> str:
     """Exactly ``json.dumps(hunks)`` (arrays, as commit messages store them) or, with ``objects``,
     ``json.dumps`` of the manifest's ``{"file", "fuzz", "header", "offset", "status"}`` objects.
 
-    Written by C-level passes over the hunks' columns (``map`` of ``str.__mod__`` and json's own
-    string encoder), not by the encoder walking 100k tuples or dictionaries: for a patch of 100k hunks
-    that walk, twice (commit message and manifest), cost more than applying the patch. Statuses are
-    fixed words and numbers ints, so only names and headers need quoting.
+    Written in C-level passes, not by the encoder walking 100k tuples or dictionaries (for a patch of
+    100k hunks that walk, twice: commit message and manifest, cost more than applying the patch).
+    A run of hunks with the same file, status, offset and fuzz (a whole file, usually) shares all of
+    its row text but the header (and, in arrays, the line): the run is one ``str.join`` of those
+    pieces and the shared text between them, with no string made per hunk. Statuses are fixed words
+    and numbers ints, so only names and headers need quoting.
     """
     if not hunks:
         return "[]"
     quoted = {name: _quote(name) for name in set(map(_FILE, hunks))}
-    files = map(quoted.__getitem__, map(_FILE, hunks))
-    headers = map(_quote, map(_HEADER, hunks))
-    if objects:
-        rows = zip(files, map(_FUZZ, hunks), headers, map(_OFFSET, hunks), map(_STATUS, hunks), strict=False)
-        return "[" + ", ".join(map(_OBJECT.__mod__, rows)) + "]"
-    at = map(_APPLIED_AT, hunks)
-    rows = zip(files, headers, map(_STATUS, hunks), map(_OFFSET, hunks), map(_FUZZ, hunks),
-               map(_NULL.get, at, map(_APPLIED_AT, hunks)), strict=False)
-    return "[" + ", ".join(map(_ARRAY.__mod__, rows)) + "]"
+    parts = []
+    for (file, status, offset, fuzz), run in groupby(hunks, _RUN_KEY):
+        rows = list(run)
+        headers = map(_quote, map(_HEADER, rows))
+        name = quoted[file]
+        if objects:
+            head = f'{{"file": {name}, "fuzz": {fuzz}, "header": '
+            tail = f', "offset": {offset}, "status": "{status}"}}'
+            parts.append(head + (tail + ", " + head).join(headers) + tail)
+            continue
+        at = map(str, map(_NULL.get, map(_APPLIED_AT, rows), map(_APPLIED_AT, rows)))
+        pieces = chain.from_iterable(zip(headers, repeat(f', "{status}", {offset}, {fuzz}, '), at,
+                                         repeat(f"], [{name}, "), strict=False))
+        parts.append(f"[{name}, " + "".join(islice(pieces, 4 * len(rows) - 1)) + "]")
+    return "[" + ", ".join(parts) + "]"
 
 
 def with_hunks(document: dict[str, Any], hunks_text: str, **dumps: Any) -> str:

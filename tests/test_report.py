@@ -51,3 +51,20 @@ def test_a_report_is_json_dumps_of_its_data_even_when_a_name_looks_like_the_slot
     assert report.json_text() == json.dumps(report.to_json(), sort_keys=True)
     assert PatchReport.from_json(json.loads(report.json_text())) == report
     assert with_hunks({"a": 1, "hunks": None, "z": "\"hunks\": []"}, "[1]") == '{"a": 1, "hunks": [1], "z": "\\"hunks\\": []"}'
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_runs_of_rows_that_share_file_and_status_are_json_dumps_too(seed):
+    """Long runs (a whole file's hunks clean) are written as one join each: the same bytes."""
+    rng = random.Random(seed)
+    hunks = []
+    for _ in range(20):
+        file, status = rng.choice(ODD), rng.choice(["clean", "offset", "fuzz", "failed"])
+        offset, fuzz = rng.randint(-5, 5), rng.randint(0, 2)
+        for _ in range(rng.randint(1, 60)):
+            header = f"@@ -{rng.randint(0, 999)},7 +{rng.randint(0, 999)},7 @@" + rng.choice(["", " " + rng.choice(ODD)])
+            hunks.append(HunkReport(file, header, status, offset, fuzz, rng.choice([None, 1, 10**9])))
+    assert hunks_json(hunks) == json.dumps(hunks)
+    objects = [{"file": h.file, "fuzz": h.fuzz, "header": h.header, "offset": h.offset, "status": h.status}
+               for h in hunks]
+    assert hunks_json(hunks, objects=True) == json.dumps(objects)
