@@ -20,9 +20,11 @@ TMP_PREFIX = ".materialize-tmp-"
 
 
 def new_temporary(folder: Path | str) -> tuple[int, str]:
-    """A new file of ours in ``folder``, as ``tempfile.mkstemp`` makes one (``O_EXCL``, mode 0600)."""
+    """A new file of ours in ``folder``, as ``tempfile.mkstemp`` makes one (``O_EXCL``, mode 0600). Its
+    name carries our process id, so that a later writer can tell it from a live writer's when a kill
+    (``kill -9``, a power cut) left it behind (``sweep_dead_temporaries``)."""
     while True:
-        name = os.path.join(folder, TMP_PREFIX + os.urandom(6).hex())
+        name = os.path.join(folder, f"{TMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         try:
             return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), name
         except FileExistsError:
@@ -35,6 +37,7 @@ def atomic_write(path: Path, data: bytes, *, executable: bool = False, durable: 
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_symlink():
         path.unlink()
+    sweep_dead_temporaries(path.parent)
     fd, tmp = new_temporary(path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -56,3 +59,30 @@ def atomic_write(path: Path, data: bytes, *, executable: bool = False, durable: 
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+def sweep_dead_temporaries(folder: Path | str) -> None:
+    """Remove the temporaries in ``folder`` whose writer is dead: a process killed between writing and
+    renaming leaves its temporary, and nothing else can remove it (git leaves its ``index.lock`` so and
+    asks the user to). Each write into a folder sweeps it first, so the next run of the command that
+    was killed cleans up after it. A name without a process id, or one of a live process, is kept."""
+    try:
+        names = [entry.name for entry in os.scandir(folder) if entry.name.startswith(TMP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid_text = name[len(TMP_PREFIX):].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(folder, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a number no process has: kept, as we cannot tell)
+    return True

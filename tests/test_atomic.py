@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,23 @@ def test_every_writer_uses_the_one_atomic_write() -> None:
               or "def _write_atomic" in path.read_text()]
     assert copies == []
     assert TMP_PREFIX == ".materialize-tmp-"  # recover and the stray-file check know this name
+
+
+def test_a_killed_writers_temporary_is_swept_by_the_next_write(tmp_path: Path) -> None:
+    """kill -9 between the write and the rename leaves the temporary; the next write into that folder
+    removes it (its process is gone), and keeps a live process's and any name that is not ours."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(dead.stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = tmp_path / f"{TMP_PREFIX}{dead_pid}-0123456789ab"
+        busy = tmp_path / f"{TMP_PREFIX}{live.pid}-0123456789ab"
+        other = tmp_path / f"{TMP_PREFIX}notapid"
+        for path in (left, busy, other):
+            path.write_bytes(b"half")
+        atomic_write(tmp_path / "series.yaml", b"new")
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([busy.name, other.name, "series.yaml"])
+    finally:
+        live.kill()
+        live.wait()
