@@ -84,11 +84,14 @@ class State:
 class Changes:
     """How the files on disk differ from the trees they were written from."""
 
-    __slots__ = ("modified", "stray")
+    __slots__ = ("modified", "stray", "rejects")
 
     def __init__(self) -> None:
         self.modified: dict[str, list[str]] = {}  # tracked files whose bytes/mode changed
         self.stray: dict[str, list[str]] = {}  # files on disk no applied patch owns
+        # push -f's .rej files still on disk: not changes (``any``), but the next move removes them, and
+        # the user may have been working in them: a save (``--force``) keeps them with the files
+        self.rejects: dict[str, list[str]] = {}
 
     def any(self) -> bool:
         return any(self.modified.values()) or any(self.stray.values())
@@ -312,6 +315,9 @@ class Workspace:
                 result.modified[target] = modified
             if stray:
                 result.stray[target] = stray
+            on_disk = [p for p in sorted(rejects) if Path(self.read_path(target, p) or os.devnull).is_file()]
+            if on_disk:
+                result.rejects[target] = on_disk
         return result
 
     def owners(self, state: State) -> dict[tuple[str, str], str]:
@@ -356,11 +362,12 @@ class Workspace:
         return dest
 
     def save_changes(self, state: State, changes: Changes, op: str, journal: Journal) -> Path:
-        """Copy every changed or stray file to ``work/.materialize/saved/<stamp>-<op>/`` (nothing is lost)."""
+        """Copy every changed or stray file, and push -f's .rej files, to ``work/.materialize/saved/<stamp>-<op>/``
+        (nothing is lost)."""
         dest = self.saved_dir(op)
         stamp = dest.name[:16]
         listing = []
-        for kind, table in (("modified", changes.modified), ("no-patch", changes.stray)):
+        for kind, table in (("modified", changes.modified), ("no-patch", changes.stray), ("reject", changes.rejects)):
             for target, paths in table.items():
                 for path in paths:
                     found = self.read_path(target, path)

@@ -193,3 +193,20 @@ def test_refresh_after_push_force_keeps_hunks_nobody_put_into_the_files(project:
     wfile(project, f"{ATTN}.rej").unlink()  # "drop them"
     assert main(["refresh", *series]) == 0
     assert "# cached per prefix" not in p.read_text() and "ID_LENGTH = 20" in p.read_text()
+
+
+def test_pop_force_keeps_the_rej_files_with_the_files_it_saves(project: Path, store: Store, capsys) -> None:
+    """push -f, work on the failed hunks in the .rej (here: a note), then give up with pop -f: the half-
+    applied files are saved, and so is the .rej as the user left it (pop removes it from work/)."""
+    series, f, p, broken = _two_hunk_patch_with_hunk_2_broken(project)
+    assert main(["push", "-f", *series]) == 1
+    rej = wfile(project, f"{ATTN}.rej")
+    rej.write_text(rej.read_text() + "# my note: this hunk belongs in materialize() now\n")
+    capsys.readouterr()
+    assert main(["pop", "-f", *series]) == 0
+    err = capsys.readouterr().err
+    saved = Path(err.split("saved unrefreshed changes to ", 1)[1].split()[0])
+    assert not rej.exists()
+    copy = saved / "tt-metal" / f"{ATTN}.rej"
+    assert copy.read_text().endswith("# my note: this hunk belongs in materialize() now\n")
+    assert f"reject\ttt-metal/{ATTN}.rej" in (saved / "SAVED.txt").read_text()
