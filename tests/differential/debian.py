@@ -19,8 +19,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Small 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (48 packages,
-# 1,014 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
+# 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (67 packages,
+# 1,549 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
 # 2026-12-01), jq's two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
@@ -34,6 +34,13 @@ PACKAGES = [
     "grub2", "nodejs", "samba", "protobuf",
     # 2026-12-01 (session 7): many patches on tiny tarballs, cheap to keep: chkrootkit 84, netcat 24.
     "chkrootkit", "netcat",
+    # 2026-12-02 (session 11): the series of 15-83 patches of a sweep of 89 more packages (64 that apt-get
+    # could fetch and quilt push, 788 patches, every tree identical; the rest were missing on the mirror,
+    # had no series, or were perl, whose second orig component the helper does not unpack): python3.11 83, exim4 66, util-linux 48,
+    # php8.2 47, procmail 32, gnupg2 30, cups 26, tiff 22, libpng1.6 20, bash 19, file 18, groff 17,
+    # krb5 16, postfix 16, apr 15, busybox 15, libxslt 15, openldap 15, shadow 15.
+    "python3.11", "exim4", "util-linux", "php8.2", "procmail", "gnupg2", "cups", "tiff", "libpng1.6", "bash",
+    "file", "groff", "krb5", "postfix", "apr", "busybox", "libxslt", "openldap", "shadow",
 ]
 SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
