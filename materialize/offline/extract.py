@@ -288,6 +288,10 @@ class _Analysis:
         own functions and classes it calls, decorates with or derives from, transitively."""
         self._body_cache: dict[int, _BodyEffects] = {}
         self._dynamic_cache: dict[int, list[tuple[int, str]]] = {}
+        # Code that escaped at import time (a function or class stored, passed on or decorated, a lambda
+        # made): any later call at import time may run it (`for hook in HOOKS: hook()`, `list(map(fn, x))`)
+        escaped: list[_Unit] = []
+        loose: list[_BodyEffects] = []  # the bodies of lambdas made at import time
         for unit in self.units:
             if unit.kind in ("import", "star"):
                 continue
@@ -309,17 +313,33 @@ class _Analysis:
             ]
             for name in effects.deleted:  # `del X` unbinds X: a later reader sees no binding
                 unit.defines.add(name)
-            for name in effects.refs:
-                for callee in self._callables(name, unit.index):
-                    changed, passed, rebound, dynamic = self._body_effects(callee, set())
-                    unit.mutates |= changed
-                    unit.passes |= passed
-                    unit.rebinds |= rebound
-                    unit.dynamic += [
-                        (line, f"{how} in {callee.node.name.value}()")  # type: ignore[attr-defined]
-                        for line, how in dynamic
-                        if how != "eval()"
-                    ]
+            callees = [callee for name in effects.refs | effects.lambda_refs for callee in self._callables(name, unit.index)]
+            if unit.kind in ("def", "class") and unit.node.decorators:  # type: ignore[attr-defined]
+                callees.append(unit)  # a decorator is handed the function (the class) and may call it now
+            for callee in callees:
+                self._add_body(unit, callee)
+                if callee not in escaped:
+                    escaped.append(callee)
+            for body in effects.lambdas:
+                self._add_effects(unit, body, "a lambda")
+                loose.append(body)
+            if effects.calls:
+                for callee in escaped:
+                    self._add_body(unit, callee)
+                for body in loose:
+                    self._add_effects(unit, body, "a lambda")
+
+    def _add_body(self, unit: _Unit, callee: _Unit) -> None:
+        """``unit`` may run ``callee``'s code (call the function, make the class or its instances)."""
+        self._add_effects(unit, self._body_effects(callee, set()), f"{callee.node.name.value}()")  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _add_effects(unit: _Unit, effects: _BodyEffects, where: str) -> None:
+        changed, passed, rebound, dynamic = effects
+        unit.mutates |= changed
+        unit.passes |= passed
+        unit.rebinds |= rebound
+        unit.dynamic += [(line, f"{how} in {where}") for line, how in dynamic if how != "eval()"]
 
     def _callables(self, name: str, before: int) -> list[_Unit]:
         return [u for u in self.bindings(name, before) if u.kind in ("def", "class")]
@@ -1726,6 +1746,9 @@ class _Effects(cst.CSTVisitor):
         self._depth = 0
         self.derived: list[dict[str, set[str]]] = []  # per function being walked: local -> names it may alias
         self.copied: list[dict[str, set[str]]] = []  # ... local -> names it may be a shallow copy of
+        self.calls = False  # ``immediate`` code calls something (which may run code that escaped earlier)
+        self.lambdas: list[_BodyEffects] = []  # ``immediate``: what the lambdas made now may change when run
+        self.lambda_refs: set[str] = set()  # ... and the names their bodies read (functions they may call)
 
     def _changes(self, obj: cst.BaseExpression, into: set[str] | None = None) -> None:
         """``obj`` (an expression naming an object) may be changed."""
@@ -1773,6 +1796,7 @@ class _Effects(cst.CSTVisitor):
                 self.deleted.add(element.value)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
+        self.calls = True
         if isinstance(node.decorator, cst.Attribute):  # `@f.register` calls f.register(the function)
             self._changes(node.decorator.value)
 
@@ -1804,7 +1828,17 @@ class _Effects(cst.CSTVisitor):
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return not self.immediate
+        if not self.immediate:
+            return True
+        for param in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]:
+            if param.default is not None:  # defaults are evaluated now
+                param.default.visit(self)
+        body = _Effects(immediate=False)  # the body runs whenever the lambda is called: maybe now
+        node.body.visit(body)
+        self.lambdas.append((frozenset(body.changed), frozenset(body.passed), frozenset(body.rebound), ()))
+        self.lambda_refs |= body.refs
+        self.dynamic += body.dynamic
+        return False
 
     def visit_Global(self, node: cst.Global) -> None:
         self.rebound.update(n.name.value for n in node.names)
@@ -1853,6 +1887,7 @@ class _Effects(cst.CSTVisitor):
                 self.dynamic.append((node, "sys.modules[__name__]"))
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.calls = True
         func = node.func
         callee = func.value if isinstance(func, cst.Name) else None
         if callee in _DYNAMIC_CALLS or (callee == "vars" and not node.args):

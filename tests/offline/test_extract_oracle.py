@@ -76,6 +76,27 @@ STATE_CASES = {
         "names",
         lambda m: m.names(),
     ),
+    # Session 11: code that escaped at import time and ran later through a call that does not name it
+    # (9 found silently wrong with the stdlib oracle's check_module on such modules).
+    **{f"escaped-code-runs-at-import: {label}": (
+        "CONFIG = {'x': 0}\n" + body + "def target():\n    return CONFIG['x']\n",
+        "target",
+        lambda m: m.target(),
+    ) for label, body in {
+        "a decorator that calls the function": "def register(f):\n    f()\n    return f\n"
+                                               "@register\ndef setup():\n    CONFIG['x'] = 1\n",
+        "a hook list run by a loop": "HOOKS = []\ndef setup():\n    CONFIG['x'] = 1\nHOOKS.append(setup)\n"
+                                     "for h in HOOKS:\n    h()\n",
+        "a lambda run through map": "def setup():\n    CONFIG['x'] = 1\nm = map(lambda f: f(), [setup])\nlist(m)\n",
+        "a dict of functions": "def setup():\n    CONFIG['x'] = 1\nD = {'s': setup}\nD['s']()\n",
+        "classes made in a comprehension": "class P:\n    def __init__(self):\n        CONFIG['x'] += 1\n"
+                                           "KINDS = [P]\nobjs = [k() for k in KINDS]\n",
+        "a class decorator calling a classmethod": "def init(cls):\n    cls.boot()\n    return cls\n@init\nclass A:\n"
+                                                   "    @classmethod\n    def boot(cls):\n        CONFIG['x'] = 5\n",
+        "an alias called": "def setup():\n    CONFIG['x'] = 1\ng = setup\ng()\n",
+        "a sort key": "def bump():\n    CONFIG['x'] += 1\n    return 0\nITEMS = sorted([3, 1, 2], key=lambda v: bump() + v)\n",
+        "a map object consumed later": "def setup(v):\n    CONFIG['x'] += v\nm = map(setup, [1, 2])\nlist(m)\n",
+    }.items()},
     "method-call-inside-an-assignment": (
         "REG = {'a': 1, 'b': 2}\ndef f():\n    return sorted(REG)\n_gone = REG.pop('a')\n",
         "f",
