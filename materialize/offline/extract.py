@@ -292,6 +292,9 @@ class _Analysis:
         # made): any later call at import time may run it (`for hook in HOOKS: hook()`, `list(map(fn, x))`)
         escaped: list[_Unit] = []
         loose: list[_BodyEffects] = []  # the bodies of lambdas made at import time
+        # names that may hold such code or an instance of such a class (`p = Plugin()`, `HOOKS.append(f)`):
+        # using one in any way (`p + 1`, `with p:`, `for x in p:`, `p.attr`) may run its methods
+        tainted: set[str] = set()
         for unit in self.units:
             if unit.kind in ("import", "star"):
                 continue
@@ -323,7 +326,10 @@ class _Analysis:
             for body in effects.lambdas:
                 self._add_effects(unit, body, "a lambda")
                 loose.append(body)
-            if effects.calls:
+            touches = bool(callees or effects.lambdas or effects.refs & tainted)
+            if touches:
+                tainted |= unit.defines | effects.changed | effects.passed
+            if effects.calls or touches:
                 for callee in escaped:
                     self._add_body(unit, callee)
                 for body in loose:

@@ -77,7 +77,7 @@ STATE_CASES = {
         lambda m: m.names(),
     ),
     # Session 11: code that escaped at import time and ran later through a call that does not name it
-    # (9 found silently wrong with the stdlib oracle's check_module on such modules).
+    # (13 found silently wrong with the stdlib oracle's check_module on such modules).
     **{f"escaped-code-runs-at-import: {label}": (
         "CONFIG = {'x': 0}\n" + body + "def target():\n    return CONFIG['x']\n",
         "target",
@@ -96,6 +96,15 @@ STATE_CASES = {
         "an alias called": "def setup():\n    CONFIG['x'] = 1\ng = setup\ng()\n",
         "a sort key": "def bump():\n    CONFIG['x'] += 1\n    return 0\nITEMS = sorted([3, 1, 2], key=lambda v: bump() + v)\n",
         "a map object consumed later": "def setup(v):\n    CONFIG['x'] += v\nm = map(setup, [1, 2])\nlist(m)\n",
+        # an instance of the file's class used with no call: its dunder methods and properties run
+        "an operator": "class P:\n    def __add__(self, o):\n        CONFIG['x'] += o\n        return self\n"
+                       "p = P()\nq = p + 5\n",
+        "a with statement": "class C:\n    def __enter__(self):\n        CONFIG['x'] = 7\n"
+                            "    def __exit__(self, *a):\n        return False\nc = C()\nwith c:\n    pass\n",
+        "a for loop": "class It:\n    def __iter__(self):\n        CONFIG['x'] = 9\n        return iter([1])\n"
+                      "it = It()\nfor _ in it:\n    pass\n",
+        "a property": "class L:\n    @property\n    def value(self):\n        CONFIG['x'] = 3\n        return 1\n"
+                      "obj = L()\nV = obj.value\n",
     }.items()},
     "method-call-inside-an-assignment": (
         "REG = {'a': 1, 'b': 2}\ndef f():\n    return sorted(REG)\n_gone = REG.pop('a')\n",
