@@ -298,7 +298,7 @@ class _Analysis:
         for unit in self.units:
             if unit.kind in ("import", "star"):
                 continue
-            effects = _Effects(immediate=True)
+            effects = _Effects(immediate=True, annotations_run=not self.has_future_annotations)
             if _is_main_guard(unit.node):  # `if __name__ == "__main__":` never runs when imported
                 orelse = unit.node.orelse  # type: ignore[attr-defined]
                 if orelse is not None:
@@ -1738,8 +1738,9 @@ class _Effects(cst.CSTVisitor):
     be a class attribute shared by every instance) is a change of the class.
     """
 
-    def __init__(self, immediate: bool, class_name: str | None = None) -> None:
+    def __init__(self, immediate: bool, class_name: str | None = None, *, annotations_run: bool = False) -> None:
         self.immediate = immediate
+        self.annotations_run = annotations_run  # a def's annotations are evaluated when it runs (no future import)
         self.class_name = class_name
         self.owners: list[tuple[str, bool]] = []  # (first parameter, whether it is the class)
         self.changed: set[str] = set()
@@ -1814,6 +1815,13 @@ class _Effects(cst.CSTVisitor):
             if param.default is not None:
                 param.default.visit(self)
         if self.immediate:
+            if self.annotations_run:  # `def f(x: make()) -> check():` calls both when the def runs
+                star = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+                for param in [*params.posonly_params, *params.params, *params.kwonly_params, *star]:
+                    if param.annotation is not None:
+                        param.annotation.visit(self)
+                if node.returns is not None:
+                    node.returns.visit(self)
             return False
         first = _first_param(node) or ""
         decorators = {_dotted_or_none(d.decorator) for d in node.decorators}

@@ -77,7 +77,7 @@ STATE_CASES = {
         lambda m: m.names(),
     ),
     # Session 11: code that escaped at import time and ran later through a call that does not name it
-    # (13 found silently wrong with the stdlib oracle's check_module on such modules).
+    # (17 found silently wrong with the stdlib oracle's check_module on such modules).
     **{f"escaped-code-runs-at-import: {label}": (
         "CONFIG = {'x': 0}\n" + body + "def target():\n    return CONFIG['x']\n",
         "target",
@@ -105,6 +105,14 @@ STATE_CASES = {
                       "it = It()\nfor _ in it:\n    pass\n",
         "a property": "class L:\n    @property\n    def value(self):\n        CONFIG['x'] = 3\n        return 1\n"
                       "obj = L()\nV = obj.value\n",
+        "an f-string": "class P:\n    def __format__(self, spec):\n        CONFIG['x'] = 11\n        return 'p'\n"
+                       "p = P()\nS = f'{p}'\n",
+        "a generator advanced": "def gen():\n    CONFIG['x'] = 12\n    yield 1\nG = gen()\nV = next(G)\n",
+        # a def's annotations run when the def does (no `from __future__ import annotations`)
+        "a def's annotations": "def setup():\n    CONFIG['x'] = 4\n    return int\n"
+                               "def g(v: setup()) -> setup():\n    return v\n",
+        "a method's annotations": "def setup():\n    CONFIG['x'] = 4\n    return int\n"
+                                  "class K:\n    def g(self, *a: setup(), **k: setup()):\n        return a\n",
     }.items()},
     "method-call-inside-an-assignment": (
         "REG = {'a': 1, 'b': 2}\ndef f():\n    return sorted(REG)\n_gone = REG.pop('a')\n",
