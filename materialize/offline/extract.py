@@ -120,6 +120,9 @@ class _Unit:
     )  # names whose object or binding running the unit may change
     rebinds: set[str] = field(default_factory=set)  # names a function it calls rebinds (`global X`)
     stores: set[str] = field(default_factory=set)  # names changed through an attribute or item, at import
+    # the roots of the calls it makes as statements, for their effect (`random.seed(1)`,
+    # `logging.getLogger("x").setLevel(10)`, `warm_cache()`): whatever they return is dropped
+    side_calls: dict[str, set[str]] = field(default_factory=dict)  # root -> the callees as written
     passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
     refs: set[str] = field(default_factory=set)  # names its import-time code reads
     dynamic: list[tuple[int, str]] = field(default_factory=list)  # (line, how) it writes the namespace unseen
@@ -310,6 +313,10 @@ class _Analysis:
             unit.rebinds = set(effects.rebound)
             unit.passes = set(effects.passed)
             unit.stores = set(effects.stores)
+            unit.side_calls = effects.side_calls
+            for name in effects.side_calls:  # `fib(20)` fills a decorated function's cache: it changes fib
+                if any(c.kind == "def" and c.node.decorators for c in self._callables(name, unit.index)):  # type: ignore[attr-defined]
+                    unit.mutates.add(name)
             # `eval(text)` at import time can read module names, not bind them: only kept code using it is refused
             unit.dynamic = [
                 (self.positions[n].start.line, how) for n, how in effects.dynamic if how != "eval()"
@@ -464,6 +471,20 @@ class _Analysis:
         return any(name in u.defines for u in self.units)
 
     # -- lookup --------------------------------------------------------------------------------
+    def import_family(self, imp: _Import) -> set[str]:
+        """The names the file's imports bind from ``imp``'s top-level package (``import random`` and
+        ``from random import seed``; ``import logging`` and ``from logging import getLogger``): a call
+        through any of them reaches the state the others read."""
+        top = imp.module.split(".")[0] if imp.module else None
+        family = {imp.bound}
+        if top is None:
+            return family
+        for unit in self.units:
+            for bound, other in unit.imports.items():
+                if other.module and other.module.split(".")[0] == top:
+                    family.add(bound)
+        return family
+
     def bindings(self, name: str, before: int | None) -> list[_Unit]:
         """The units whose bindings of ``name`` may be the live one (before unit ``before`` if given).
 
@@ -887,7 +908,20 @@ class _Plan:
                 self.bind.setdefault((name, binder.index), (imp, _Need(need.name, line, need.root)))
             # an imported module's state (os.environ[...] = ...) is not the file's to replay: it would
             # leak into the test process; but code that reads it would see it unchanged, so refuse
+            # (a module whose import is refused anyway, heavy or not allowed, is left to that refusal)
+            family = self.a.import_family(imp) if imp is not None and not self.policy.verdict(imp.module) else set()
             for later in self.a.units[binder.index + 1 :]:
+                called = {root for root in later.side_calls.keys() & family
+                          if not all(self._harmless_side_call(root, callee) for callee in later.side_calls[root])}
+                if called and name not in self.policy.stubs:
+                    code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
+                    raise ExtractError(
+                        f"{self.display}:{later.first}: `{code}` calls into the imported "
+                        f"{sorted(called)[0]!r} for its effect when the file is imported (its module's state: a "
+                        f"seed, a logger's level, a registry), and {need.root} uses {name!r} (line {line}); "
+                        f"extract does not replay changes to imported modules (they would leak into the test "
+                        f"process): stub {name!r}"
+                    )
                 if name in later.stores and name not in self.policy.stubs:
                     code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
                     raise ExtractError(
@@ -899,6 +933,15 @@ class _Plan:
         self._keep(binder, None, _Need(name, line, need.root))
         for mutator in self.a.mutators(name, binder.index):
             self._keep(mutator, None, _Need(name, mutator.first, need.root))
+
+    def _harmless_side_call(self, root: str, callee: str) -> bool:
+        """Whether ``callee`` (as written, from the imported ``root``) changes nothing code can read
+        while the process runs: a hook for fork or exit, a warning printed."""
+        imp = next((u.imports[root] for u in self.a.units if root in u.imports), None)
+        if imp is None or not callee:
+            return False
+        base = f"{imp.module}.{imp.attr}" if imp.attr else imp.module
+        return base + callee[len(root):] in _HARMLESS_SIDE_CALLS
 
     def _keep(self, unit: _Unit, members: set[str] | None, need: _Need) -> None:
         previous = self.keep_units.get(unit.index, set())
@@ -1570,12 +1613,26 @@ def _self_reads(fn: cst.FunctionDef, class_name: str) -> list[tuple[str, cst.CST
     return visitor.reads
 
 
+def _call_root(node: cst.BaseExpression) -> str | None:
+    """``X`` for ``X``, ``X.a``, ``X.f(…).g``, ``X[k].h``: the name a chain of calls starts from."""
+    while isinstance(node, cst.Attribute | cst.Subscript | cst.Call):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
 def _root_name(node: cst.BaseExpression) -> str | None:
     """``X`` for ``X``, ``X.a.b``, ``X[k]``, ``X.a[k].b``."""
     while isinstance(node, cst.Attribute | cst.Subscript):
         node = node.value
     return node.value if isinstance(node, cst.Name) else None
 
+
+_HARMLESS_SIDE_CALLS = frozenset({
+    "os.register_at_fork", "atexit.register", "threading._register_atexit", "warnings.warn",
+    "warnings._deprecated", "sys.audit",
+})
+"""Calls an import makes for an effect no code reads while the process runs (at fork, at exit, a warning
+printed): ``logging``'s ``os.register_at_fork(...)`` does not make code that uses ``os`` refused."""
 
 _READ_ONLY_METHODS = frozenset(
     [
@@ -1747,6 +1804,8 @@ class _Effects(cst.CSTVisitor):
         self.rebound: set[str] = set()
         self.passed: set[str] = set()
         self.stores: set[str] = set()  # changed through an attribute or item of it (`os.environ[k] = v`)
+        # ``immediate``: the calls made as statements (for their effect), by the name they start from
+        self.side_calls: dict[str, set[str]] = {}
         self.deleted: set[str] = set()
         self.refs: set[str] = set()
         self.dynamic: list[tuple[cst.CSTNode, str]] = []
@@ -1853,6 +1912,12 @@ class _Effects(cst.CSTVisitor):
         self.lambda_refs |= body.refs
         self.dynamic += body.dynamic
         return False
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        if self.immediate and isinstance(node.value, cst.Call):
+            root = _call_root(node.value.func)
+            if root is not None:
+                self.side_calls.setdefault(root, set()).add(_dotted_or_none(node.value.func) or "")
 
     def visit_Global(self, node: cst.Global) -> None:
         self.rebound.update(n.name.value for n in node.names)

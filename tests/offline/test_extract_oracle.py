@@ -534,3 +534,35 @@ def test_the_oracle_sees_a_global_bound_to_another_value():
     exec(code, extracted)  # noqa: S102
     found = Comparer(real, extracted).diff(real["f"], extracted["f"], "f")
     assert found is not None and "global TABLE" in found
+
+
+# Session 11: a call made as a statement at import time into an imported module changes state that
+# module keeps (a seed, a logger's level, a registry); the file's code reading that module would see
+# it, an extraction would not (it never runs that call, and must not run it in the test process).
+SIDE_CALL_CASES = {
+    "a seed": ("import random\nrandom.seed(1234)\ndef target():\n    return random.random()\n", "refused"),
+    "a logger's level, through a call chain": (
+        "import logging\nlogging.getLogger('probe-side').setLevel(17)\n"
+        "def target():\n    return logging.getLogger('probe-side').level\n", "refused"),
+    "the same module under another import": (
+        "from random import seed\nimport random as r\nseed(5)\ndef target():\n    return r.random()\n", "refused"),
+    "a decorated function's cache warmed": (
+        "import functools\n@functools.lru_cache(maxsize=None)\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "fib(20)\ndef target():\n    return fib.cache_info().currsize\n", "same"),
+    "a call whose result is bound is a read": (
+        "import logging\nlogger = logging.getLogger('probe-bound')\ndef target():\n    return logger.name\n", "same"),
+    "a fork or exit hook, a warning: nothing code reads": (
+        "import os\nimport atexit\nimport warnings\natexit.register(print)\nos.register_at_fork(after_in_child=print)\n"
+        "warnings.warn('old', DeprecationWarning)\ndef target():\n    return os.sep + str(warnings.filters is not None)\n",
+        "same"),
+    "a side call into a module the code does not use": (
+        "import warnings\nimport json\nwarnings.simplefilter('default')\ndef target():\n    return json.dumps([1])\n",
+        "same"),
+}
+
+
+@pytest.mark.filterwarnings("ignore:old:DeprecationWarning")  # the case that warns at import
+@pytest.mark.parametrize("case", sorted(SIDE_CALL_CASES))
+def test_an_import_time_call_into_an_imported_module_is_refused_when_the_code_uses_it(tmp_path, case):
+    source, want = SIDE_CALL_CASES[case]
+    assert _check(tmp_path, source, "target", lambda m: m.target()) == want
