@@ -275,6 +275,8 @@ class _Analysis:
                 unit.unconditional.add(name)
             unit.defines.update(unit.imports)
             unit.unconditional.update(unit.imports)
+            if unit.kind == "other":  # names the scope analysis does not give the module (conditional here)
+                unit.defines.update(_hidden_module_bindings(unit.node))
             if isinstance(unit.node, cst.SimpleStatementLine):
                 for small in unit.node.body:
                     targets: list[cst.BaseExpression] = []
@@ -1611,6 +1613,47 @@ def _self_reads(fn: cst.FunctionDef, class_name: str) -> list[tuple[str, cst.CST
     visitor = _SelfReads({class_name} | ({owner} if owner else set()))
     fn.body.visit(visitor)
     return visitor.reads
+
+
+class _HiddenBindings(cst.CSTVisitor):
+    """Module names bound by a top-level statement that the scope analysis leaves out: a ``:=`` inside
+    a comprehension (it binds in the module) and the captures of a ``match`` case (``case [a, b]:``).
+    Function, lambda and class bodies are not walked: their names are theirs."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._comprehensions = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        if isinstance(node.target, cst.Name):
+            self.names.add(node.target.value)
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.names.add(node.name.value)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.names.add(node.name.value)
+
+    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self.names.add(node.rest.value)
+
+
+def _hidden_module_bindings(node: cst.CSTNode) -> set[str]:
+    visitor = _HiddenBindings()
+    node.visit(visitor)
+    return visitor.names
 
 
 def _call_root(node: cst.BaseExpression) -> str | None:

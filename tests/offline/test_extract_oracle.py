@@ -566,3 +566,20 @@ SIDE_CALL_CASES = {
 def test_an_import_time_call_into_an_imported_module_is_refused_when_the_code_uses_it(tmp_path, case):
     source, want = SIDE_CALL_CASES[case]
     assert _check(tmp_path, source, "target", lambda m: m.target()) == want
+
+
+# Session 11: names a top-level statement binds that the scope analysis does not report (refused as
+# "nothing in the file binds it" before): a `:=` in a comprehension binds in the module, and so do the
+# captures of a `match` case; a case that does not match leaves the name unbound, in both.
+HIDDEN_BINDING_CASES = {
+    "walrus in a comprehension": "data = [1, 2, 3]\nsquares = [y := v * v for v in data]\ndef target():\n    return y\n",
+    "match captures": "X = [1, 2]\nmatch X:\n    case [a, b]:\n        pass\ndef target():\n    return a + b\n",
+    "match star and mapping rest": "X = {'k': [1, 2, 3]}\nmatch X:\n    case {'k': [h, *t], **rest}:\n        pass\n"
+                                   "def target():\n    return h, t, rest\n",
+    "a case that does not match": "X = 5\nmatch X:\n    case [a]:\n        pass\ndef target():\n    return a\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HIDDEN_BINDING_CASES))
+def test_names_bound_by_walrus_and_match_at_top_level_are_found(tmp_path, case):
+    assert _check(tmp_path, HIDDEN_BINDING_CASES[case], "target", lambda m: m.target()) == "same"
