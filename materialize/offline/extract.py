@@ -328,21 +328,16 @@ class _Analysis:
             callees = [callee for name in effects.refs | effects.lambda_refs for callee in self._callables(name, unit.index)]
             if unit.kind in ("def", "class") and unit.node.decorators:  # type: ignore[attr-defined]
                 callees.append(unit)  # a decorator is handed the function (the class) and may call it now
-            for callee in callees:
-                self._add_body(unit, callee)
-                if callee not in escaped:
-                    escaped.append(callee)
-            for body in effects.lambdas:
-                self._add_effects(unit, body, "a lambda")
-                loose.append(body)
             touches = bool(callees or effects.lambdas or effects.refs & tainted)
             if touches:
                 tainted |= unit.defines | effects.changed | effects.passed
-            if effects.calls or touches:
-                for callee in escaped:
-                    self._add_body(unit, callee)
-                for body in loose:
-                    self._add_effects(unit, body, "a lambda")
+            runs_earlier = effects.calls or touches  # then it may run any code that escaped before it, too
+            for callee in {c.index: c for c in [*callees, *(escaped if runs_earlier else ())]}.values():
+                self._add_body(unit, callee)
+            for body in [*effects.lambdas, *(loose if runs_earlier else ())]:
+                self._add_effects(unit, body, "a lambda")
+            escaped += {c.index: c for c in callees if all(c is not e for e in escaped)}.values()
+            loose += effects.lambdas
 
     def _add_body(self, unit: _Unit, callee: _Unit) -> None:
         """``unit`` may run ``callee``'s code (call the function, make the class or its instances)."""
@@ -473,19 +468,14 @@ class _Analysis:
         return any(name in u.defines for u in self.units)
 
     # -- lookup --------------------------------------------------------------------------------
-    def import_family(self, imp: _Import) -> set[str]:
+    def import_family(self, imp: _Import) -> dict[str, str]:
         """The names the file's imports bind from ``imp``'s top-level package (``import random`` and
-        ``from random import seed``; ``import logging`` and ``from logging import getLogger``): a call
-        through any of them reaches the state the others read."""
-        top = imp.module.split(".")[0] if imp.module else None
-        family = {imp.bound}
-        if top is None:
-            return family
-        for unit in self.units:
-            for bound, other in unit.imports.items():
-                if other.module and other.module.split(".")[0] == top:
-                    family.add(bound)
-        return family
+        ``from random import seed``; ``import logging`` and ``from logging import getLogger``), each
+        with what it names (``random.seed``): a call through any of them reaches the state the others read."""
+        top = imp.module.split(".")[0]
+        return {bound: f"{other.module}.{other.attr}" if other.attr else other.module
+                for unit in self.units for bound, other in unit.imports.items()
+                if other.module and other.module.split(".")[0] == top}
 
     def bindings(self, name: str, before: int | None) -> list[_Unit]:
         """The units whose bindings of ``name`` may be the live one (before unit ``before`` if given).
@@ -911,10 +901,10 @@ class _Plan:
             # an imported module's state (os.environ[...] = ...) is not the file's to replay: it would
             # leak into the test process; but code that reads it would see it unchanged, so refuse
             # (a module whose import is refused anyway, heavy or not allowed, is left to that refusal)
-            family = self.a.import_family(imp) if imp is not None and not self.policy.verdict(imp.module) else set()
+            family = self.a.import_family(imp) if imp is not None and not self.policy.verdict(imp.module) else {}
             for later in self.a.units[binder.index + 1 :]:
-                called = {root for root in later.side_calls.keys() & family
-                          if not all(self._harmless_side_call(root, callee) for callee in later.side_calls[root])}
+                called = {root for root in later.side_calls.keys() & family.keys()
+                          if not all(_harmless_side_call(family[root], root, callee) for callee in later.side_calls[root])}
                 if called and name not in self.policy.stubs:
                     code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
                     raise ExtractError(
@@ -935,15 +925,6 @@ class _Plan:
         self._keep(binder, None, _Need(name, line, need.root))
         for mutator in self.a.mutators(name, binder.index):
             self._keep(mutator, None, _Need(name, mutator.first, need.root))
-
-    def _harmless_side_call(self, root: str, callee: str) -> bool:
-        """Whether ``callee`` (as written, from the imported ``root``) changes nothing code can read
-        while the process runs: a hook for fork or exit, a warning printed."""
-        imp = next((u.imports[root] for u in self.a.units if root in u.imports), None)
-        if imp is None or not callee:
-            return False
-        base = f"{imp.module}.{imp.attr}" if imp.attr else imp.module
-        return base + callee[len(root):] in _HARMLESS_SIDE_CALLS
 
     def _keep(self, unit: _Unit, members: set[str] | None, need: _Need) -> None:
         previous = self.keep_units.get(unit.index, set())
@@ -1622,7 +1603,6 @@ class _HiddenBindings(cst.CSTVisitor):
 
     def __init__(self) -> None:
         self.names: set[str] = set()
-        self._comprehensions = 0
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -1656,18 +1636,18 @@ def _hidden_module_bindings(node: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
-def _call_root(node: cst.BaseExpression) -> str | None:
-    """``X`` for ``X``, ``X.a``, ``X.f(…).g``, ``X[k].h``: the name a chain of calls starts from."""
-    while isinstance(node, cst.Attribute | cst.Subscript | cst.Call):
+def _root_name(node: cst.BaseExpression, *, through_calls: bool = False) -> str | None:
+    """``X`` for ``X``, ``X.a.b``, ``X[k]``, ``X.a[k].b``; with ``through_calls`` also ``X.f(…).g``,
+    the name a chain of calls starts from."""
+    while isinstance(node, cst.Attribute | cst.Subscript) or (through_calls and isinstance(node, cst.Call)):
         node = node.func if isinstance(node, cst.Call) else node.value
     return node.value if isinstance(node, cst.Name) else None
 
 
-def _root_name(node: cst.BaseExpression) -> str | None:
-    """``X`` for ``X``, ``X.a.b``, ``X[k]``, ``X.a[k].b``."""
-    while isinstance(node, cst.Attribute | cst.Subscript):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+def _harmless_side_call(origin: str, root: str, callee: str) -> bool:
+    """Whether ``callee`` (as written, from ``root``, the import of ``origin``) changes nothing code
+    can read while the process runs: a hook for fork or exit, a warning printed."""
+    return bool(callee) and origin + callee[len(root):] in _HARMLESS_SIDE_CALLS
 
 
 _HARMLESS_SIDE_CALLS = frozenset({
@@ -1958,7 +1938,7 @@ class _Effects(cst.CSTVisitor):
 
     def visit_Expr(self, node: cst.Expr) -> None:
         if self.immediate and isinstance(node.value, cst.Call):
-            root = _call_root(node.value.func)
+            root = _root_name(node.value.func, through_calls=True)
             if root is not None:
                 self.side_calls.setdefault(root, set()).add(_dotted_or_none(node.value.func) or "")
 

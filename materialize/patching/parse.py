@@ -101,7 +101,7 @@ class _Region:
     here and in the rest of the applier: ``dataclasses`` cost ~10 ms of every ``apply``.)"""
 
     __slots__ = ("first", "minus", "plus", "index", "cr", "stars_last", "stars_line", "stars_indent", "last",
-                 "command", "first_command", "ed", "nesting", "nestings", "nesting_unknown", "earlier")
+                 "command", "first_command", "ed", "nestings", "nesting_unknown", "earlier")
 
     def __init__(self) -> None:
         self.first = 0  # the first header line: a hunk after no header line is garbage
@@ -113,9 +113,9 @@ class _Region:
         self.stars_line = 0  # the previous line ("#" lines are not lines to GNU)
         self.stars_indent = 0  # its indent (GNU: a context hunk's "*** " line must have the same)
         self.last = 0  # likewise (the same line, under the name the normal diff reads it by)
-        self.nesting = 0  # GNU's p_rfc934_nesting: the "- " prefixes of the last "--- " line with a time
-        # ... and every value it may have when "--- " lines came whose time we cannot tell GNU reads (the
-        # first is ``nesting``: none of them read); ``nesting_unknown`` is the last such line.
+        # GNU's p_rfc934_nesting (the "- " prefixes of the last "--- " line with a time), and after it every
+        # value it may have when "--- " lines came whose time we cannot tell GNU reads (none of them read:
+        # the first); ``nesting_unknown`` is the last such line.
         self.nestings: tuple[int, ...] = (0,)
         self.nesting_unknown = 0
         self.earlier: list[int] = []  # header lines a later one of the same kind followed (rare)
@@ -242,10 +242,10 @@ class _Parser:
                 if region.minus:
                     region.earlier.append(region.minus)
                 region.minus = region.cr = i
-                if region.nesting or region.nesting_unknown or not text.startswith(b"--- "):
+                if any(region.nestings) or not text.startswith(b"--- "):
                     self._rfc934(region, i)
             elif region.first and head.startswith(b"@@ -"):
-                if text is head and not region.nesting and not region.nesting_unknown:
+                if text is head and not any(region.nestings):
                     hunks, end = self._hunks(i)
                 else:  # GNU strips the indent and the RFC 934 prefixes from every line of the section
                     hunks, end = self._each_nesting(
@@ -446,7 +446,7 @@ class _Parser:
             elif text.startswith(b"--- "):
                 minus = commands.cr = i
                 names.append(i)
-                if commands.nesting or commands.nesting_unknown or not line.startswith(b"--- "):
+                if any(commands.nestings) or not line.startswith(b"--- "):
                     self._rfc934(commands, i)
             elif command_last and text[:2] in (b"< ", b"> "):  # a normal diff: its hunks end the region
                 normal, i = self._normal_hunks(commands, i)
@@ -461,7 +461,7 @@ class _Parser:
         hunks: tuple[Hunk, ...] = ()
         if normal:
             hunks, after = normal, i
-        elif self.line(i).startswith(b"@@ -") and not commands.nesting and not commands.nesting_unknown:
+        elif self.line(i).startswith(b"@@ -") and not any(commands.nestings):
             hunks, after = self._hunks(i)
         elif _unindent(self.line(i)).startswith(b"@@ -"):  # indented or RFC 934 forwarded: past both
             hunks, after = self._each_nesting(
@@ -528,7 +528,7 @@ class _Parser:
         else:
             parses = parse_stamp(after.decode("latin-1"))[0]
         if parses:
-            region.nesting, region.nestings, region.nesting_unknown = k, (k,), 0
+            region.nestings, region.nesting_unknown = (k,), 0
         elif parses is None and k not in region.nestings:
             region.nestings += (k,)
             region.nesting_unknown = number
@@ -540,18 +540,19 @@ class _Parser:
         either way (found: a "- --- a/f" line before hunks with no "- " line, refused, which GNU
         applied). Only when the readings differ is the patch refused."""
         if not region.nesting_unknown:
-            return parse(region.nesting)
-        outcomes: list[tuple[bool, Any]] = []
+            return parse(region.nestings[0])
+        readings: list[tuple[Any, PatchFormatError | None]] = []
         for nesting in region.nestings:
             try:
-                outcomes.append((True, parse(nesting)))
+                readings.append((parse(nesting), None))
             except PatchFormatError as exc:
-                outcomes.append((False, exc))
-        first_ok, first = outcomes[0]
-        if all(ok == first_ok and (str(value) == str(first) if not ok else value == first) for ok, value in outcomes):
-            if not first_ok:
-                raise first
-            return first
+                readings.append((None, exc))
+        same = [(result, str(error)) for result, error in readings]  # errors alike when their texts are
+        if all(reading == same[0] for reading in same):
+            result, error = readings[0]
+            if error is not None:
+                raise error
+            return result
         raise self.error(region.nesting_unknown, "cannot tell whether GNU patch reads this line's timestamp, "
                                                  "which decides whether it strips RFC 934 '- ' prefixes from "
                                                  "the hunks (they read differently either way); remove the "

@@ -315,10 +315,14 @@ class Workspace:
                 result.modified[target] = modified
             if stray:
                 result.stray[target] = stray
-            on_disk = [p for p in sorted(rejects) if Path(self.read_path(target, p) or os.devnull).is_file()]
+            on_disk = self.rejects_on_disk(state, target)
             if on_disk:
                 result.rejects[target] = on_disk
         return result
+
+    def rejects_on_disk(self, state: State, target: str) -> list[str]:
+        """push -f's .rej files of ``target`` that are still files in work/ (the user may delete one)."""
+        return [p for p in sorted(state.rejects.get(target, [])) if Path(self.read_path(target, p) or os.devnull).is_file()]
 
     def owners(self, state: State) -> dict[tuple[str, str], str]:
         """(target, path) -> the topmost applied patch that touches it (files added to the top count)."""
@@ -414,10 +418,9 @@ class Workspace:
         Only files whose bytes differ are rewritten; files that leave the stack are removed. Callers
         check for unrefreshed changes first, so everything removed or overwritten is in the store.
         """
-        for target, paths in state.rejects.items():  # push -f's .rej files go with the move
-            for path in paths:
-                if Path(self.read_path(target, path) or os.devnull).is_file():
-                    journal.remove(self.target_dir(target) / path)
+        for target in state.rejects:  # push -f's .rej files go with the move
+            for path in self.rejects_on_disk(state, target):
+                journal.remove(self.target_dir(target) / path)
         state.rejects = {}
         for target, tree in trees.items():
             base = state.bases[target]
