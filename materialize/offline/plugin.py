@@ -63,6 +63,7 @@ class _OfflineState:
         self.blocker = _HeavyImportRefused(self.heavy)
         self.reported_attempts = 0
         self.collected: set[tuple[Path, str]] = set()  # (file, function) of every test collected
+        self.deselected = 0  # tests -k, -m, --lf ... left out: the session validates a subset by choice
         self.extract_errors: list[ExtractError] = []  # every ExtractError created, caught or not
 
     def unrun_refs(self, args: list[Path]) -> list[str]:
@@ -87,6 +88,38 @@ class _OfflineState:
                         f"{self.series.path}:{entry.line}: {entry.name}: test {ref!r} was not collected "
                         "(no such test function, or a file name pytest does not collect): the patch would run untested"
                     )
+        return problems
+
+    def untested_patches(self, args: list[Path]) -> list[str]:
+        """Patches this session was asked to validate against which no arm ran.
+
+        A run over the whole tests folder validates every patch of the series; a run over some files
+        validates the patches whose ``tests:`` those files are. A patch is validated when its patched
+        and control arms (and tip arm, ``--at tip``) ran: tests listed for it that never use the
+        ``tree`` fixture pass without ever seeing its code, and a patch with no tests at all is not
+        validated by anything. A session that deselected tests (``-k``, ``-m``, ``--lf``) validates a
+        subset by the user's choice and is not held to this.
+        """
+        if self.series is None or self.deselected:
+            return []
+        tests_dir = self.series.resolve(self.series.spec.tests_dir).resolve()
+        whole = any(a == tests_dir or a in tests_dir.parents for a in args)
+        arms = ("patched", "control", "tip") if self.config.getoption("offline_at") == "tip" else ("patched", "control")
+        problems = []
+        for entry in self.series.patches:
+            row = self.ledger.rows.get(entry.position)
+            missing = [arm for arm in arms if row is None or not row.count(arm)[1]]
+            if not missing:
+                continue
+            listed = [(tests_dir / ref.partition("::")[0]).resolve() for ref in entry.spec.tests]
+            if not whole and not any(any(f == a or a in f.parents for a in args) for f in listed):
+                continue
+            if row is None and not entry.spec.tests:
+                why = "it lists no tests (`tests:` is empty) and no test is marked for it"
+            else:
+                why = (f"no {'/'.join(missing)} arm ran against it (its tests never use the `tree` fixture, "
+                       "or stopped before it)")
+            problems.append(f"{self.series.path}:{entry.line}: {entry.name}: {why}: the patch is untested")
         return problems
 
     def load_series(self) -> Series:
@@ -250,6 +283,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_itemcollected(item: pytest.Item) -> None:
     state = _state(item.config)
     state.collected.add((Path(str(item.path)).resolve(), getattr(item, "originalname", item.name)))
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        _state(items[0].config).deselected += len(items)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
@@ -533,6 +571,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except Exception as exc:  # noqa: BLE001 - reported as the session's problem, not a crash at exit
             state.problems.append(f"cannot load the series: {exc}")
     state.problems += state.unrun_refs(args)
+    state.problems += state.untested_patches(args)
     failed_rows = [row.name for row in state.ledger.rows.values() if not row.ok]
     if failed_rows and session.exitstatus == 0:
         # every arm that missed its requirement fails the session, whatever pytest made of the report

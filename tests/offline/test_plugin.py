@@ -172,16 +172,58 @@ def test_marker_binding_and_unbound_tests(workspace):
     assert proc.returncode != 0 and "bound to no patch" in proc.stdout + proc.stderr
 
 
+UNCLAMPED = """
+    import pytest
+    from materialize.offline import extract
+
+    @pytest.mark.patch("0002-unclamp")
+    def test_unclamped(tree):
+        assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 9
+"""
+
+
 def test_at_tip_catches_a_later_patch_breaking_an_earlier_one(workspace):
     _add_second_patch(workspace)
-    at_patch = _run(workspace, {"test_bound_by_series.py": GOOD})
+    files = {"test_bound_by_series.py": GOOD, "test_unclamped.py": UNCLAMPED}
+    at_patch = _run(workspace, files)
     assert at_patch.returncode == 0, at_patch.stdout
-    at_tip = _run(workspace, {"test_bound_by_series.py": GOOD}, "--at", "tip")
+    at_tip = _run(workspace, files, "--at", "tip")
     assert at_tip.returncode == 1
     assert "test_clamps[tip]" in at_tip.stdout
     assert "broken by 0002-unclamp (position 2)" in at_tip.stdout
     assert _row(at_tip.stdout, "0001-clamp").split()[3:7] == ["1/1", "1/1", "0", "0/1"]
-    assert _row(at_tip.stdout, "0002-unclamp").endswith("NO TESTS")
+    assert _row(at_tip.stdout, "0002-unclamp").split()[3:7] == ["1/1", "1/1", "0", "1/1"]
+
+
+# A patch no arm ran against is untested, not passed ----------------------------------------------
+
+def test_a_patch_without_tests_fails_a_run_of_the_whole_folder(workspace):
+    _add_second_patch(workspace)
+    proc = _run(workspace, {"test_bound_by_series.py": GOOD})
+    assert proc.returncode == 1, proc.stdout
+    assert _row(proc.stdout, "0002-unclamp").endswith("NO TESTS")
+    assert "s.yaml:11: 0002-unclamp: it lists no tests" in proc.stdout and "the patch is untested" in proc.stdout
+    # a run of one file validates only the patches that file is listed for
+    only = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--series", str(workspace / "series" / "s.yaml"),
+         str(workspace / "ast_tests" / "test_bound_by_series.py")],
+        cwd=workspace, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MATERIALIZE_CACHE=str(workspace / "cache")),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert only.returncode == 0, only.stdout + only.stderr
+    # so does a run that deselects tests by choice (-k): a subset, not the suite
+    chosen = _run(workspace, {"test_bound_by_series.py": GOOD}, "-k", "patched")
+    assert chosen.returncode == 0, chosen.stdout
+
+
+def test_listed_tests_that_never_use_the_tree_leave_the_patch_untested(workspace):
+    """The listed file is collected and passes, but without `tree` it has no patched or control arm:
+    the patch's code was never looked at (it was shown as "not run" and the session exited 0)."""
+    _list_tests(workspace, "test_no_tree.py")
+    proc = _run(workspace, {"test_no_tree.py": "def test_x():\n    assert True\n"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _row(proc.stdout, "0001-clamp").endswith("not run")
+    assert "0001-clamp: no patched/control arm ran against it" in proc.stdout
 
 
 def test_heavy_module_in_sys_modules_fails_the_session(workspace):
@@ -258,10 +300,11 @@ def test_a_declared_pytest_raises_counts_and_tip_names_the_patch_that_stops_it(w
             with pytest.raises(TypeError):
                 extract(tree, "demo/calc.py", "clamp").clamp(None, 0, 5)
     """
-    at_patch = _run(workspace, {"test_bound_by_series.py": raises})
+    files = {"test_bound_by_series.py": raises, "test_unclamped.py": UNCLAMPED}
+    at_patch = _run(workspace, files)
     assert at_patch.returncode == 0, at_patch.stdout + at_patch.stderr
     assert _row(at_patch.stdout, "0001-clamp").split()[3:8] == ["1/1", "1/1", "0", "-", "0"]
-    at_tip = _run(workspace, {"test_bound_by_series.py": raises}, "--at", "tip")
+    at_tip = _run(workspace, files, "--at", "tip")
     assert at_tip.returncode == 1, at_tip.stdout + at_tip.stderr
     assert "INTERNALERROR" not in at_tip.stdout + at_tip.stderr
     assert "broken by 0002-unclamp (position 2)" in at_tip.stdout and "DID NOT RAISE" in at_tip.stdout
