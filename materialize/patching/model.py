@@ -113,7 +113,9 @@ class FilePatch(NamedTuple):
     ``old_timestamp``/``new_timestamp`` are the raw header timestamps (used only in reject headers).
     For a plain (non-git) section ``old_path``/``new_path`` are only the candidates GNU chooses from
     (None where a name is ``/dev/null`` or cannot be stripped); ``patching.tree.choose_name`` picks
-    the file from the tree, as GNU does, and the section then reads and writes that one file.
+    the file from the tree, as GNU does, and the section then reads and writes that one file. So for
+    a git section that creates (deletes) a file and names another on its old (new) side: its
+    ``diff --git`` and ---/+++ lines disagree, and GNU creates (deletes) the best of the two.
     ``is_binary`` means a ``GIT binary patch`` payload (refused, like GNU 2.7).
     """
 

@@ -481,19 +481,35 @@ class _Parser:
                     new_raw = name
                 else:
                     old_raw = name
+        # Whether a side is missing: what the extended headers say (``new file mode``, ``deleted file
+        # mode``, an all-zero ``index``), unless the first hunk starts (ends) at line 0: then, as for a
+        # plain diff, what the time of the ---/+++ lines says (/dev/null or the epoch: missing; a name
+        # alone: an empty file, patched in place). So "deleted file mode" above "+++ b/f" empties f.
+        is_new, is_delete = git.is_new, git.is_delete
         if hunks and not normal:  # (GNU swaps them at an "@@ -" line only)
             old_raw, new_raw = new_raw, old_raw
-        if (old_raw is None and not git.is_new) or (new_raw is None and not git.is_delete):
+            if hunks[0].source_start == 0:
+                is_new = self._slot_of(names, b"-")[3]
+            if hunks[0].target_start == 0:
+                is_delete = self._slot_of(names, b"+")[3]
+        if (old_raw is None and not is_new) or (new_raw is None and not is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")
         strip_cr = bool(commands.cr) and self.raw[commands.cr - 1].endswith(b"\r\n")
-        old_path = None if git.is_new else self._strip_or_fail(old_raw, minus or start)
-        new_path = None if git.is_delete else self._strip_or_fail(new_raw, plus or start)
+        # A new (deleted) file keeps its old (new) name where it differs: GNU creates (deletes) the best of
+        # the two, as for a plain section (``tree.choose_name``), which may be the ``diff --git`` line's
+        # name, not the +++ line's.
+        old_path = self._strip(old_raw) if is_new else self._strip_or_fail(old_raw, minus or start)
+        new_path = self._strip(new_raw) if is_delete else self._strip_or_fail(new_raw, plus or start)
+        if is_new and old_path == new_path:
+            old_path = None
+        if is_delete and new_path == old_path:
+            new_path = None
         fp = FilePatch(
             old_path=old_path,
             new_path=new_path,
-            is_new=git.is_new,
-            is_delete=git.is_delete,
+            is_new=is_new,
+            is_delete=is_delete,
             is_rename=git.rename == {"from", "to"},
             is_copy=git.copy == {"from", "to"},
             old_mode=git.old_mode,
@@ -789,7 +805,14 @@ class _Parser:
         if not last:
             return 0, None, None, False
         kind = self._kind(last)
-        lines = [k for k in region.earlier if self._kind(k) == kind and k < last] + [last]
+        return self._slot_of([k for k in region.earlier if self._kind(k) == kind and k < last] + [last], kind)
+
+    def _slot_of(self, headers: list[int], kind: bytes) -> tuple[int, bytes | None, str | None, bool]:
+        """``_slot`` over the header lines ``headers`` of the region, in order: those of ``kind`` fill it."""
+        lines = [k for k in headers if self._kind(k) == kind]
+        if not lines:
+            return 0, None, None, False
+        last = lines[-1]
         name_line, name, stamp = 0, None, None
         gone = False
         for line in lines:
@@ -887,10 +910,9 @@ class _Parser:
             git.binary_payload = True
         elif m := _INDEX.match(line):
             old_sha, new_sha, mode = m.group(1), m.group(2), m.group(3)
-            if set(old_sha) == {ord("0")}:
-                git.is_new = True
-            if set(new_sha) == {ord("0")}:
-                git.is_delete = True
+            # GNU sets both sides from the hashes, over what a mode line before it said
+            git.is_new = set(old_sha) == {ord("0")}
+            git.is_delete = set(new_sha) == {ord("0")}
             if mode is not None:  # the mode of both sides, over any line before it (GNU 2.7's order)
                 git.old_mode = git.new_mode = self._mode(mode, number)
 
@@ -1146,12 +1168,24 @@ def _is_mail_header(raw: list[bytes]) -> bool:
     """A ``git format-patch`` of an empty commit (or ``materialize new``'s header): an empty patch.
 
     This is the one deliberate exception to GNU's "Only garbage" error: the workspace writes such a
-    header when a patch is created, before it has a diff (quilt has no file at that point).
+    header when a patch is created, before it has a diff (quilt has no file at that point). It holds
+    only for a header and prose: a mail header above a diff we found no section in (a broken ``@``
+    line, a quoted diff) is the garbage GNU says it is, never a patch that changes nothing.
     """
     first = next((line for line in raw if line.strip()), b"")
-    return first.startswith((b"From: ", b"Subject: ", b"Date: ")) or (
+    if not (first.startswith((b"From: ", b"Subject: ", b"Date: ")) or (
         first.startswith(b"From ") and len(first.split(b" ")[1]) == 40
-    )
+    )):
+        return False
+    return not any(map(_DIFF_LIKE.match, raw))
+
+
+# A line that tries to be part of a diff (a file header, a hunk header of any kind, a normal diff's
+# command), also when indented or quoted as mail quotes it ("> "): not prose. "---" alone is
+# format-patch's separator and "- item" a list, so a header line needs its name or numbers.
+_DIFF_LIKE = re.compile(
+    rb"^[ \t>]*(?:(?:---|\+\+\+|\*\*\*) \S|@@? |@@$|diff |Index: |\*{8}|\d+(?:,\d+)?[acd]\d+(?:,\d+)?\s*$)"
+)
 
 
 def _quoted(text: bytes) -> tuple[bytes | None, bytes]:

@@ -280,13 +280,15 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         if name is not None:
             safe_relpath(name, origin=where)  # every candidate, before the tree is even asked about it
     # GNU reads the best of the names that exist (choose_name), taken in the patch's own order: its
-    # tie-break ignores -R. A git section chooses only when its two names differ.
+    # tie-break ignores -R. A git section chooses when its two names differ; one that creates or
+    # deletes a file (not a rename or copy) is then one file, as a plain section is.
+    single = not fp.is_git or ((fp.is_new or fp.is_delete) and not (fp.is_rename or fp.is_copy))
     chosen = None
-    if not fp.is_git or (fp.old_path is not None and fp.new_path is not None and fp.old_path != fp.new_path):
+    if single or (fp.old_path is not None and fp.new_path is not None and fp.old_path != fp.new_path):
         chosen = choose_name(fp, lambda p: overlay.get(safe_relpath(p, origin=where)) is not None, overlay.is_dir)
     if reverse:
         fp = reverse_file_patch(fp)
-    if not fp.is_git:
+    if single:
         fp = fp._replace(
             old_path=None if fp.is_new else chosen, new_path=None if fp.is_delete else chosen
         )

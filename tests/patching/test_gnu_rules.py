@@ -181,6 +181,53 @@ def test_created_file_name_follows_gnu(tmp_path: Path, header, dirs) -> None:
     compare(tmp_path, {}, header + b"@@ -0,0 +1 @@\n+b\n", 1, dirs)
 
 
+# -- 4b. a git section that creates or deletes a file: its names and sides, as GNU reads them ------
+
+_NEW = b"diff --git a/n b/n\nnew file mode 100644\n"
+_DEL = b"diff --git a/f b/f\ndeleted file mode 100644\n"
+GIT_SIDES = {
+    # GNU creates the best of the two names (here the diff --git line's), not the +++ line's
+    "new, +++ names another file": ({}, _NEW + b"--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, diff --git names two": ({}, b"diff --git a/m b/n\nnew file mode 100644\n--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, the shorter name wins": ({}, b"diff --git a/nn b/nn\nnew file mode 100644\n--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, fewer new folders win": ({}, _NEW + b"--- /dev/null\n+++ b/d/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, no --- line": ({}, _NEW + b"+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, no hunk, +++ names another": ({}, _NEW + b"--- /dev/null\n+++ b/m\n"),
+    "new over an existing file of the other name": ({"n": b"old\n"}, _NEW + b"--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    # a first hunk from line 0: the --- line's time decides, not "new file mode" (a name alone: in place)
+    "new, --- names a file": ({}, _NEW + b"--- a/n\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"),
+    "new, no ---/+++, the file exists": ({"n": b"X\n"}, _NEW + b"@@ -0,0 +1 @@\n+X\n"),
+    # and the +++ line's time decides whether a file emptied by the hunk is deleted
+    "deleted, +++ names the file": ({"f": b"a\n"}, _DEL + b"--- a/f\n+++ b/f\n@@ -1 +0,0 @@\n-a\n"),
+    "deleted, no ---/+++": ({"f": b"a\n"}, _DEL + b"@@ -1 +0,0 @@\n-a\n"),
+    "deleted, only ---": ({"f": b"a\n"}, _DEL + b"--- a/f\n@@ -1 +0,0 @@\n-a\n"),
+    "deleted, only +++ /dev/null": ({"f": b"a\n"}, _DEL + b"+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
+    "deleted, +++ names another file": ({"f": b"a\n", "g": b"a\n"}, _DEL + b"--- a/f\n+++ b/g\n@@ -1 +0,0 @@\n-a\n"),
+    "deleted, --- names a missing file": ({"f": b"a\n"}, _DEL + b"--- a/g\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
+    # the index line sets both sides, over a mode line before it
+    "index over new file mode": ({"f": b"a\n"}, b"diff --git a/f b/f\nnew file mode 100644\nindex 1234567..89abcde\n"
+                                                b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"),
+    "index over deleted file mode": ({"f": b"a\n"}, _DEL + b"index 89abcde..1234567\n--- a/f\n+++ /dev/null\n"
+                                                     b"@@ -1 +0,0 @@\n-a\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GIT_SIDES))
+def test_a_git_section_creates_and_deletes_what_gnu_does(tmp_path: Path, case: str) -> None:
+    """Found by a fuzzer against quilt: we created the +++ line's file where GNU created the
+    ``diff --git`` line's, and deleted a file GNU only emptied."""
+    files, patch = GIT_SIDES[case]
+    compare(tmp_path, files, patch)
+
+
+def test_a_git_creation_of_the_other_name_keeps_its_mode(tmp_path: Path) -> None:
+    patch = b"diff --git a/n b/n\nnew file mode 100755\n--- /dev/null\n+++ b/m\n@@ -0,0 +1 @@\n+X\n"
+    code, files, _report = gnu(tmp_path, {}, patch, 1)
+    assert code == 0 and files == {"n": b"X\n"} and os.access(tmp_path / "gnu" / "n", os.X_OK)
+    result, _ = ours({}, patch, 1)
+    assert result.ok and result.changes == {"n": ("100755", b"X\n")}
+
+
 # -- 5. patches that change nothing ---------------------------------------------------------------
 
 
@@ -190,6 +237,37 @@ def test_garbage_only_patch_is_an_error_as_in_gnu(tmp_path: Path) -> None:
     result, _ = ours({"f": b"a\n"}, b"Description: prose only\n\n", 1)
     assert isinstance(result.error, PatchFormatError)
     assert "Only garbage was found in the patch input." in str(result.error)
+
+
+MAIL_ABOVE_A_BROKEN_DIFF = {
+    "one @ in the hunk header": b"Subject: [PATCH] fix f\n\n--- a/f\n+++ b/f\n@ -1 +1 @\n-a\n+b\n",
+    "a quoted diff": b"From: a <a@b>\nSubject: fix\n\nas below:\n> --- a/f\n> +++ b/f\n> @@ -1 +1 @@\n> -a\n> +b\n",
+    "a context header with no hunk": b"Date: today\nSubject: x\n\n*** a/f\n--- b/f\n",
+    "a normal diff without a header line": b"Subject: x\n\n1c1\n< a\n---\n> b\n",
+    "a diff line and nothing it can read": b"Subject: x\n\ndiff -u a/f b/f\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(MAIL_ABOVE_A_BROKEN_DIFF))
+def test_a_mail_header_above_a_broken_diff_is_garbage_not_an_empty_patch(tmp_path: Path, case: str) -> None:
+    """A bare mail header is an empty patch (our one exception to GNU: ``materialize new`` writes
+    one); one above a diff we cannot read was applied as a patch that changes nothing, and
+    ``check`` called it exact, where GNU (and quilt push) say "Only garbage"."""
+    patch = MAIL_ABOVE_A_BROKEN_DIFF[case]
+    code, files, _report = gnu(tmp_path, {"f": b"a\n"}, patch, 1)
+    assert code == 2 and files == {"f": b"a\n"}
+    result, _ = ours({"f": b"a\n"}, patch, 1)
+    assert isinstance(result.error, PatchFormatError) and "Only garbage" in str(result.error)
+
+
+@pytest.mark.parametrize("header", [
+    b"Subject: [PATCH] fix f\n\nWhy:\n- a list\n+ more\n---\n",
+    b"From 0123456789012345678901234567890123456789 Mon Sep 17 00:00:00 2001\nFrom: a <a@b>\n"
+    b"Date: Mon, 1 Jan 2024 00:00:00 +0000\nSubject: [PATCH] empty\n\n---\n\n\n-- \n2.39.5\n\n",
+])
+def test_a_bare_mail_header_is_an_empty_patch(header: bytes) -> None:
+    result, out = ours({"f": b"a\n"}, header, 1)
+    assert result.ok and result.error is None and out == {"f": b"a\n"}
 
 
 @pytest.mark.parametrize("text", [b"\n", b"\n\n", b"  \n \t\n", b" "])
