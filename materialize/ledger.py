@@ -43,6 +43,12 @@ SCHEMA_VERSION = 1
 _HEX = r"^[0-9a-f]{6,128}$"
 _SHA256 = r"^[0-9a-f]{64}$"
 
+# Counts are JSON integers and samples JSON numbers: never a bool (``true`` is not 1 request), a
+# string ("32") or, for counts, a float (32.0); samples are finite (NaN compares false to everything).
+Count = Annotated[int, Field(strict=True)]
+Sample = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
+
 
 class LedgerError(MaterializeError):
     """A ledger file or record is malformed; the message names file and line."""
@@ -69,9 +75,9 @@ class Gate(_Strict):
     """
 
     name: str
-    requests: Annotated[int, Field(ge=1)]
-    failures: Annotated[int, Field(ge=0)]
-    censored: bool = False
+    requests: Annotated[Count, Field(ge=1)]
+    failures: Annotated[Count, Field(ge=0)]
+    censored: Flag = False
 
     @model_validator(mode="after")
     def _failures_within_requests(self) -> Gate:
@@ -89,7 +95,7 @@ class Metric(_Strict):
 
     name: str
     unit: str
-    samples: Annotated[list[float], Field(min_length=1)]
+    samples: Annotated[list[Sample], Field(min_length=1)]
 
 
 class Output(_Strict):
@@ -200,11 +206,39 @@ def _format_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice: ``json.loads`` would keep the last silently."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"key {key!r} appears twice in one object (which one counts?)")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for run records and result lines: a key given twice, ``NaN`` or ``Infinity``
+    is a ``ValueError`` (``json.JSONDecodeError`` for malformed JSON, a subclass)."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+
+
+def format_validation(exc: ValidationError) -> str:
+    """A pydantic error as ``field.path: message; ...``."""
+    return _format_validation(exc)
+
+
 def parse_record(data: Any) -> RunRecord:
     """Validate one decoded record; raises ValueError with a readable message."""
     if not isinstance(data, dict):
         raise ValueError("a record is a JSON object")
-    if data.get("schema") != SCHEMA_VERSION:
+    if type(data.get("schema")) is not int or data.get("schema") != SCHEMA_VERSION:
         raise ValueError(f"schema must be {SCHEMA_VERSION} (got {data.get('schema')!r})")
     try:
         return RunRecord.model_validate(data)
@@ -226,9 +260,12 @@ def read_ledger(path: str | Path) -> list[LedgerLine]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads(line)
         except json.JSONDecodeError as exc:
             out.append(LedgerLine(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        except ValueError as exc:  # a key twice, NaN, Infinity
+            out.append(LedgerLine(path, number, None, f"invalid JSON: {exc}"))
             continue
         try:
             out.append(

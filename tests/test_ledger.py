@@ -132,3 +132,57 @@ def test_concurrent_writers_never_interleave_lines(tmp_path: Path) -> None:
     assert len(lines) == 100
     assert all(ln.record is not None for ln in lines)
     assert sorted({ln.record.host for ln in lines}) == ["h0", "h1", "h2", "h3"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # json.loads keeps the last of two keys: 9 failures would be read as 0
+        (
+            json.dumps(record())[:-1]
+            + ', "gates": [{"name": "stage3", "requests": 32, "failures": 9}]'
+            + ', "gates": [{"name": "stage3", "requests": 32, "failures": 0}]}',
+            "key 'gates' appears twice",
+        ),
+        (json.dumps(record(gates=[{"name": "g", "requests": 32, "failures": 1}])).replace(
+            '"failures": 1', '"failures": 1, "failures": 0'), "key 'failures' appears twice"),
+        (json.dumps(record(metrics=[{"name": "m", "unit": "s", "samples": [float("nan")]}])), "NaN"),
+        (json.dumps(record(metrics=[{"name": "m", "unit": "s", "samples": [float("inf")]}])), "Infinity"),
+    ],
+)
+def test_duplicate_keys_and_non_numbers_are_refused_with_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(record()) + "\n" + line + "\n")
+    lines = read_ledger(path)
+    assert lines[0].record is not None
+    assert lines[1].record is None and message in lines[1].error, lines[1].error
+    assert lines[1].where == f"{path}:2"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"schema": True}, "schema must be 1"),
+        ({"schema": 1.0}, "schema must be 1"),
+        ({"gates": [{"name": "g", "requests": True, "failures": 0}]}, "gates.0.requests"),
+        ({"gates": [{"name": "g", "requests": "32", "failures": 0}]}, "gates.0.requests"),
+        ({"gates": [{"name": "g", "requests": 32.0, "failures": 0}]}, "gates.0.requests"),
+        ({"gates": [{"name": "g", "requests": 32, "failures": False}]}, "gates.0.failures"),
+        ({"gates": [{"name": "g", "requests": 32, "failures": "1"}]}, "gates.0.failures"),
+        ({"gates": [{"name": "g", "requests": 32, "failures": 1, "censored": "false"}]}, "gates.0.censored"),
+        ({"gates": [{"name": "g", "requests": 32, "failures": 1, "censored": 0}]}, "gates.0.censored"),
+        ({"metrics": [{"name": "m", "unit": "s", "samples": [True]}]}, "metrics.0.samples.0"),
+        ({"metrics": [{"name": "m", "unit": "s", "samples": ["294.7"]}]}, "metrics.0.samples.0"),
+        ({"metrics": [{"name": "m", "unit": "s", "samples": [float("nan")]}]}, "metrics.0.samples.0"),
+    ],
+)
+def test_numbers_are_numbers_not_bools_or_strings(change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_record(record(**change))
+
+
+def test_integral_samples_are_numbers() -> None:
+    assert parse_record(record(metrics=[{"name": "m", "unit": "s", "samples": [295, 294.5]}])).metric("m").samples == [
+        295.0,
+        294.5,
+    ]
