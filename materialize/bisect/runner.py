@@ -7,8 +7,16 @@ template can pick one of N hardware hosts). Its result, in order of preference:
 
 1. run records it appended to ``MATERIALIZE_LEDGER`` (validated; their gate counts / metric samples);
 2. JSON lines on stdout: ``{"metric": NAME, "value": X}``, ``{"name": NAME, "samples": [...]}`` or
-   ``{"gate": NAME, "requests": N, "failures": F}``;
+   ``{"gate": NAME, "requests": N, "failures": F}``, validated like a record's gate or metric (a
+   key twice, a missing ``failures``, ``true`` or ``"0"`` for a count stop the bisect);
 3. the exit code, as git bisect reads it: 0 pass, 125 skip, 1-124 fail (126+ aborts the bisect).
+
+A result and the exit code must agree, so that a crashed harness is never read as a pass: exit 0
+with a result, or exit 1-124 with a gate result that has failures, counts; exit 1-124 with a result
+of 0 failures (or with metric samples) stops the bisect (``HarnessError``, exit 1), naming the
+position, the exit code and the end of stderr; 125 skips whatever was printed. Once a run of this
+bisect has reported a gate result, a run that reports none is stopped the same way rather than
+read by its exit code.
 
 State is saved after every single result, so killing ``run`` loses at most the runs in flight.
 """
@@ -27,14 +35,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pydantic import ValidationError
+
 from materialize.bisect import session
 from materialize.bisect.api import child_environ
 from materialize.bisect.candidates import Candidate
 from materialize.bisect.state import BisectError, BisectState, StateStore
 from materialize.errors import MaterializeError
-from materialize.ledger import RunRecord, append_record, now_iso, read_ledger
+from materialize.ledger import (
+    Gate,
+    Metric,
+    RunRecord,
+    append_record,
+    format_validation,
+    loads,
+    now_iso,
+    read_ledger,
+)
 
 SKIP = 125
+
+
+class HarnessError(BisectError):
+    """A run's result cannot be evidence (invalid, or at odds with its exit code): the bisect stops.
+
+    Exit 1, as for invalid records: the command ran, its output is what is wrong.
+    """
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -184,68 +212,170 @@ class Outcome:
     samples: list[float] = field(default_factory=list)
     records: list[RunRecord] = field(default_factory=list)
     note: str = ""
+    source: str = "exit"  # where the result came from: "run records", "JSON lines" or "exit" (the code)
+
+
+def _tail(result: TaskResult) -> str:
+    err = result.stderr.strip()
+    return f"; stderr ends: {err[-300:]}" if err else "; stderr was empty"
+
+
+def _where(result: TaskResult) -> str:
+    return f"bisect run: position {result.task.candidate.position} (exit {result.returncode})"
 
 
 def interpret(state: BisectState, result: TaskResult) -> Outcome:
-    """Turn a finished run into evidence (records > JSON lines > exit code)."""
+    """Turn a finished run into evidence (records > JSON lines > exit code); see the module doc."""
     cand = result.task.candidate
-    if result.returncode >= 126 or result.returncode < 0:
+    rc = result.returncode
+    if rc >= 126 or rc < 0:
         raise BisectError(
-            f"bisect run: command exited {result.returncode} at position {cand.position}; aborting "
+            f"bisect run: command exited {rc} at position {cand.position}; aborting "
             f"(126+ and signals mean the command itself is broken): {result.stderr.strip()[-300:]}"
         )
-    if result.returncode == SKIP:
+    if rc == SKIP:
         return Outcome("skip", note="exit 125")
-    records = _own_records(result.task)
+    out = _from_records(state, result)
+    if out is None:
+        out = _from_stdout(state, result)
+    if state.mode == "metric":
+        if out is None:
+            return Outcome("skip", note=f"exit {rc} and no {state.metric!r} metric on stdout")
+        if rc != 0:
+            raise HarnessError(
+                f"bisect run: position {cand.position}: the command exited {rc} but reported "
+                f"{state.metric!r} samples {out.samples[:5]}: a failing command's numbers are not a "
+                f"measurement; exit 0 when it measured, 125 to skip{_tail(result)}"
+            )
+        return out
+    if out is not None:
+        if rc != 0 and out.failures == 0:
+            raise HarnessError(
+                f"bisect run: position {cand.position}: the command exited {rc} but its {out.source} "
+                f"say {state.gate!r} had 0 failures of {out.requests}: a crash is not a pass; fix the "
+                f"harness (exit 0 with the counts, 1-124 only with failures, 125 to skip){_tail(result)}"
+            )
+        return out
+    if state.run_results == "reported":
+        raise HarnessError(
+            f"bisect run: position {cand.position}: the command exited {rc} with no {state.gate!r} "
+            "result (no run record, no JSON line), though earlier runs of this bisect reported "
+            f"one: a harness that stopped before reporting is not a pass or a fail{_tail(result)}"
+        )
+    failed = rc != 0
+    return Outcome("gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {rc}")
+
+
+def _from_records(state: BisectState, result: TaskResult) -> Outcome | None:
+    cand = result.task.candidate
+    records = _own_records(result.task, result)
+    if not records:
+        return None
     want_metric = state.mode == "metric"
-    if records:
-        out = Outcome("none", records=records)
-        for rec in records:
-            if rec.materialization_id != cand.materialization_id:
-                raise BisectError(
-                    f"{result.task.ledger}: record names materialization {rec.materialization_id[:12]} "
-                    f"but the candidate was {cand.materialization_id[:12]}"
-                )
-            if want_metric and (m := rec.metric(state.metric or "")):
-                out.kind = "metric"
-                out.samples.extend(m.samples)
-            elif not want_metric and (g := rec.gate(state.gate)):
-                out.kind = "gate"
-                out.requests += g.requests
-                out.failures += g.failures
-                out.censored = out.censored or g.censored
-        if out.kind != "none":
-            return out
+    out = Outcome("none", records=records, source="run records", note="run records")
+    for rec in records:
+        if rec.materialization_id != cand.materialization_id:
+            raise HarnessError(
+                f"{result.task.ledger}: record names materialization {rec.materialization_id[:12]} "
+                f"but the candidate was {cand.materialization_id[:12]}"
+            )
+        if want_metric and (m := rec.metric(state.metric or "")):
+            out.kind = "metric"
+            out.samples.extend(m.samples)
+        elif not want_metric and (g := rec.gate(state.gate)):
+            out.kind = "gate"
+            out.requests += g.requests
+            out.failures += g.failures
+            out.censored = out.censored or g.censored
+    return out if out.kind != "none" else None
+
+
+# Keys a result line may carry besides its own (``x_*`` extras are allowed too, as in records).
+_GATE_LINE = {"gate", "requests", "failures", "censored"}
+_VALUE_LINE = {"metric", "value", "unit"}
+_SAMPLES_LINE = {"name", "samples", "unit"}
+
+
+def _from_stdout(state: BisectState, result: TaskResult) -> Outcome | None:
+    """Every stdout line that is a result for this bisect's gate/metric, validated; None if none.
+
+    Lines that are not JSON objects, and results for other gates or metrics, are the harness's own
+    business. A line for this gate or metric that does not validate stops the bisect: a missing
+    ``failures`` is not 0. Several lines add up, as a record's entries of one gate do.
+    """
+    found: Outcome | None = None
     for line in result.stdout.splitlines():
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except json.JSONDecodeError:
+            continue  # not JSON: a log line
+        except ValueError as exc:  # a key twice, NaN: ours if it names our gate or metric
+            loose = json.loads(line)
+            if isinstance(loose, dict) and _names_ours(state, loose):
+                raise HarnessError(f"{_where(result)}: invalid result line {line[:200]!r}: {exc}{_tail(result)}") from None
             continue
-        if want_metric:
-            if obj.get("metric") == state.metric and isinstance(obj.get("value"), int | float):
-                return Outcome("metric", samples=[float(obj["value"])])
-            if obj.get("name") == state.metric and isinstance(obj.get("samples"), list):
-                return Outcome("metric", samples=[float(x) for x in obj["samples"]])
-        elif obj.get("gate") == state.gate and isinstance(obj.get("requests"), int):
-            return Outcome("gate", int(obj["requests"]), int(obj.get("failures", 0)))
-    if want_metric:
-        return Outcome("skip", note=f"exit {result.returncode} and no {state.metric!r} metric on stdout")
-    failed = result.returncode != 0
-    return Outcome(
-        "gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {result.returncode}"
-    )
+        if not isinstance(obj, dict) or not _names_ours(state, obj):
+            continue
+        try:
+            got = _validate_line(state, obj)
+        except ValueError as exc:
+            raise HarnessError(f"{_where(result)}: invalid result line {line[:200]!r}: {exc}{_tail(result)}") from None
+        if found is None:
+            found = got
+        else:
+            found.requests += got.requests
+            found.failures += got.failures
+            found.censored = found.censored or got.censored
+            found.samples.extend(got.samples)
+    return found
 
 
-def _own_records(task: Task) -> list[RunRecord]:
+def _names_ours(state: BisectState, obj: dict) -> bool:
+    if state.mode == "metric":
+        return obj.get("metric") == state.metric or ("metric" not in obj and obj.get("name") == state.metric)
+    return obj.get("gate") == state.gate
+
+
+def _validate_line(state: BisectState, obj: dict) -> Outcome:
+    extras = {k for k in obj if k.startswith("x_")}
+    allowed = _GATE_LINE if state.mode == "gate" else _VALUE_LINE if "metric" in obj else _SAMPLES_LINE
+    unknown = sorted(set(obj) - allowed - extras)
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(unknown)} (a result line has {', '.join(sorted(allowed))}; extras start with 'x_')"
+        )
+    try:
+        if state.mode == "gate":
+            fields = {("name" if k == "gate" else k): v for k, v in obj.items() if k not in extras}
+            g = Gate.model_validate(fields)
+            return Outcome("gate", g.requests, g.failures, g.censored, source="JSON lines", note="JSON line")
+        if "metric" in obj:
+            if "value" not in obj:
+                raise ValueError("value: required key is missing")
+            fields = {"name": obj["metric"], "unit": obj.get("unit", ""), "samples": [obj["value"]]}
+        else:
+            fields = {"name": obj["name"], "unit": obj.get("unit", ""), "samples": obj.get("samples")}
+        m = Metric.model_validate(fields)
+    except ValidationError as exc:
+        msg = format_validation(exc)
+        if "metric" in obj:
+            msg = msg.replace("samples.0", "value")
+        raise ValueError(msg) from None
+    return Outcome("metric", samples=list(m.samples), source="JSON lines", note="JSON line")
+
+
+def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
     if not task.ledger.exists() or task.ledger.stat().st_size == 0:
         return []
     lines = read_ledger(task.ledger)
     bad = [ln for ln in lines if ln.record is None]
     if bad:
-        raise BisectError(f"{bad[0].where}: the command wrote an invalid run record: {bad[0].error}")
+        raise HarnessError(
+            f"{_where(result)}: {bad[0].where}: the command wrote an invalid run record: {bad[0].error}{_tail(result)}"
+        )
     return [ln.record for ln in lines if ln.record is not None]
 
 
@@ -340,6 +470,8 @@ def run_loop(
                 state = store.load()
                 out = interpret(state, result)
                 pos = result.task.candidate.position
+                if out.kind == "gate":  # once a run reported its counts, every run must
+                    state.run_results = "reported" if out.source != "exit" else (state.run_results or "exit")
                 _record(state, result, out, pos, metric_failures, echo)
                 state.run_count += 1
                 store.save(state)

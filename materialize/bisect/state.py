@@ -69,6 +69,7 @@ class BisectState:
     series_hash: str = ""  # patch names and contents at start: a changed series is refused
     layout: Literal["overlay", "full"] = "overlay"  # how candidates are written under bisect/candidates
     run_count: int = 0  # runs 'bisect run' has done in this bisect (all invocations): --max-runs counts it
+    run_results: str = ""  # gate: "reported" once a run gave counts (records/JSON), "exit" if only exit codes
     observations: list[Observation] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     ids: dict[str, str] = field(default_factory=dict)  # position -> materialization id

@@ -11,6 +11,14 @@ import pytest
 from materialize.bisect.state import BisectError, StateStore
 from materialize.ledger import LedgerError, read_ledger
 
+# A fresh `python -m materialize` in another directory imports the package of this checkout (a
+# worktree's), not whichever one the interpreter has installed.
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _this_checkout(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "PYTHONPATH": ROOT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")}
+
 
 @pytest.fixture
 def cli(invoke):
@@ -325,6 +333,7 @@ def test_a_running_bisect_holds_the_lock_and_its_gate_dies_with_it(cli, gen_seri
         [sys.executable, "-m", "materialize", "bisect", "run", *map(str, common), "--", sys.executable, str(gate)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=_this_checkout(dict(os.environ)),
     )
     try:
         for _ in range(600):
@@ -384,7 +393,7 @@ def test_the_real_cli_keeps_to_the_state_its_budget_and_its_own_directory(gen_se
     series, hw = gen_series(8)
     shipped = SeriesBuilder(tmp_path / "shipped", {"src/model.py": model_text(0)})
     shipped.add_patch("0001-step-1", {"src/model.py": model_text(1)})
-    env = {**os.environ, "MATERIALIZE_SERIES": str(shipped.write())}  # the default series: 1 patch
+    env = _this_checkout({**os.environ, "MATERIALIZE_SERIES": str(shipped.write())})  # the default series: 1 patch
     latest = tmp_path / "build" / "materialized" / "latest"
     latest.parent.mkdir(parents=True)
     latest.symlink_to("somewhere-else")
