@@ -179,6 +179,21 @@ class RunRecord(BaseModel):
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=False), sort_keys=False)
 
+    @property
+    def identity(self) -> str:
+        """What names this run wherever its line is copied: sha256 (16 hex) of the canonical record.
+
+        The same run fed through another path, a copy of the file, or re-serialized (key order,
+        spacing, a default spelled out) has the same identity, and is evidence once. Two runs differ
+        in something (time, host, counts; ``bisect run`` writes an ``x_run`` id).
+        """
+        import hashlib
+
+        canon = json.dumps(
+            self.model_dump(by_alias=True, mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class LedgerLine:

@@ -370,17 +370,24 @@ def _print_problems(bad: list[Checked]) -> None:
             write(f"{c.line.where}: invalid: {problem}", stderr=True)
 
 
-def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
-    """Add valid, relevant records to the state (each file:line once). Returns (used, irrelevant)."""
-    seen = {o.source for o in state.observations}
-    used = irrelevant = 0
+def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int, int]:
+    """Add valid, relevant records to the state, each run once. Returns (used, irrelevant, skipped).
+
+    A run is its record's content (``RunRecord.identity``), not the path it was read through: the
+    same line given twice in one command, through another path, in a copy of the file, in a later
+    command, or already counted by the ``bisect run`` that wrote it, is skipped.
+    """
+    seen = session.recorded(state)
+    used = irrelevant = skipped = 0
     for c in checked:
         rec = c.line.record
         if not c.ok or rec is None or c.position is None:
             continue
-        source = f"record {c.line.where}"
-        if source in seen:
+        rid = rec.identity
+        if rid in seen:
+            skipped += 1
             continue
+        source = f"record {c.line.where}"
         if state.mode == "gate" and (g := rec.gate(state.gate)):
             session.observe(
                 state,
@@ -390,16 +397,23 @@ def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int]:
                 requests=g.requests,
                 failures=g.failures,
                 censored=g.censored,
+                records=[rid],
             )
             used += 1
         elif state.mode == "metric" and (m := rec.metric(state.metric or "")):
             session.observe(
-                state, c.position, source=source, materialization_id=rec.materialization_id, samples=m.samples
+                state,
+                c.position,
+                source=source,
+                materialization_id=rec.materialization_id,
+                samples=m.samples,
+                records=[rid],
             )
             used += 1
         else:
             irrelevant += 1
-    return used, irrelevant
+        seen.add(rid)
+    return used, irrelevant, skipped
 
 
 @bisect_group.command("record")
@@ -419,10 +433,11 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> int:
         )
         bad = [c for c in checked if not c.ok]
         _print_problems(bad)
-        used, irrelevant = _feed(state, checked)
+        used, irrelevant, skipped = _feed(state, checked)
         store.save(state)
     write(
-        f"recorded {used} run(s); {len(bad)} invalid (not used); {irrelevant} without {state.gate if state.mode == 'gate' else state.metric!r}"
+        f"recorded {used} run(s); skipped {skipped} already recorded; {len(bad)} invalid (not used); "
+        f"{irrelevant} without {state.gate if state.mode == 'gate' else state.metric!r}"
     )
     write(_summary(session.decide(state)))
     return 1 if bad else 0
@@ -598,7 +613,7 @@ def infer_cmd(
         )
         bad_records = [c for c in checked if not c.ok]
         _print_problems(bad_records)
-        used, _ = _feed(state, checked)
+        used, _, skipped = _feed(state, checked)
         step = session.decide(state)
         if state.mode == "gate" and step.posterior is not None:
             lo, hi = step.posterior.credible_range(state.confidence)
@@ -608,7 +623,8 @@ def infer_cmd(
             narrow = f"narrowest range from past runs: good={ms.low} bad={ms.high}" if ms else ""
         store.save(state)
     write(
-        f"used {used} past run(s) from {len(_ledger_files(paths))} ledger file(s); {len(bad_records)} invalid record(s) ignored"
+        f"used {used} past run(s) from {len(_ledger_files(paths))} ledger file(s); skipped {skipped} already recorded; "
+        f"{len(bad_records)} invalid record(s) ignored"
     )
     write(narrow)
     write(render(state, step, _candidates.patch_names(series)))

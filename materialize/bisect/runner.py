@@ -29,6 +29,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -44,12 +45,14 @@ from materialize.bisect.state import BisectError, BisectState, StateStore
 from materialize.errors import MaterializeError
 from materialize.ledger import (
     Gate,
+    LedgerError,
     Metric,
     RunRecord,
     append_record,
     format_validation,
     loads,
     now_iso,
+    parse_record,
     read_ledger,
 )
 
@@ -396,6 +399,7 @@ def make_record(
         "metrics": [],
         "banners_seen": [],
         "notes": f"bisect run: {' '.join(argv)} ({out.note})",
+        "x_run": uuid.uuid4().hex[:16],  # two runs alike to the second are still two runs
     }
     if out.kind == "gate":
         rec["gates"] = [
@@ -472,22 +476,31 @@ def run_loop(
                 pos = result.task.candidate.position
                 if out.kind == "gate":  # once a run reported its counts, every run must
                     state.run_results = "reported" if out.source != "exit" else (state.run_results or "exit")
-                _record(state, result, out, pos, metric_failures, echo)
+                # The records of this run: its own, or one made for it (with a fresh x_run id, so two
+                # runs alike to the second stay two). Their identities go with the observation, so
+                # feeding the --ledger copy to 'bisect record' or 'infer' later does not count them again.
+                written: list[RunRecord] = []
+                if out.kind in ("gate", "metric"):
+                    written = out.records or [
+                        _parsed(make_record(state, result.task.candidate, prefix_of(pos), out, result.task.argv))
+                    ]
+                _record(state, result, out, pos, metric_failures, echo, [r.identity for r in written])
                 state.run_count += 1
                 store.save(state)
-                if ledger is not None and out.kind in ("gate", "metric"):
-                    if out.records:
-                        for rec in out.records:
-                            append_record(ledger, rec)
-                    else:
-                        append_record(
-                            ledger,
-                            make_record(state, result.task.candidate, prefix_of(pos), out, result.task.argv),
-                        )
+                if ledger is not None:
+                    for rec in written:
+                        append_record(ledger, rec)
     finally:
         import shutil
 
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _parsed(record: dict) -> RunRecord:
+    try:
+        return parse_record(record)
+    except ValueError as exc:
+        raise LedgerError(f"bisect run: cannot make a valid run record: {exc}") from None
 
 
 def _record(
@@ -497,6 +510,7 @@ def _record(
     pos: int,
     metric_failures: dict[int, int],
     echo: Callable[[str], None],
+    records: list[str],
 ) -> None:
     cid = result.task.candidate.materialization_id
     src = "run"
@@ -509,6 +523,7 @@ def _record(
             requests=out.requests,
             failures=out.failures,
             censored=out.censored,
+            records=records,
         )
         verdict = (
             "pass"
@@ -517,7 +532,7 @@ def _record(
         )
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {verdict}")
     elif out.kind == "metric":
-        session.observe(state, pos, source=src, materialization_id=cid, samples=out.samples)
+        session.observe(state, pos, source=src, materialization_id=cid, samples=out.samples, records=records)
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {state.metric}={out.samples}")
     else:
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: skip ({out.note})")

@@ -173,8 +173,13 @@ def observe(
     failures: int = 0,
     censored: bool = False,
     samples: list[float] | None = None,
+    records: list[str] | None = None,
 ) -> Observation:
-    """A result from a run record or an automated run, logged with its numbers so replay needs no files."""
+    """A result from a run record or an automated run, logged with its numbers so replay needs no files.
+
+    ``records`` are the identities of the run records it came from (``RunRecord.identity``): they
+    are logged, so a record fed again, even after a replay, is recognised and not counted twice.
+    """
     position = _check_position(state, position)
     if samples:
         if state.mode != "metric":
@@ -190,9 +195,17 @@ def observe(
         line = f"observe {position} --requests {requests} --failures {failures}" + (
             " --censored" if censored else ""
         )
+    if records:
+        obs.records = list(records)
+        line += " --records " + ",".join(records)
     state.observations.append(obs)
     state.log.append(line + _id_opt(materialization_id) + f" --source {shlex.quote(source)}")
     return obs
+
+
+def recorded(state: BisectState) -> set[str]:
+    """Identities of every run record already counted in this bisect."""
+    return {r for o in state.observations for r in o.records}
 
 
 def note_candidate(state: BisectState, position: int, materialization_id: str | None) -> None:
@@ -602,6 +615,7 @@ def apply_line(
                 requests=int(opts["requests"]),
                 failures=int(opts.get("failures", 0)),
                 censored=bool(opts.get("censored", False)),
+                records=_records_opt(opts),
             )
         elif verb == "sample":
             values = [float(v) for v in str(opts["values"]).split(",") if v]
@@ -611,6 +625,7 @@ def apply_line(
                 source=str(opts.get("source", "replay")),
                 materialization_id=mid,
                 samples=values,
+                records=_records_opt(opts),
             )
         else:
             raise BisectError(f"{source}: unknown bisect command {verb!r}")
@@ -619,6 +634,10 @@ def apply_line(
     except ValueError as exc:
         raise BisectError(f"{source}: '{verb}': {exc}") from None
     return state
+
+
+def _records_opt(opts: dict[str, str | bool]) -> list[str]:
+    return [r for r in str(opts.get("records", "")).split(",") if r]
 
 
 def _need(position: int | None, source: str) -> int:

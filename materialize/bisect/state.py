@@ -43,6 +43,7 @@ class Observation:
     failures: int = 0
     censored: bool = False
     samples: list[float] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)  # identities of the run records it came from
 
 
 @dataclass

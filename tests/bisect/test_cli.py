@@ -244,9 +244,9 @@ def test_runs_list_show_validate_flag_invalid_records(cli, gen_series, tmp_path:
     ok(cli, "bisect", "start", *common, "--good", "0", "--bad", "3", "--gate", "stage3", "--requests", "32")
     fed = cli("bisect", "record", *common, ledger)
     assert fed.exit_code == 1
-    assert "recorded 1 run(s); 7 invalid (not used)" in fed.output
+    assert "recorded 1 run(s); skipped 0 already recorded; 7 invalid (not used)" in fed.output
     again = cli("bisect", "record", *common, ledger)
-    assert "recorded 0 run(s)" in again.output  # the same file:line is never counted twice
+    assert "recorded 0 run(s); skipped 1 already recorded" in again.output  # a run is never counted twice
     state = StateStore(tmp_path / "work").load()
     assert [(o.position, o.requests) for o in state.observations] == [(2, 32)]
 
