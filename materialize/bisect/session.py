@@ -130,18 +130,29 @@ def mark(
     requests: int | None = None,
     failures: int | None = None,
 ) -> Observation:
-    """``good``/``bad``: one run at a position passed/failed its gate (a pass is evidence, not proof)."""
+    """``good``/``bad``: one run at a position passed/failed its gate (a pass is evidence, not proof).
+
+    As in git bisect, ``bad`` means the run failed: ``--failures`` is at least 1 when given (a run
+    with 0 failures is ``good``), and what is stored is what was given. ``--requests`` is at least 1.
+    """
     if state.mode != "gate":
         raise BisectError("good/bad apply to gate bisects; a metric bisect takes samples ('record' or 'run')")
     position = _check_position(state, position)
     n = requests if requests is not None else state.requests
+    if n < 1:
+        raise BisectError(f"--requests must be at least 1 (got {n}): a run of no requests is no evidence")
+    if verdict == "bad" and failures is not None and failures < 1:
+        raise BisectError(
+            f"'bad' means the run failed: --failures must be at least 1 (got {failures}); "
+            "a run with 0 failures is 'good'"
+        )
     if verdict == "good":
         if failures:
             raise BisectError("'good' means no failures; use 'bad --failures N' for a run with failures")
         obs = Observation(position, "good", state.ids.get(str(position)), n, 0, False)
     else:
         censored = failures is None
-        obs = Observation(position, "bad", state.ids.get(str(position)), n, failures or 1, censored)
+        obs = Observation(position, "bad", state.ids.get(str(position)), n, 1 if failures is None else failures, censored)
         if obs.failures > n:
             raise BisectError(f"--failures {failures} exceeds --requests {n}")
     state.observations.append(obs)

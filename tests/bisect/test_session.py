@@ -30,6 +30,34 @@ def test_verdicts_need_a_candidate_and_the_right_mode() -> None:
         session.mark(metric, "good", 2)
 
 
+@pytest.mark.parametrize(
+    ("verdict", "kw", "message"),
+    [
+        ("bad", {"failures": 0}, "'bad' means the run failed"),  # was stored as 1/32, logged as --failures 0
+        ("bad", {"failures": -2}, "'bad' means the run failed"),
+        ("good", {"requests": 0}, "--requests must be at least 1"),
+        ("good", {"requests": -5}, "--requests must be at least 1"),
+        ("bad", {"requests": 0}, "--requests must be at least 1"),
+        ("good", {"failures": -1}, "'good' means no failures"),
+        ("bad", {"requests": 4, "failures": 5}, "exceeds --requests"),
+    ],
+)
+def test_a_verdict_records_what_was_given_or_is_refused(verdict: str, kw: dict, message: str) -> None:
+    state = session.start(series="s", n_patches=6, good=0, bad=6, gate="stage3", requests=32)
+    with pytest.raises(BisectError, match=message):
+        session.mark(state, verdict, 6, **kw)
+    assert state.observations == [] and len(state.log) == 1  # nothing half-recorded
+
+
+def test_a_bad_verdict_stores_the_failures_it_was_given() -> None:
+    state = session.start(series="s", n_patches=6, good=0, bad=6, gate="stage3", requests=32)
+    obs = session.mark(state, "bad", 6, failures=3)
+    assert (obs.requests, obs.failures, obs.censored) == (32, 3, False)
+    obs = session.mark(state, "bad", 6)
+    assert (obs.requests, obs.failures, obs.censored) == (32, 1, True)  # "at least one"
+    assert state.log[-2:] == ["bad 6 --requests 32 --failures 3", "bad 6 --requests 32"]
+
+
 def test_deterministic_bisect_walks_like_git_bisect() -> None:
     state = session.start(series="s", n_patches=16, good=0, bad=16, deterministic=True)
     culprit, steps = 11, 0
