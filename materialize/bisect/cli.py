@@ -628,7 +628,7 @@ def infer_cmd(
     )
     write(narrow)
     write(render(state, step, _candidates.patch_names(series)))
-    return 0
+    return 1 if bad_records else 0  # invalid records given: exit 1, as 'record' and 'runs validate'
 
 
 # ----------------------------------------------------------------------------------------------

@@ -116,3 +116,15 @@ def test_a_key_given_twice_is_refused_by_runs_validate_and_record(invoke, six, t
     res = invoke("bisect", "record", *common, ledger)
     assert res.exit_code == 1 and "recorded 0 run(s)" in res.output
     assert runs_at(tmp_path, 6) == []
+
+
+def test_infer_exits_1_when_it_ignored_invalid_records(invoke, six, tmp_path: Path) -> None:
+    common, rec = six
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "a.jsonl").write_text(rec(6, 3) + "\n" + rec(6, 3, host=7) + "\n")
+    res = invoke("bisect", "infer", *common, "--runs", runs)
+    assert res.exit_code == 1, res.output
+    assert "used 1 past run(s)" in res.output and "1 invalid record(s) ignored" in res.output
+    (runs / "a.jsonl").write_text(rec(6, 3) + "\n")
+    assert invoke("bisect", "infer", *common, "--runs", runs).exit_code == 0
