@@ -26,6 +26,10 @@ wrong tree:
   prefixes its last timed ``---`` line had (``p_rfc934_nesting``); header lines past any indent.
 * A normal diff after a header line applies as the ``-U0`` hunks it is; an ed script (GNU runs ed)
   is refused, found as ``intuit_diff_type`` finds one.
+* A context hunk is read as ``another_hunk`` reads it (a side left out is the other's context; a
+  replacing side that could be left out is taken as missing at the first line that cannot be one
+  of its lines, a blank line or the next file's ``---`` included; a "\\ No newline" marker only
+  after a side's last line); one whose context GNU counts otherwise than its lines is refused.
 * A header time within -25h..+26h of the epoch says "no such file" (``paths.parse_stamp``); one we
   cannot tell GNU's answer for, where it matters, is refused.
 """
@@ -637,20 +641,185 @@ class _Parser:
         return self._traditional(region, region.plus, region.minus, tuple(hunks), self._past_comments(stars + 1)), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
-        i = self._past_comments(stars + 1)
-        old_first, old_length = self._context_range(i, _CONTEXT_OLD)
-        old, i = self._context_side(i + 1, old_length, b"-!", until=b"--- ")
-        i = self._past_comments(i)
-        new_first, new_length = self._context_range(i, _CONTEXT_NEW)
-        new, i = self._context_side(i + 1, new_length, b"+!", until=b"***************")
-        if not old and old_length:  # the expected side left out: it holds only the context
-            old = [line for line in new if line[0] == 32]
-            if not old and old_length == 1:  # GNU: "*** 3 ****" with no context is an insertion after line 3
-                old_length = 0
-        if not new and new_length:  # the replacing side left out: likewise
-            new = [line for line in old if line[0] == 32]
-        if len(old) != old_length or len(new) != new_length:
-            raise self.error(stars, "malformed patch: context hunk does not hold the lines its header says")
+        """One context hunk after its line of stars, read as GNU's ``another_hunk`` reads it.
+
+        GNU's ``repl_could_be_missing`` reads the previous hunk's prefix context (a global); we do not
+        track it across formats, so a hunk whose reading depends on it is read both ways and refused
+        when the two differ.
+        """
+        hunk, after, consulted = self._context_hunk_as(stars, previous_prefix_zero=True)
+        if consulted:
+            other = self._context_hunk_as(stars, previous_prefix_zero=False)[:2]
+            if other != (hunk, after):
+                raise self.error(stars, "unsupported context hunk: GNU patch reads it one way or another "
+                                        "depending on the hunk before it; make it a unified diff")
+        return hunk, after
+
+    def _context_hunk_as(self, stars: int, *, previous_prefix_zero: bool) -> tuple[Hunk, int, bool]:
+        """``another_hunk`` for a new-style context diff, step by step: the ``*** a,b ****`` side, the
+        ``--- c,d ----`` line, the replacing side; a side may be left out (its lines are then the other
+        side's context), and a replacing side that could be missing is taken to be missing at the first
+        line that cannot be one of its lines (a blank line, the next file's ``---``, the end). Returns
+        the unified hunk, the line after it, and whether the previous hunk's prefix context was read."""
+        raw, n = self.raw, self.n
+        header = self._past_comments(stars + 1)
+        old_first, old_length = self._context_range(header, _CONTEXT_OLD)
+        slots: list[tuple[bytes, bytes] | None] = [(b"*", b"")]  # GNU's p_Char and line, by p_end
+        repl_beginning = 0  # the slot of the ``---`` line (0: not yet)
+        new_first = new_length = 0
+        p_max: int | None = None  # the last slot of the hunk, known from the ``---`` line on
+        could_be_missing, repl_missing, ptrn_missing, some_context, consulted = True, False, False, False, False
+        context, repl_context, after_repl = 0, 0, 0
+        ptrn_prefix = ptrn_suffix = repl_prefix = -1
+        copiable = [0, 0]  # context lines of the expected and of the replacing side
+        i = header + 1
+
+        def ends_here(reason: str, line: int) -> bool:
+            """GNU: the replacing side is missing if it could be; otherwise this line is an error."""
+            if repl_beginning and could_be_missing:
+                return True
+            raise self.error(line, f"malformed patch: {reason} in the context hunk at line {header}")
+
+        while p_max is None or len(slots) - 1 < p_max:
+            i = self._past_comments(i)
+            p_end = len(slots)
+            if i > n:
+                if repl_beginning and could_be_missing:
+                    repl_missing = True
+                    break
+                if p_max is None or p_max - (p_end - 1) >= 4:
+                    raise self.error(n, f"malformed patch: unexpected end of the patch in the context hunk at "
+                                        f"line {header}")
+                text, line = b"  \n", n  # GNU: blank lines an editor chopped off the end
+            else:
+                text, line = raw[i - 1], i
+                i += 1
+            c = text[:1]
+            if c == b"*":
+                if ends_here("unexpected '***' line", line):
+                    repl_missing = True
+                    break
+            elif c == b"-" and text[1:2] == b"-":
+                if ptrn_prefix < 0:
+                    ptrn_prefix = context
+                ptrn_suffix = context
+                previous = slots[p_end - 1]
+                if repl_beginning or p_end != old_length + 1 + (previous is not None and previous[0] == b"\n"):
+                    if p_end == 1:  # the expected side left out: filled from the replacing side's context
+                        ptrn_missing = True
+                        slots.extend([None] * old_length)
+                        p_end = len(slots)
+                        ptrn_prefix = ptrn_suffix = -1
+                    elif not repl_beginning:
+                        raise self.error(line, f"malformed patch: {'premature' if p_end <= old_length else 'overdue'} "
+                                               f"'---' line: check the line numbers of the hunk at line {header}")
+                    elif not could_be_missing:
+                        raise self.error(line, f"malformed patch: a second '---' line in the hunk at line {header}")
+                    else:
+                        repl_missing = True
+                        break
+                repl_beginning, after_repl, repl_context = p_end, i, context
+                new_first, new_length = self._context_range(line, _CONTEXT_NEW)
+                slots.append((b"=", b""))
+                p_max = new_length + p_end
+                if new_length != copiable[0] and context == 0 and new_length == 1:
+                    consulted = True  # GNU: ``p_prefix_context != 0 ||`` (the previous hunk's)
+                    if not previous_prefix_zero:
+                        could_be_missing = False
+                elif new_length != copiable[0]:
+                    could_be_missing = False
+                context = 0
+            elif c in (b"+", b"!", b"-"):
+                if c != b"-":
+                    could_be_missing = False
+                body = text[1:]
+                if body[:1] in (b" ", b"\t"):
+                    body = body[1:]
+                elif repl_beginning and could_be_missing:  # (otherwise GNU takes the rest as the line)
+                    repl_missing = True
+                    break
+                if not repl_beginning:
+                    ptrn_prefix = context if ptrn_prefix < 0 else ptrn_prefix
+                elif repl_prefix < 0:
+                    repl_prefix = context
+                body, i = self._context_incomplete(body, i, p_end == (p_max if repl_beginning else old_length))
+                slots.append((c, body))
+                context = 0
+            elif c == b"\n" or text == b"\r\n":  # a context line whose spaces were eaten
+                if repl_beginning and could_be_missing:
+                    repl_missing = True
+                    break
+                body, i = self._context_incomplete(text, i, p_end == (p_max if repl_beginning else old_length))
+                if p_end != old_length + 1:
+                    some_context = True
+                    context += 1
+                    copiable[bool(repl_beginning)] += 1
+                    slots.append((b" ", body))
+                else:  # GNU keeps a blank line right after the expected side as no line at all
+                    slots.append((b"\n", body))
+            elif c == b" ":
+                body = text[1:]
+                if body[:1] in (b" ", b"\t"):
+                    body = body[1:]
+                elif repl_beginning and could_be_missing:
+                    repl_missing = True
+                    break
+                some_context = True
+                context += 1
+                copiable[bool(repl_beginning)] += 1
+                body, i = self._context_incomplete(body, i, p_end == (p_max if repl_beginning else old_length))
+                slots.append((b" ", body))
+            elif ends_here(f"unexpected line {text[:40]!r}", line):
+                repl_missing = True
+                break
+        if not repl_beginning:
+            raise self.error(header, "malformed patch: no '---' line in the context hunk")
+        old = [x for x in slots[1:repl_beginning] if x is None or x[0] != b"\n"]
+        if repl_missing:  # the replacing side left out: the expected side's context, as GNU fills it
+            i, context = after_repl, repl_context
+            new = [x for x in old if x is not None and x[0] == b" "]
+            if len(new) != new_length:
+                raise self.error(header, "malformed patch: replacement text or line numbers mangled in the "
+                                         "context hunk")
+        else:
+            new = [x for x in slots[repl_beginning + 1 :] if x is not None and x[0] != b"\n"]
+            if ptrn_missing:
+                fill = [x for x in new if x[0] == b" "]
+                if not some_context and old_length == 1:  # GNU: "*** 3 ****" alone inserts after line 3
+                    old, old_length = [], 0
+                elif len(fill) != old_length:
+                    raise self.error(header, "malformed patch: replacement text or line numbers mangled in "
+                                             "the context hunk")
+                else:
+                    old = fill
+            elif copiable[0] != copiable[1]:
+                raise self.error(header, "malformed patch: context mangled in the hunk")
+        prefix = ptrn_prefix if repl_prefix < 0 or 0 <= ptrn_prefix < repl_prefix else repl_prefix
+        suffix = ptrn_suffix if 0 <= ptrn_suffix < context else context
+        if prefix < 0 or suffix < 0:
+            raise self.error(header, "malformed patch: replacement text or line numbers mangled in the "
+                                     "context hunk")
+        hunk = self._unified_from_sides(stars, old_first, old_length, new_first, new_length,
+                                        [k + t for k, t in old], [k + t for k, t in new])  # type: ignore[misc]
+        kinds = hunk.kinds
+        lead, trail = len(kinds) - len(kinds.lstrip(b" ")), len(kinds) - len(kinds.rstrip(b" "))
+        if (lead, trail) != (prefix, suffix):
+            raise self.error(stars, f"unsupported context hunk: GNU patch counts {prefix} line(s) of context "
+                                    f"before it and {suffix} after, its lines {lead} and {trail} (it would "
+                                    "anchor the hunk to the start or end of the file); make it a unified diff")
+        return hunk, i, consulted
+
+    def _context_incomplete(self, body: bytes, i: int, last: bool) -> tuple[bytes, int]:
+        """GNU's ``incomplete_line``: only a side's last line may be followed by a "\\ No newline"
+        marker, which it consumes (the line then has no newline); after any other line, the marker
+        is read as a line of its own, and a malformed one."""
+        if last and len(body) > 0 and i <= self.n and self.raw[i - 1][:1] == b"\\":
+            return (body[:-1] if body.endswith(b"\n") else body), i + 1
+        return body, i
+
+    def _unified_from_sides(self, stars: int, old_first: int, old_length: int, new_first: int, new_length: int,
+                            old: list[bytes], new: list[bytes]) -> Hunk:
+        """The unified hunk ``diff -u`` writes for a context hunk's two sides (kind byte + text each)."""
         body: list[bytes] = []
         a = b = 0
         while a < len(old) or b < len(new):
@@ -679,9 +848,8 @@ class _Parser:
         if not any(line[0] != 32 for line in lines):
             raise self.error(stars, "malformed patch: hunk contains no changed lines")
         # An empty side's first line is the one it follows, as in a unified header ("*** 3 ****" -> -3,0).
-        hunk = Hunk(old_first, old_length, new_first, new_length, "", b"".join(lines),
+        return Hunk(old_first, old_length, new_first, new_length, "", b"".join(lines),
                     b"".join(map(_FIRST, lines)), stars + 1, unterminated)
-        return hunk, i
 
     def _past_comments(self, i: int) -> int:
         """The first line from ``i`` on that does not start with ``#`` (GNU's pget_line drops those)."""
@@ -701,39 +869,6 @@ class _Parser:
         if last < first - 1:
             raise self.error(number, "malformed patch: bad context hunk header")
         return first, last - first + 1
-
-    def _context_side(self, i: int, length: int, marks: bytes, *, until: bytes) -> tuple[list[bytes], int]:
-        """The lines of one side of a context hunk as unified lines (kind byte + text, ``\n``
-        kept; a line a ``\\ No newline`` marker follows has none), and the line after them.
-        A side with no changes may be left out: then nothing is read."""
-        lines: list[bytes] = []
-        while len(lines) < length:
-            if i > self.n:
-                if lines and length - len(lines) <= 3:  # GNU: blank lines an editor chopped off the end
-                    lines.extend(b" \n" for _ in range(length - len(lines)))
-                break
-            text = self.raw[i - 1]
-            if text[0] == 35:  # "#": GNU drops the line
-                i += 1
-                continue
-            if text.startswith(until) or _CONTEXT_HUNK.match(text):
-                break
-            mark = text[:1]
-            if mark in (b" ",) or (mark and mark in marks):
-                if text[1:2] not in (b" ", b"\t", b"\n", b"\r"):
-                    break
-                content = text[2:] if text[1:2] in (b" ", b"\t") else text[1:]  # GNU: a TAB after the mark counts as its space
-                kind = b" " if mark == b" " else b"-" if mark == b"-" else b"+" if mark == b"+" else b"!"
-            elif text in (b"\n", b"\r\n"):  # an empty context line whose spaces were eaten
-                content, kind = text, b" "
-            else:
-                break
-            if self.line(i + 1).startswith(b"\\"):  # "\ No newline at end of file"
-                content = content[:-1] if content.endswith(b"\n") else content
-                i += 1
-            lines.append(kind + content)
-            i += 1
-        return lines, i
 
     def _traditional(self, region: _Region, old_line: int, new_line: int, hunks: tuple[Hunk, ...],
                      cr_line: int, *, plain: bool = False) -> FilePatch:

@@ -228,6 +228,57 @@ def test_a_git_creation_of_the_other_name_keeps_its_mode(tmp_path: Path) -> None
     assert result.ok and result.changes == {"n": ("100755", b"X\n")}
 
 
+# -- 4c. context hunks, read as GNU's another_hunk reads them ------------------------------------
+
+_CTX = b"*** a/k\n--- b/k\n***************\n"
+CONTEXT_HUNKS = {
+    # diff -c leaves out the replacing side of a deletion: a blank line after it is no line of it
+    "omitted new side, then a blank line": ({"k": b"x\nb\nc\nd\n"},
+                                            _CTX + b"*** 1,4 ****\n  x\n  b\n- c\n  d\n--- 1,3 ----\n\n"),
+    "omitted new side, a blank line, another file": (
+        {"k": b"x\nb\nc\nd\n", "g": b"1\n"},
+        _CTX + b"*** 1,4 ****\n  x\n  b\n- c\n  d\n--- 1,3 ----\n\n*** a/g\n--- b/g\n***************\n"
+               b"*** 1 ****\n! 1\n--- 1 ----\n! 2\n"),
+    "omitted new side, then the next hunk": ({"k": b"a\nb\nc\nd\n"},
+                                             _CTX + b"*** 1,3 ****\n  a\n- b\n  c\n--- 1,2 ----\n***************\n"
+                                                    b"*** 4 ****\n! d\n--- 3 ----\n! D\n"),
+    "a context line of one space": ({"k": b"a\nb\nc\n"}, _CTX + b"*** 1,3 ****\n a\n- b\n c\n--- 1,2 ----\n"),
+    "omitted old side": ({"k": b"a\nc\n"}, _CTX + b"*** 1,2 ****\n--- 1,3 ----\n  a\n+ b\n  c\n"),
+    "no newline after the new side's last line": ({"k": b"1\n2"},
+                                                  _CTX + b"*** 1,2 ****\n--- 1,3 ----\n  1\n+ Q\n  2\n"
+                                                         b"\\ No newline at end of file\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTEXT_HUNKS))
+def test_a_context_hunk_reads_as_in_gnu(tmp_path: Path, case: str) -> None:
+    """The first was refused ("its two sides' context lines differ": the blank line was read as the
+    replacing side) where quilt applies it."""
+    files, patch = CONTEXT_HUNKS[case]
+    compare(tmp_path, files, patch)
+
+
+def test_a_no_newline_marker_inside_a_side_is_malformed_as_in_gnu(tmp_path: Path) -> None:
+    """GNU reads the marker only after a side's last line; we applied this, adding the line after it."""
+    patch = _CTX + b"*** 1,2 ****\n--- 1,3 ----\n  1\n  2\n\\ No newline at end of file\n+ Q\n"
+    code, _files, _report = gnu(tmp_path, {"k": b"1\n2"}, patch, 1)
+    assert code == 2
+    result, _ = ours({"k": b"1\n2"}, patch, 1)
+    assert isinstance(result.error, PatchFormatError) and "malformed patch" in str(result.error)
+
+
+def test_a_context_hunk_gnu_anchors_to_the_end_is_refused_not_applied_at_fuzz_0(tmp_path: Path) -> None:
+    """An omitted new side right before a unified header: GNU counts 0 lines of context after it (the
+    second '---' line resets its count) and needs fuzz 1; we applied it cleanly. Now refused, loudly."""
+    patch = _CTX + b"*** 1,3 ****\n  x\n- b\n  b\n--- 1,2 ----\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"
+    files = {"k": b"x\nb\nb\nz\nz\n", "g": b"1\n"}
+    code, _files, report = gnu(tmp_path, files, patch, 1)
+    assert code == 1 and "Hunk #1 FAILED" in report
+    result, _ = ours(files, patch, 1)
+    assert isinstance(result.error, PatchFormatError) and "counts 1 line(s) of context before it and 0 after" in str(
+        result.error)
+
+
 # -- 5. patches that change nothing ---------------------------------------------------------------
 
 
