@@ -27,7 +27,9 @@ SERIES_FORMAT_VERSION = 1
 TARGET_NAME = r"^(?!manifest\.json$)[A-Za-z0-9][A-Za-z0-9._+-]*$"  # a folder of the output, beside its manifest.json
 # quilt reads a patch file through the tool its name's last suffix says, case and all (patchfns:
 # cat_file; refresh writes it back the same way, create_db): x.patch.GZ is a plain diff to quilt.
-_CODECS = {".gz": "gzip", ".tgz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}
+# The suffixes quilt push decompresses (its apply_patch); a .tgz goes to patch as it is, and quilt's
+# refresh writes it plain (patchfns cat_file reads it through gzip, but push never does).
+_CODECS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}
 # What a compressed patch may expand to: the archive's rule (upstream/archive.py, which imports these).
 EXPANSION_ENV = "MATERIALIZE_MAX_EXPANSION"
 DEFAULT_EXPANSION = 100
@@ -512,7 +514,7 @@ def encode_patch(path: Path, data: bytes) -> bytes:
     codec = _CODECS.get(path.suffix)
     if codec is None:
         return data
-    if codec == "gzip":  # .tgz too: quilt's refresh writes a .tgz plain, which its own push cannot read
+    if codec == "gzip":
         import gzip
 
         return gzip.compress(data, mtime=0)
@@ -593,7 +595,7 @@ def _lzip(args: list[str], data: bytes, most: int | None, what: str) -> bytes:
 def patch_name(patch: str) -> str:
     """The name a series entry gets from its file: the file name without .patch/.diff (and .gz…)."""
     name = Path(patch).name
-    return re.sub(r"\.(patch|diff)(\.(gz|tgz|bz2|xz|lzma|lz))?$", "", name)
+    return re.sub(r"\.(patch|diff)(\.(gz|bz2|xz|lzma|lz))?$", "", name)
 
 
 def check_inside(patches_dir: Path, patch: str, where: str) -> None:

@@ -233,8 +233,6 @@ def _compressed(suffix: str, data: bytes) -> bytes:
     import gzip
     import subprocess
 
-    if suffix == ".tgz":
-        return gzip.compress(data)
     tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}[suffix]
     return subprocess.run([tool, "-c"], input=data, capture_output=True, check=True).stdout
 
@@ -243,7 +241,7 @@ _NEEDS_LZIP = pytest.mark.skipif(__import__("shutil").which("lzip") is None,
                                  reason="lzip is not installed (.ci/run installs it)")
 
 
-@pytest.mark.parametrize("suffix", [".gz", ".tgz", ".bz2", ".xz", ".lzma", pytest.param(".lz", marks=_NEEDS_LZIP)])
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma", pytest.param(".lz", marks=_NEEDS_LZIP)])
 def test_a_compressed_patch_that_expands_past_the_cap_is_refused_while_reading(tmp_path, monkeypatch, suffix):
     """x.patch.gz of 200 KB that expands to 200 MB of zeros was read whole into memory (2 GB: 4 GB of RSS,
     then 'Only garbage'): it is capped like an archive (MATERIALIZE_MAX_EXPANSION, floor 64 MB), through
@@ -259,7 +257,7 @@ def test_a_compressed_patch_that_expands_past_the_cap_is_refused_while_reading(t
     with pytest.raises(UnsafePathError, match=rf"s.yaml:7: patch x: x.patch{suffix} expands past 67108864 bytes"):
         entry.read()
     text = b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
-    several = suffix in (".gz", ".tgz", ".lz")
+    several = suffix in (".gz", ".lz")
     (tmp_path / "p" / f"x.patch{suffix}").write_bytes(compress(text) + (compress(text) if several else b""))
     assert entry.read() == text * (2 if several else 1)  # several members, as zcat and lzip -dc read them
 
@@ -272,10 +270,10 @@ def test_a_patch_path_that_is_a_folder_is_exit_2_naming_it(tmp_path):
         load_series(path).patches[0].read()
 
 
-@pytest.mark.parametrize("suffix", [".gz", ".tgz", ".bz2", ".xz", ".lzma", pytest.param(".lz", marks=_NEEDS_LZIP)])
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma", pytest.param(".lz", marks=_NEEDS_LZIP)])
 def test_a_patch_file_is_decompressed_by_its_name_as_quilts_cat_file(tmp_path, suffix):
-    """quilt reads x.patch.tgz through gzip and x.patch.lz through lzip (patchfns: cat_file); we read
-    the .tgz and .lz bytes as a plain diff: garbage, where quilt pushed the patch."""
+    """quilt push reads x.patch.lz through lzip (push: apply_patch); we read the .lz bytes as a plain
+    diff: garbage, where quilt pushed the patch."""
     path = _one_patch(tmp_path, f"x.patch{suffix}")
     (tmp_path / "p" / f"x.patch{suffix}").write_bytes(_compressed(suffix, _TEXT))
     entry = load_series(path).patches[0]
@@ -284,6 +282,30 @@ def test_a_patch_file_is_decompressed_by_its_name_as_quilts_cat_file(tmp_path, s
     assert entry.encode(_TEXT) and load_series(path).patches[0].read() == _TEXT
     (tmp_path / "p" / f"x.patch{suffix}").write_bytes(entry.encode(_TEXT + b"\n"))  # refresh writes it back
     assert load_series(path).patches[0].read() == _TEXT + b"\n"
+
+
+@pytest.mark.skipif(__import__("shutil").which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("compressed", [True, False], ids=["gzip-bytes", "plain"])
+def test_a_tgz_patch_is_plain_as_quilt_push_reads_it(tmp_path, compressed):
+    """quilt push decompresses .gz/.bz2/.xz/.lzma/.lz only: a gzip .tgz is garbage to it, a plain one
+    applies (and its refresh writes .tgz plain). We read .tgz through gzip: the first applied, the
+    second failed. quilt itself is the oracle."""
+    import gzip
+    import subprocess
+
+    data = gzip.compress(_TEXT) if compressed else _TEXT
+    work = tmp_path / "q"
+    (work / "patches").mkdir(parents=True)
+    (work / "f").write_bytes(b"a\n")
+    (work / "patches" / "x.patch.tgz").write_bytes(data)
+    (work / "patches" / "series").write_text("x.patch.tgz\n")
+    pushed = subprocess.run(["quilt", "push", "-a"], cwd=work, capture_output=True, env={
+        **__import__("os").environ, "QUILT_PATCHES": "patches", "HOME": str(tmp_path)}, check=False)
+    path = _one_patch(tmp_path, "x.patch.tgz")
+    (tmp_path / "p" / "x.patch.tgz").write_bytes(data)
+    entry = load_series(path).patches[0]
+    assert entry.name == "x.patch.tgz" and entry.read() == data and entry.encode(_TEXT) == _TEXT
+    assert (pushed.returncode == 0) == (not compressed), pushed.stdout
 
 
 @pytest.mark.parametrize("name", ["x.patch.GZ", "x.patch.Xz", "x.PATCH.BZ2"])
