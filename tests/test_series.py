@@ -230,7 +230,6 @@ _TEXT = b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
 
 def _compressed(suffix: str, data: bytes) -> bytes:
     """``data`` as quilt's refresh would write a patch file ending in ``suffix`` (patchfns: create_db)."""
-    import gzip
     import subprocess
 
     tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".lz": "lzip"}[suffix]
