@@ -431,7 +431,7 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
     """
     if fp.is_binary:
         raise PatchApplyError(f"{fp.path}: binary patches are not supported")
-    if original is None and not _creatable(fp):
+    if original is None and not (_creatable(fp) or fp.is_delete):  # GNU deletes a missing file "anyway"
         failed = tuple(HunkResult(h, "failed", 0, 0, None) for h in fp.hunks)
         reject = format_reject(fp, [(h, 0) for h in fp.hunks]) if fp.hunks else None
         return FileResult(None, failed, reject, error=f"{fp.old_path}: file to patch does not exist")

@@ -204,6 +204,9 @@ GIT_SIDES = {
     "deleted, only +++ /dev/null": ({"f": b"a\n"}, _DEL + b"+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
     "deleted, +++ names another file": ({"f": b"a\n", "g": b"a\n"}, _DEL + b"--- a/f\n+++ b/g\n@@ -1 +0,0 @@\n-a\n"),
     "deleted, --- names a missing file": ({"f": b"a\n"}, _DEL + b"--- a/g\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
+    # a deletion of a file that is not there: GNU says so and applies it anyway (push -R of a new empty file)
+    "deleted, the file is missing, no hunk": ({"g": b"a\n"}, _DEL),
+    "deleted, the file is missing, a hunk": ({"g": b"a\n"}, _DEL + b"--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
     # the index line sets both sides, over a mode line before it
     "index over new file mode": ({"f": b"a\n"}, b"diff --git a/f b/f\nnew file mode 100644\nindex 1234567..89abcde\n"
                                                 b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"),
