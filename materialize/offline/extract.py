@@ -393,7 +393,8 @@ class _Analysis:
 
     def mutators(self, name: str, after: int) -> list[_Unit]:
         """Top-level statements after unit ``after`` that may change the object ``name`` is bound to
-        (directly or through a name bound from it: ``ALIAS = X``, ``for row in X:``), or rebind it
+        (directly, through a name bound from it: ``ALIAS = X``, ``for row in X:``, or through an object
+        it was stored into: ``b.ref = X`` then ``b.ref[k] = v``), or rebind it
         through a function they call (``global X``). An immutable literal cannot be changed, only rebound."""
         binder = self.units[after]
         immutable = _binds_immutable_literal(binder, name)
@@ -417,7 +418,9 @@ class _Analysis:
                 if immutable:
                     continue
                 if current in unit.refs and unit.kind == "other":
-                    for alias in unit.defines - names:
+                    # a name bound from it, or an object it is stored into or handed to (`b.ref = X`,
+                    # `setattr(b, "ref", X)`, `reg[k] = X`): a change made through that one changes it
+                    for alias in (unit.defines | unit.stores) - names:
                         names.add(alias)
                         todo.append(alias)
         return sorted(out, key=lambda u: u.index)
@@ -2004,6 +2007,7 @@ class _Effects(cst.CSTVisitor):
                 self._changes(func.value, self.stores)  # `os.environ.setdefault(…)`, `sys.path.insert(…)`
         if callee in ("setattr", "delattr") and node.args:
             self._changes(node.args[0].value)
+            self._changes(node.args[0].value, self.stores)  # an attribute of it, as `b.ref = X` is
             return
         if callee in _PURE_BUILTINS:
             return

@@ -278,6 +278,19 @@ STATE_CASES = {
         "Base",
         lambda m: m.Base.root,
     ),
+    # Session 12: an object changed through another object it was stored into (found by a red team
+    # with the oracle: `b.ref = E` then `b.ref["k"] = 3` left E["k"] at 1 in the extraction).
+    **{f"changed-through-a-holder: {label}": (
+        "E = {'k': 1}\nclass Box:\n    pass\n" + body + "def g():\n    return E['k']\n",
+        "g",
+        lambda m: m.g(),
+    ) for label, body in {
+        "an attribute": "b = Box()\nb.ref = E\nb.ref['k'] = 3\n",
+        "setattr": "b = Box()\nsetattr(b, 'ref', E)\nb.ref.update(k=3)\n",
+        "an item": "reg = {}\nreg['e'] = E\nreg['e']['k'] = 3\n",
+        "an alias of the holder": "b = Box()\nb.ref = E\nc = b\nc.ref['k'] = 4\n",
+        "a class attribute": "Box.ref = E\nBox.ref['k'] = 5\n",
+    }.items()},
     "import-of-the-future-module": (  # codeop: `import __future__` then `__future__.all_feature_names`
         "import __future__\ndef f():\n    return len(__future__.all_feature_names) > 0\n",
         "f",
