@@ -86,6 +86,9 @@ MANAGED_VLLM_OPTIONS = frozenset({
     "--async-scheduling", "--enable-auto-tool-choice", "--tool-call-parser", "--override-tt-config",
     "--config", "--tool-parser-plugin",
 })
+# Short aliases the pinned vLLM (0.33.0, vllm/engine/arg_utils.py) declares for managed options; used
+# only without the source: a plan resolves every extra word through the materialized argparse.
+MANAGED_VLLM_ALIASES = {"-tp": "--tensor-parallel-size"}
 # ``docker run`` options the plan owns: the environment, mounts, devices, name and lifetime.
 MANAGED_DOCKER_OPTIONS = frozenset({
     "-e", "--env", "--env-file", "-v", "--volume", "--mount", "--device", "--device-cgroup-rule", "--name",
@@ -261,11 +264,36 @@ def managed_option(word: str, managed: frozenset[str]) -> str | None:
     return None
 
 
+def managed_vllm_option(word: str) -> str | None:
+    """The managed vLLM option ``word`` reaches, judged without the source (``serve check
+    --no-materialize``, and before the host preflight): what ``managed_option`` counts, plus the forms
+    vLLM's FlexibleArgumentParser adds: ``--x.key v`` (turned into ``--x '{"key": v}'`` and appended
+    last), ``--disable-x`` / ``--no-disable-x`` for a boolean ``--enable-x``, and the short aliases of
+    the pinned vLLM (``-tp``). The plan resolves every word through the materialized argparse again."""
+    if not word.startswith("-"):
+        return None
+    name = word.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0]
+        hit = managed_option(name, MANAGED_VLLM_OPTIONS)
+        if hit is None:
+            base = "--" + name[2:].replace("_", "-").removeprefix("no-")
+            if base.startswith("--disable-"):
+                hit = managed_option("--enable-" + base[len("--disable-"):], MANAGED_VLLM_OPTIONS)
+        return hit
+    name = name.split(".", 1)[0]
+    for alias, option in MANAGED_VLLM_ALIASES.items():
+        # -tp, -tp8, and -t (argparse's abbreviation of -tp when nothing else starts with -t)
+        if name.startswith(alias) or (len(name) >= 2 and alias.startswith(name)):
+            return option
+    return None
+
+
 def _unmanaged_args(profile: Profile) -> list[Violation]:
     """extra_args / docker_args may add options, never re-set one the plan renders from checked fields."""
     problems = []
     for index, word in enumerate(profile.spec.vllm.extra_args):
-        hit = managed_option(word, MANAGED_VLLM_OPTIONS)
+        hit = managed_vllm_option(word)
         if hit:
             problems.append(_v(profile, "extra-args-not-managed", profile.where("vllm", "extra_args", index),
                                f"{word!r} sets {hit}, which the plan renders from the profile's fields (and the "

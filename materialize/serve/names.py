@@ -58,7 +58,7 @@ class SourceIndex:
 
     store: Store
     trees: dict[str, str]
-    _options: set[str] | None = None
+    _options: dict[str, CliOption] | None = None
     _env: dict[str, str | None] = field(default_factory=dict)
 
     def grep_files(self, target: str, literal: str, pathspec: str = "*.py") -> list[str]:
@@ -79,9 +79,15 @@ class SourceIndex:
         return find_vllm_target(self.trees, lambda t: store_has_vllm(self.store, self.trees[t]))
 
     def cli_options(self) -> set[str]:
-        """Every ``--option`` the pinned vLLM's argparse defines."""
+        """Every option string the pinned vLLM's argparse defines (aliases and ``--no-x`` included)."""
+        return set(self.cli_table())
+
+    def cli_table(self) -> dict[str, CliOption]:
+        """Option string -> the option it sets, for every option string the pinned vLLM's argparse
+        defines: each ``add_argument`` literal (aliases such as ``-tp``), ``*FrontendArgs`` fields, and
+        for a BooleanOptionalAction the ``--no-x`` (and, for ``--enable-x``, the ``--disable-x``) forms."""
         if self._options is None:
-            options: set[str] = set()
+            options: dict[str, CliOption] = {}
             target = self.vllm_target
             if target is not None:
                 for path in self.grep_files(target, "add_argument", f"{VLLM_ROOT}*.py"):
@@ -89,9 +95,36 @@ class SourceIndex:
                         module = ast.parse(self.read(target, path))
                     except SyntaxError:
                         continue
-                    options |= _argparse_options(module)
+                    for option in _argparse_options(module, lambda cls: self.field_annotation(cls)):
+                        for string in option.strings:
+                            options.setdefault(string, option)
             self._options = options
         return self._options
+
+    def field_annotation(self, cls_field: tuple[str, str]) -> ast.expr | None:
+        """The annotation of ``field`` in the pinned vLLM's class ``cls`` (or a base class it names)."""
+        cls, name = cls_field
+        target = self.vllm_target
+        seen: set[str] = set()
+        todo = [cls]
+        while target is not None and todo:
+            current = todo.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            for path in self.grep_files(target, f"class {current}", f"{VLLM_ROOT}*.py"):
+                try:
+                    module = ast.parse(self.read(target, path))
+                except SyntaxError:
+                    continue
+                for node in ast.walk(module):
+                    if isinstance(node, ast.ClassDef) and node.name == current:
+                        for item in node.body:
+                            if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                                    and item.target.id == name):
+                                return item.annotation
+                        todo += [b.id for b in node.bases if isinstance(b, ast.Name)]
+        return None
 
     def env_reader(self, name: str) -> str | None:
         """``target:path`` of a pinned file that names ``name`` and reads the environment, if any."""
@@ -138,18 +171,205 @@ def names_env_var(text: str, name: str) -> bool:
     )
 
 
-def _argparse_options(module: ast.Module) -> set[str]:
-    options: set[str] = set()
+@dataclass(frozen=True)
+class CliOption:
+    """One argparse action of the pinned vLLM: its option strings and how many words it takes.
+
+    ``arity``: ``flag`` (no value: store_true/const, count), ``bool`` (BooleanOptionalAction, no value,
+    also spelled ``--no-x``), ``optional`` (nargs='?'), ``many`` (nargs '+' / '*'), ``value`` (one)."""
+
+    name: str
+    strings: tuple[str, ...]
+    arity: str
+
+
+_FLAG_ACTIONS = frozenset({"store_true", "store_false", "store_const", "append_const", "count", "help", "version"})
+
+
+def _annotation_members(node: ast.expr | None) -> set[str]:
+    """Top-level members of a type annotation: ``bool | None`` -> {bool, None}."""
+    if node is None:
+        return set()
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _annotation_members(node.left) | _annotation_members(node.right)
+    if isinstance(node, ast.Subscript):
+        head = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
+        if head in ("Optional", "Union"):
+            inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return set().union(*(_annotation_members(e) for e in inner)) | ({"None"} if head == "Optional" else set())
+        return {head}
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str):
+            try:
+                return _annotation_members(ast.parse(node.value, mode="eval").body)
+            except SyntaxError:
+                return {"?"}
+        return {"None"} if node.value is None else {"?"}
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    return {"?"}
+
+
+def _field_arity(annotation: ast.expr | None) -> str:
+    """What vLLM's ``get_kwargs`` makes of a config field: a bool becomes a BooleanOptionalAction,
+    ``bool | str | None`` an optional value; anything else takes a value. Unknown: a value."""
+    members = _annotation_members(annotation)
+    if "bool" not in members:
+        return "value"
+    if members <= {"bool", "str", "None"} and "str" in members:
+        return "optional"
+    return "bool"
+
+
+def _call_arity(call: ast.Call, kwargs_of: dict[str, str], annotation) -> str:
+    """The arity of one ``add_argument`` call, from its keywords or the config field it unpacks."""
+    explicit: dict[str, ast.expr] = {k.arg: k.value for k in call.keywords if k.arg}
+    for unpacked in (k.value for k in call.keywords if k.arg is None):
+        parts = unpacked.values if isinstance(unpacked, ast.Dict) else [unpacked]
+        keys = unpacked.keys if isinstance(unpacked, ast.Dict) else [None]
+        for key, part in zip(keys, parts, strict=True):
+            if key is None and isinstance(part, ast.Subscript) and isinstance(part.value, ast.Name):
+                cls, field_name = kwargs_of.get(part.value.id), part.slice
+                if cls and isinstance(field_name, ast.Constant) and isinstance(field_name.value, str):
+                    explicit.setdefault("__field__", ast.Constant((cls, field_name.value)))
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                explicit[key.value] = part
+    action = explicit.get("action")
+    if action is not None:
+        name = action.value if isinstance(action, ast.Constant) else getattr(action, "attr", getattr(action, "id", ""))
+        if name == "BooleanOptionalAction":
+            return "bool"
+        if name in _FLAG_ACTIONS:
+            return "flag"
+    nargs = explicit.get("nargs")
+    if isinstance(nargs, ast.Constant):
+        return {"?": "optional", "+": "many", "*": "many", 0: "flag"}.get(nargs.value, "value")
+    found = explicit.get("__field__")
+    if found is not None and action is None:
+        return _field_arity(annotation(found.value))
+    return "value"
+
+
+def _with_negations(name: str, strings: list[str], arity: str) -> CliOption:
+    """vLLM registers BooleanOptionalAction as EnableDisableAction: ``--x`` and ``--no-x``, and for
+    ``--enable-x`` / ``--disable-x`` also the inverse and its ``--no-`` form."""
+    strings = list(strings)
+    if arity == "bool":
+        for s in list(strings):
+            if s.startswith("--"):
+                strings.append("--no-" + s[2:])
+                for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+                    if s.startswith(prefix):
+                        strings += [inverse + s[len(prefix):], "--no-" + inverse[2:] + s[len(prefix):]]
+    return CliOption(name, tuple(dict.fromkeys(strings)), arity)
+
+
+def _argparse_options(module: ast.Module, annotation=lambda cls_field: None) -> list[CliOption]:
+    """The argparse options a module defines: ``add_argument`` literals and ``*FrontendArgs`` fields.
+    ``annotation((cls, field))`` gives a config field's annotation (for ``**get_kwargs(Cls)[field]``)."""
+    kwargs_of: dict[str, str] = {}
+    for node in ast.walk(module):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", getattr(node.value.func, "attr", None)) == "get_kwargs"
+                and node.value.args and isinstance(node.value.args[0], ast.Name)):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    kwargs_of[target.id] = node.value.args[0].id
+    options: list[CliOption] = []
     for node in ast.walk(module):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
-            for arg in node.args:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
-                    options.add(arg.value)
+            strings = [a.value for a in node.args
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")]
+            if strings:
+                name = next((s for s in strings if s.startswith("--")), strings[0])
+                options.append(_with_negations(name, strings, _call_arity(node, kwargs_of, annotation)))
         elif isinstance(node, ast.ClassDef) and node.name.endswith("FrontendArgs"):
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    options.add("--" + item.target.id.replace("_", "-"))
+                    name = "--" + item.target.id.replace("_", "-")
+                    options.append(_with_negations(name, [name], _field_arity(item.annotation)))
     return options
+
+
+@dataclass(frozen=True)
+class ArgWord:
+    """One word of a vLLM command line, resolved: the option it sets (``None``: a value, or unknown)."""
+
+    index: int
+    word: str
+    option: CliOption | None
+    spelled: str          # the option string as argparse will see it (``--x``), or the word
+    problem: str | None = None
+
+
+def resolve_vllm_args(words: list[str], table: dict[str, CliOption]) -> list[ArgWord]:
+    """Every option word of ``words``, resolved as vLLM's FlexibleArgumentParser reads it (``--x_y`` is
+    ``--x-y``, ``--x.key v`` sets ``--x``, ``-O3`` is ``--optimization-level 3``) and then argparse
+    (exact option strings, ``--x=v``, a short option with its value attached: ``-q8``). argparse's
+    abbreviations are not resolved: a word that is not an option string is a problem. A word no
+    option takes as its value would be a positional (``model_tag``): a problem too."""
+    out: list[ArgWord] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--" or not word.startswith("-") or len(word) == 1 or _is_number(word):
+            out.append(ArgWord(i, word, None, word, f"{word!r} is a bare word that no option before it takes as "
+                                                     f"its value: argparse would read it as a positional"))
+            i += 1
+            continue
+        attached = "=" in word
+        key = word.split("=", 1)[0]
+        if key.startswith("--"):
+            head, dot, _ = key[2:].partition(".")
+            spelled, dotted = "--" + head.replace("_", "-"), bool(dot)
+        elif key.startswith("-O") and key != "-O":
+            spelled, dotted, attached = "--optimization-level", False, True
+        else:
+            head, dot, _ = key.partition(".")
+            spelled, dotted = head, bool(dot)
+        option = table.get(spelled)
+        if option is None and not key.startswith("--") and not dotted and len(key) > 2 and key[:2] in table:
+            spelled, option, attached = key[:2], table[key[:2]], True
+        if option is None:
+            out.append(ArgWord(i, word, None, spelled, _unknown(spelled, table)))
+            i += 1
+            continue
+        takes = "value" if dotted else option.arity
+        if attached and takes in ("flag", "bool"):
+            out.append(ArgWord(i, word, option, spelled, f"{word}: {spelled} takes no value"))
+            i += 1
+            continue
+        out.append(ArgWord(i, word, option, spelled))
+        i += 1
+        if attached or takes in ("flag", "bool"):
+            continue
+        values = 0
+        while i < len(words) and (not words[i].startswith("-") or _is_number(words[i])):
+            values += 1
+            i += 1
+            if takes != "many":
+                break
+        if values == 0 and takes in ("value", "many"):
+            out[-1] = ArgWord(out[-1].index, word, option, spelled, f"{word}: {spelled} needs a value")
+    return out
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _unknown(spelled: str, table: dict[str, CliOption]) -> str:
+    if spelled.startswith("--no-") and ("--" + spelled[5:]) in table:
+        return (f"{spelled} is not an option of the pinned vLLM: --{spelled[5:]} is not a boolean "
+                f"(BooleanOptionalAction), so it has no --no- form")
+    return (f"{spelled} is not an option of the pinned vLLM's argparse (nor an alias of one; abbreviations "
+            f"are not accepted: write the option in full)")
 
 
 @dataclass(frozen=True)
@@ -163,34 +383,26 @@ class Name:
 
 
 def plan_names(server_argv: list[str], env: dict[str, str]) -> list[tuple[str, str]]:
-    """(name, kind) of every option, ``--override-tt-config`` key and environment variable in a plan."""
+    """(name, kind) of every ``--override-tt-config`` key and environment variable in a plan (options
+    are resolved by ``resolve_vllm_args``)."""
     names: list[tuple[str, str]] = []
     for i, word in enumerate(server_argv):
-        if word.startswith("--"):
-            names.append((word.split("=", 1)[0], "option"))
-            if word == "--override-tt-config" and i + 1 < len(server_argv):
-                import json
+        if word == "--override-tt-config" and i + 1 < len(server_argv):
+            import json
 
-                try:
-                    keys = json.loads(server_argv[i + 1])
-                except ValueError:
-                    keys = {}
-                names += [(key, "config-key") for key in sorted(keys)]
+            try:
+                keys = json.loads(server_argv[i + 1])
+            except ValueError:
+                keys = {}
+            names += [(key, "config-key") for key in sorted(keys)]
     names += [(key, "env") for key in sorted(env) if key not in INTERPRETER_ENV]
     return names
 
 
 def look_up(names: list[tuple[str, str]], index: SourceIndex, declared: dict[str, str]) -> list[Name]:
-    options = index.cli_options()
     out = []
     for name, kind in names:
-        found: str | None = None
-        if kind == "option":
-            base = "--" + name[5:] if name.startswith("--no-") else name
-            if name in options or base in options:
-                found = f"argparse of the pinned vLLM ({index.vllm_target})"
-        elif kind == "env":
-            found = index.env_reader(name)
+        found = index.env_reader(name) if kind == "env" else None
         out.append(Name(name, kind, found, declared.get(name)))
     return out
 
@@ -203,13 +415,50 @@ def index_for(store: Store, manifest: dict[str, Any]) -> SourceIndex | None:
     return SourceIndex(store, trees)
 
 
-def check_names(profile: Any, server_argv: list[str], env: dict[str, str], index: SourceIndex,
-                rule_env: dict[str, str]) -> tuple[list[str], list[dict[str, str]]]:
-    """(problems, unverified): a name neither in the pinned source nor declared is a problem; declared
-    ones, and names rules use that the source never reads, are listed as unverified."""
-    declared = dict(profile.spec.unverified)
+def check_options(profile: Any, server_argv: list[str], index: SourceIndex, declared: dict[str, str],
+                  extra_from: int) -> tuple[list[str], list[dict[str, str]]]:
+    """Every word of the vLLM command line resolves through the pinned argparse (aliases included) to
+    an option, or is the value of one, or names an option the profile declares unverified. A word from
+    ``extra_args`` (index >= ``extra_from``) that reaches a managed option, through any alias, is
+    refused: argparse lets the last value win over the one the plan rendered and the rules checked."""
+    from materialize.serve.constraints import MANAGED_VLLM_OPTIONS
+
+    table = index.cli_table()
+    stand_ins = {n: CliOption(n, (n,), "value") for n in declared if n.startswith("-") and n not in table}
     problems: list[str] = []
     unverified: list[dict[str, str]] = []
+    for w in resolve_vllm_args(server_argv, {**table, **stand_ins}):
+        extra = w.index >= extra_from
+        if extra:
+            where = profile.where("vllm", "extra_args", w.index - extra_from)
+        else:
+            where = profile.where("tt") if w.spelled == "--override-tt-config" else profile.where("vllm")
+        if w.option is not None and w.spelled in stand_ins:
+            unverified.append({"name": w.spelled, "kind": "option", "source": declared[w.spelled]})
+        elif w.option is None and w.problem and w.word.startswith("-") and not _is_number(w.word):
+            problems.append(f"{where}: option {w.spelled} exists nowhere in the pinned source ({w.problem}); "
+                            f"fix the name, or declare it under 'unverified:' with where it comes from")
+            continue
+        if w.problem:
+            problems.append(f"{where}: {w.problem}")
+            continue
+        managed = sorted(set(w.option.strings if w.option else ()) & MANAGED_VLLM_OPTIONS)
+        if extra and managed:
+            problems.append(f"{where}: {w.word} reaches {managed[0]} ({', '.join(w.option.strings)} in the pinned "
+                            f"vLLM's argparse), which the plan renders from the profile's fields and the rules "
+                            f"check; argparse lets the last value win, so set it there (rule extra-args-not-managed)")
+    return problems, unverified
+
+
+def check_names(profile: Any, server_argv: list[str], env: dict[str, str], index: SourceIndex,
+                rule_env: dict[str, str], extra_from: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    """(problems, unverified): a name neither in the pinned source nor declared is a problem; declared
+    ones, and names rules use that the source never reads, are listed as unverified. ``server_argv`` is
+    the vLLM options the plan renders followed by ``vllm.extra_args`` (which start at ``extra_from``)."""
+    declared = dict(profile.spec.unverified)
+    if extra_from is None:
+        extra_from = len(server_argv) - len(profile.spec.vllm.extra_args)
+    problems, unverified = check_options(profile, server_argv, index, declared, extra_from)
     for n in look_up(plan_names(server_argv, env), index, declared):
         if n.found:
             continue
@@ -218,8 +467,8 @@ def check_names(profile: Any, server_argv: list[str], env: dict[str, str], index
             continue
         if n.kind == "env" and n.name in profile.spec.env:
             where = profile.where("env", n.name)
-        elif n.kind in ("option", "config-key"):
-            where = profile.where("tt") if n.kind == "config-key" or n.name == "--override-tt-config" else profile.where("vllm")
+        elif n.kind == "config-key":
+            where = profile.where("tt")
         else:
             where = profile.where("enable")
         problems.append(f"{where}: {n.kind} {n.name} exists nowhere in the pinned source "

@@ -58,9 +58,16 @@ REGISTRY = textwrap.dedent('''\
         ),
     }
 ''')
-# The argparse definitions the pinned vLLM has, in its two styles: add_argument literals and the fields
-# of a *FrontendArgs class (registered as --field-name). serve checks plan options against these.
+# The argparse definitions the pinned vLLM has, in its styles: add_argument literals (with a short
+# alias, as vLLM's -tp), explicit actions, ``**kwargs`` derived by ``get_kwargs`` from a config dataclass
+# (a bool field becomes a BooleanOptionalAction, so --no-x exists only for it) and the fields of a
+# *FrontendArgs class (registered as --field-name). serve resolves plan options through these.
 CLI_ARGS = textwrap.dedent('''\
+    import argparse
+
+    from vllm.config import ModelConfig, SchedulerConfig
+
+
     class FrontendArgs:
         host: str | None = None
         port: int = 8000
@@ -69,18 +76,30 @@ CLI_ARGS = textwrap.dedent('''\
 
 
     def add_cli_args(parser):
+        model_kwargs = get_kwargs(ModelConfig)
+        scheduler_kwargs = get_kwargs(SchedulerConfig)
         parser.add_argument("--model", type=str)
         parser.add_argument("--served-model-name", nargs="+")
         parser.add_argument("--max-model-len", type=int)
         parser.add_argument("--tensor-parallel-size", "-tp", type=int)
         parser.add_argument("--block-size", type=int)
-        parser.add_argument("--max-num-seqs", type=int)
-        parser.add_argument("--enable-prefix-caching", action="store_true")
+        parser.add_argument("--max-num-seqs", "-mns", type=int)  # an alias no built-in table knows
+        parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
         parser.add_argument("--mamba-cache-mode", type=str)
         parser.add_argument("--mamba-block-size", type=int)
-        parser.add_argument("--async-scheduling", action="store_true")
-        parser.add_argument("--seed", type=int)
+        parser.add_argument("--async-scheduling", **scheduler_kwargs["async_scheduling"])
+        parser.add_argument("--seed", **model_kwargs["seed"])
+        parser.add_argument("--enforce-eager", **{**model_kwargs["enforce_eager"], "default": None})
         parser.add_argument("--max-num-batched-tokens", type=int)
+''')
+CONFIG = textwrap.dedent('''\
+    class ModelConfig:
+        seed: int | None = None
+        enforce_eager: bool = False
+
+
+    class SchedulerConfig:
+        async_scheduling: bool | None = None
 ''')
 SCHEDULER = "def allow_async(prefix_caching):\n    return not prefix_caching\n"
 SCHEDULER_PATCHED = SCHEDULER.replace(
@@ -113,13 +132,15 @@ def write_series(root: Path, targets: tuple[str, str] = ("tt-metal", "plugin")) 
     (root / "upstream/plugin/vllm/scheduler.py").write_text(SCHEDULER)
     (root / "upstream/plugin/vllm/entrypoints").mkdir()
     (root / "upstream/plugin/vllm/entrypoints/cli_args.py").write_text(CLI_ARGS)
+    (root / "upstream/plugin/vllm/config.py").write_text(CONFIG)
     # The plugin upstream is a git repository (made with gitpython) pinned at a commit, as a real
     # plugin checkout would be; tt-metal stays a plain directory pin.
     repo = git.Repo.init(root / "upstream/plugin")
     with repo.config_writer() as config:
         config.set_value("user", "name", "fixture")
         config.set_value("user", "email", "fixture@localhost")
-    repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py", "vllm/entrypoints/cli_args.py"])
+    repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py", "vllm/entrypoints/cli_args.py",
+                    "vllm/config.py"])
     plugin_sha = repo.index.commit("vllm plugin fixture").hexsha
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)

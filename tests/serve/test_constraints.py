@@ -120,3 +120,21 @@ def test_extra_args_that_the_plan_does_not_manage_are_allowed(write_profile, ser
     data = base_profile(vllm={"extra_args": ["--seed", "0", "--max-num-batched-tokens=8192"]},
                         launcher={"kind": "docker", "image": "x", "docker_args": ["--network", "host", "--ipc=host"]})
     assert violations(write_profile, series, data) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "hit"),
+    [
+        (["-tp", "8"], "--tensor-parallel-size"),
+        (["-tp8"], "--tensor-parallel-size"),
+        (["--disable-prefix-caching"], "--enable-prefix-caching"),
+        (["--no-disable-prefix-caching"], "--enable-prefix-caching"),
+        # vLLM turns --x.key v into --x '{"key": v}' appended last
+        (["--override-tt-config.trace_mode", "none"], "--override-tt-config"),
+        (["--tool_call_parser.x=1"], "--tool-call-parser"),
+    ],
+)
+def test_managed_options_reached_through_aliases_are_refused_without_the_source(write_profile, series, extra, hit):
+    found = violations(write_profile, series, base_profile(vllm={"extra_args": extra}))
+    assert rules(found) == ["extra-args-not-managed"], [str(v) for v in found]
+    assert f"sets {hit}" in str(found[0])

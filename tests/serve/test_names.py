@@ -108,3 +108,51 @@ def test_an_environment_variable_counts_as_read_only_when_code_names_it(text, re
     from materialize.serve.names import names_env_var
 
     assert names_env_var(text, "QWEN36_FLAG") is read
+
+
+@pytest.mark.parametrize(
+    ("extra", "text"),
+    [
+        # an alias of a managed option that only the pinned argparse declares: the last value would win
+        (["-mns", "64"], "-mns reaches --max-num-seqs"),
+        (["-mns=64"], "-mns=64 reaches --max-num-seqs"),
+        (["-mns64"], "-mns64 is not an option"),  # argparse would not read it as -mns either
+        # --no-x exists only for a BooleanOptionalAction; --seed takes a value
+        (["--no-seed"], "--no-seed is not an option"),
+        (["--no-max-num-batched-tokens"], "--no-max-num-batched-tokens is not an option"),
+        (["-zzz-bogus"], "-zzz-bogus is not an option"),
+        # argparse would take -m as an abbreviation of -mns: abbreviations are not resolved, so refused
+        (["-m", "8"], "-m is not an option"),
+        # a word no option takes as its value is a positional (vLLM's model_tag)
+        (["--seed", "0", "stray"], "'stray' is a bare word"),
+        (["--enforce-eager", "yes"], "'yes' is a bare word"),
+        (["--seed"], "--seed needs a value"),
+    ],
+)
+def test_extra_args_resolve_through_the_pinned_argparse_or_are_refused(write_profile, tmp_path, extra, text):
+    message = plan_error(write_profile, tmp_path, base_profile(vllm={"extra_args": extra}))
+    assert text in message, message
+    assert "n.yaml:" in message
+
+
+def test_extra_args_that_resolve_to_unmanaged_options_pass(write_profile, tmp_path):
+    extra = ["--seed", "0", "--max_num_batched_tokens=8192", "--no-enforce-eager", "--enforce-eager"]
+    plan = prepare(write_profile("n", base_profile(vllm={"extra_args": extra})), sources_dir=tmp_path / "s").plan
+    assert plan.server_argv[-len(extra):] == extra
+
+
+def test_the_source_resolves_aliases_whatever_the_built_in_table_says(write_profile, tmp_path):
+    """The rules' table of vLLM's short aliases is a fallback: the plan resolves every word through the
+    materialized argparse, so -tp and --disable-x are refused by the source too."""
+    from materialize.serve.names import index_for
+
+    prep = prepare(write_profile("n", base_profile()), sources_dir=tmp_path / "s")
+    index = index_for(prep.materialization.store, prep.manifest)
+    argv = ["--seed", "0", "-tp", "8", "--disable-prefix-caching", "--no-disable-prefix-caching", "--no-async-scheduling"]
+    problems, _ = check_names(prep.profile, argv, {}, index, {}, extra_from=0)
+    text = "\n".join(problems)
+    assert "-tp reaches --tensor-parallel-size" in text
+    assert "--disable-prefix-caching reaches --enable-prefix-caching" in text
+    assert "--no-disable-prefix-caching reaches --enable-prefix-caching" in text
+    assert "--no-async-scheduling reaches --async-scheduling" in text  # derived from SchedulerConfig's bool
+    assert len(problems) == 4, text
