@@ -89,11 +89,100 @@ MANAGED_VLLM_OPTIONS = frozenset({
 # Short aliases the pinned vLLM (0.33.0, vllm/engine/arg_utils.py) declares for managed options; used
 # only without the source: a plan resolves every extra word through the materialized argparse.
 MANAGED_VLLM_ALIASES = {"-tp": "--tensor-parallel-size"}
-# ``docker run`` options the plan owns: the environment, mounts, devices, name and lifetime.
+# ``docker run``'s options (docker CLI 27, ``docker run --help`` plus its hidden aliases): long name ->
+# (shorthand, takes a value). docker_args are parsed with this grammar, as docker's pflag does: ``--x=v``,
+# ``--x v``, shorthand flags bundled with a value-taking last one (``-ie K=V`` is ``-i -e K=V``, ``-vA:B``
+# is ``-v A:B``). An option not in the table, and a bare word (docker would run it as the image), are refused.
+DOCKER_RUN_OPTIONS: dict[str, tuple[str | None, bool]] = {
+    **{name: (None, False) for name in (
+        "init", "privileged", "rm", "read-only", "no-healthcheck", "oom-kill-disable", "sig-proxy",
+        "disable-content-trust", "help", "use-api-socket")},
+    "detach": ("d", False), "interactive": ("i", False), "tty": ("t", False), "publish-all": ("P", False),
+    "quiet": ("q", False),
+    **{name: (None, True) for name in (
+        "add-host", "annotation", "blkio-weight", "blkio-weight-device", "cap-add", "cap-drop", "cgroup-parent",
+        "cgroupns", "cidfile", "cpu-count", "cpu-percent", "cpu-period", "cpu-quota", "cpu-rt-period",
+        "cpu-rt-runtime", "cpus", "cpuset-cpus", "cpuset-mems", "detach-keys", "device", "device-cgroup-rule",
+        "device-read-bps", "device-read-iops", "device-write-bps", "device-write-iops", "dns", "dns-opt",
+        "dns-option", "dns-search", "domainname", "entrypoint", "env-file", "expose", "gpus", "group-add",
+        "health-cmd", "health-interval", "health-retries", "health-start-interval", "health-start-period",
+        "health-timeout", "io-maxbandwidth", "io-maxiops", "ip", "ip6", "ipc", "isolation", "kernel-memory",
+        "label-file", "link", "link-local-ip", "log-driver", "log-opt", "mac-address", "memory-reservation",
+        "memory-swap", "memory-swappiness", "mount", "name", "net", "net-alias", "network", "network-alias",
+        "oom-score-adj", "pid", "pids-limit", "platform", "pull", "restart", "runtime", "security-opt",
+        "shm-size", "stop-signal", "stop-timeout", "storage-opt", "sysctl", "tmpfs", "ulimit", "userns", "uts",
+        "volume-driver", "volumes-from")},
+    "attach": ("a", True), "cpu-shares": ("c", True), "env": ("e", True), "hostname": ("h", True),
+    "label": ("l", True), "memory": ("m", True), "publish": ("p", True), "user": ("u", True),
+    "volume": ("v", True), "workdir": ("w", True),
+}
+DOCKER_SHORT = {short: long for long, (short, _) in DOCKER_RUN_OPTIONS.items() if short}
+# The ``docker run`` options the plan owns: the environment, mounts (``--tmpfs`` too), devices, name,
+# lifetime and the entrypoint; ``--workdir`` (``python -m`` puts the working directory first on sys.path,
+# ahead of the mounted patches) and ``--platform`` (another image than the one the plan names).
 MANAGED_DOCKER_OPTIONS = frozenset({
-    "-e", "--env", "--env-file", "-v", "--volume", "--mount", "--device", "--device-cgroup-rule", "--name",
-    "--rm", "--init", "--entrypoint", "-d", "--detach", "--privileged", "--volumes-from",
+    "--env", "--env-file", "--volume", "--mount", "--tmpfs", "--volumes-from", "--device", "--device-cgroup-rule",
+    "--gpus", "--privileged", "--name", "--rm", "--init", "--entrypoint", "--detach", "--workdir", "--platform",
 })
+
+
+@dataclass(frozen=True)
+class DockerWord:
+    """One option of ``docker_args`` as docker parses it (``option`` is its long name), or a problem."""
+
+    index: int
+    word: str
+    option: str | None
+    problem: str | None = None
+
+
+def parse_docker_args(words: list[str]) -> list[DockerWord]:
+    """``docker_args`` read with docker run's option grammar (pflag, interspersed off: the first word that
+    is not an option is the image). A value-taking option takes the next word whatever it looks like."""
+    out: list[DockerWord] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--" or not word.startswith("-") or word == "-":
+            out.append(DockerWord(i - 1, word, None, f"{word!r} is not an option: docker run's options end at the "
+                                                     f"first word that is not one, so docker would run it as the "
+                                                     f"image (and the plan's image as the command)"))
+            continue
+        if word.startswith("--"):
+            name, eq, _ = word[2:].partition("=")
+            spec = DOCKER_RUN_OPTIONS.get(name)
+            if spec is None:
+                out.append(DockerWord(i - 1, word, None, f"--{name} is not a docker run option"))
+                continue
+            if spec[1] and not eq:
+                if i >= len(words):
+                    out.append(DockerWord(i - 1, word, "--" + name, f"--{name} needs a value; last in docker_args "
+                                                                     f"it would take the image as its value"))
+                    continue
+                i += 1
+            out.append(DockerWord(i - 1 - (spec[1] and not eq), word, "--" + name))
+            continue
+        shorts = word[1:]
+        for j, char in enumerate(shorts):
+            long = DOCKER_SHORT.get(char)
+            if long is None:
+                out.append(DockerWord(i - 1, word, None, f"-{char} is not a docker run option (in {word!r})"))
+                break
+            out.append(DockerWord(i - 1, word, "--" + long))
+            rest = shorts[j + 1:]
+            if rest.startswith("="):  # -t=false, -e=K=V: the rest is the value
+                break
+            if DOCKER_RUN_OPTIONS[long][1]:
+                if not rest:
+                    if i >= len(words):
+                        out[-1] = DockerWord(i - 1, word, "--" + long, f"-{char} needs a value; last in docker_args "
+                                                                       f"it would take the image as its value")
+                    i += 1
+                break
+    return out
+
+
 STABLE_DEVICE_MARKERS = ("/by-id/", "/by-path/")
 
 
@@ -298,12 +387,22 @@ def _unmanaged_args(profile: Profile) -> list[Violation]:
             problems.append(_v(profile, "extra-args-not-managed", profile.where("vllm", "extra_args", index),
                                f"{word!r} sets {hit}, which the plan renders from the profile's fields (and the "
                                f"rules check); argparse lets the last value win, so set it there instead"))
-    for index, word in enumerate(profile.spec.launcher.docker_args):
-        hit = managed_option(word, MANAGED_DOCKER_OPTIONS)
-        if hit:
-            problems.append(_v(profile, "docker-args-not-managed", profile.where("launcher", "docker_args", index),
-                               f"{word!r} is docker's {hit}: the environment, mounts, devices and the container's "
-                               f"name and lifetime come from the plan (enable / env / devices), never by hand"))
+    image = profile.spec.launcher.image or ""
+    if profile.spec.launcher.kind == "docker" and (image.startswith("-") or not image.strip() or image != image.strip()
+                                                   or any(c.isspace() for c in image)):
+        problems.append(_v(profile, "docker-args-parsed", profile.where("launcher", "image"),
+                           f"image {image!r} is not an image reference: docker would read it as an option or "
+                           f"another word, and run something the plan does not name"))
+    for parsed in parse_docker_args(profile.spec.launcher.docker_args):
+        where = profile.where("launcher", "docker_args", parsed.index)
+        if parsed.option in MANAGED_DOCKER_OPTIONS:
+            problems.append(_v(profile, "docker-args-not-managed", where,
+                               f"{parsed.word!r} is docker's {parsed.option}: the environment, mounts, devices, the "
+                               f"working directory, the image and the container's name and lifetime come from the "
+                               f"plan (enable / env / devices / image), never by hand"))
+        elif parsed.problem:
+            problems.append(_v(profile, "docker-args-parsed", where,
+                               f"{parsed.problem}; the plan's image, env and mounts would not be what docker runs"))
     return problems
 
 

@@ -76,9 +76,9 @@ def test_enable_accepts_names_and_flags(write_profile, series):
          "sets --async-scheduling"),
         (base_profile(vllm={"extra_args": ["--config", "more.yaml"]}), "extra-args-not-managed", "sets --config"),
         (base_profile(launcher={"kind": "docker", "image": "x", "docker_args": ["-e", "QWEN36_DEVICE_RESIDENT=1"]}),
-         "docker-args-not-managed", "docker's -e"),
+         "docker-args-not-managed", "docker's --env"),
         (base_profile(launcher={"kind": "docker", "image": "x", "docker_args": ["-v/tmp/x.py:/opt/x.py"]}),
-         "docker-args-not-managed", "docker's -v"),
+         "docker-args-not-managed", "docker's --volume"),
     ],
 )
 def test_each_rule_rejects(write_profile, series, data, rule, text):
@@ -138,3 +138,45 @@ def test_managed_options_reached_through_aliases_are_refused_without_the_source(
     found = violations(write_profile, series, base_profile(vllm={"extra_args": extra}))
     assert rules(found) == ["extra-args-not-managed"], [str(v) for v in found]
     assert f"sets {hit}" in str(found[0])
+
+
+def docker(*args):
+    return base_profile(launcher={"kind": "docker", "image": "x", "docker_args": list(args)})
+
+
+@pytest.mark.parametrize(
+    ("data", "rule", "text"),
+    [
+        # shorthand bundling: -ie is -i plus -e with the next word as its value
+        (docker("-ie", "QWEN36_DEVICE_RESIDENT=1"), "docker-args-not-managed", "'-ie' is docker's --env"),
+        (docker("-tv", "/tmp/evil:/opt/vllm:ro"), "docker-args-not-managed", "'-tv' is docker's --volume"),
+        (docker("-itv/tmp/evil:/opt/vllm"), "docker-args-not-managed", "is docker's --volume"),
+        (docker("-e=QWEN36_DEVICE_RESIDENT=1"), "docker-args-not-managed", "docker's --env"),
+        (docker("--env=QWEN36_DEVICE_RESIDENT=1"), "docker-args-not-managed", "docker's --env"),
+        (docker("--tmpfs", "/opt/vllm/vllm"), "docker-args-not-managed", "docker's --tmpfs"),
+        (docker("-w", "/src"), "docker-args-not-managed", "docker's --workdir"),
+        # a bare word ends docker run's options: it would be the image, and the plan's image a command
+        (docker("--network", "host", "docker.io/x/stock:latest"), "docker-args-parsed",
+         "'docker.io/x/stock:latest' is not an option"),
+        (docker("--bogus", "1"), "docker-args-parsed", "--bogus is not a docker run option"),
+        (docker("-Z"), "docker-args-parsed", "-Z is not a docker run option"),
+        (docker("-iZ"), "docker-args-parsed", "-Z is not a docker run option"),
+        (docker("--shm-size"), "docker-args-parsed", "would take the image as its value"),
+        (docker("--init=false"), "docker-args-not-managed", "docker's --init"),
+        (docker("--", "x"), "docker-args-parsed", "'--'"),
+        (base_profile(launcher={"kind": "docker", "image": "--privileged"}), "docker-args-parsed",
+         "is not an image reference"),
+    ],
+)
+def test_docker_args_are_parsed_with_docker_runs_grammar(write_profile, series, data, rule, text):
+    found = violations(write_profile, series, data)
+    assert rule in rules(found), [str(v) for v in found]
+    message = next(str(v) for v in found if v.rule == rule)
+    assert text in message, message
+    assert "p.yaml:" in message
+
+
+def test_docker_args_that_parse_to_unmanaged_options_pass(write_profile, series):
+    data = docker("--network", "host", "--ipc=host", "-it", "--shm-size", "32g", "--ulimit", "memlock=-1",
+                  "--cap-add=SYS_PTRACE", "-u", "1000:1000", "--read-only=false", "-p8000:8000")
+    assert violations(write_profile, series, data) == []
