@@ -291,6 +291,15 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
                                f"{key} is the flag of patch {declared[key].name}; list the patch under "
                                f"'enable' instead of setting the variable by hand"))
 
+    if spec.launcher.sources == "none" and series.patches:
+        by_target: dict[str, list[str]] = {}
+        for patch in series.patches:
+            by_target.setdefault(patch.spec.target, []).append(patch.name)
+        missing = "; ".join(f"{target}: {', '.join(names)}" for target, names in sorted(by_target.items()))
+        problems.append(_v(profile, "patches-need-sources", profile.where("launcher", "sources"),
+                           f"sources: none serves the image's unpatched install, but the series changes files of "
+                           f"its targets, so these patches would be missing ({missing}) while the plan and the "
+                           f"run record name the materialization; use mounts (docker) or pythonpath (process)"))
     if enabled and spec.launcher.sources == "none":
         names = ", ".join(p.name for p in enabled)
         problems.append(_v(profile, "enabled-patches-need-sources", profile.where("launcher", "sources"),

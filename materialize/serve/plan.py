@@ -261,7 +261,7 @@ def build_plan(
     else:
         argv = list(server_argv)
 
-    return Plan(
+    plan = Plan(
         profile=profile.name,
         profile_hash=profile.hash(),
         materialization_id=None if manifest is None else manifest.get("id"),
@@ -290,6 +290,36 @@ def build_plan(
         notes=notes + [f"{p.name}: flag {p.flag} declares banner: none ({p.spec.banner_none_why}); its engagement "
                        f"cannot be observed and the run record says so" for p in enabled if p.banner == BANNER_NONE],
     )
+    require_delivered(plan, manifest if out_dir is not None else None, series)
+    return plan
+
+
+def undelivered(plan: Plan, manifest: dict[str, Any] | None, series: Series) -> list[str]:
+    """``target:file`` of every changed file of the materialization the plan does not bring to the
+    server (a mount at its install path, or its target folder on PYTHONPATH). What is listed here would
+    run unpatched under the materialization's id."""
+    if not manifest:
+        return []
+    mounted = {m.target for m in plan.mounts} if plan.launcher == "docker" else set()
+    path = set(filter(None, plan.env.get("PYTHONPATH", "").split(":"))) if plan.launcher == "process" else set()
+    missing = []
+    for target, info in sorted(manifest.get("targets", {}).items()):
+        install = info.get("install_path") or (series.targets[target].install_path if target in series.targets else "")
+        on_path = plan.sources is not None and str(Path(plan.sources) / target) in path
+        for rel in sorted(info.get("changed", [])):
+            if not on_path and f"{(install or '').rstrip('/')}/{rel}" not in mounted:
+                missing.append(f"{target}:{rel}")
+    return missing
+
+
+def require_delivered(plan: Plan, manifest: dict[str, Any] | None, series: Series) -> None:
+    """Refuse a plan that carries a materialization id whose changed files it does not deliver."""
+    missing = undelivered(plan, manifest, series)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise PlanError(f"profile {plan.profile}: the plan does not deliver {len(missing)} changed file(s) of "
+                        f"materialization {plan.materialization_id} ({shown}); they would run unpatched under "
+                        f"that id. Plan again with sources: mounts (docker) or pythonpath (process)")
 
 
 def _same_series(series: Series, manifest: dict[str, Any]) -> None:

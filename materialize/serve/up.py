@@ -21,7 +21,7 @@ from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
 from materialize.serve.launch import Running, banners_seen, launch, wait_banners, wait_ready
-from materialize.serve.plan import Plan, PlanError, build_plan, check_output
+from materialize.serve.plan import Plan, PlanError, build_plan, check_output, require_delivered
 from materialize.serve.profile import Profile, load_profile
 from materialize.tree import Tree
 
@@ -128,6 +128,7 @@ def run_record(prep: Prepared, *, ready: bool, ready_s: float, banners: tuple[li
                gate_results: list[gates_mod.GateResult], notes: list[str], log_path: Path) -> dict[str, Any]:
     """The ledger line for one launched run (schema 1, see materialize/ledger.py)."""
     plan, manifest = prep.plan, prep.manifest or {}
+    require_delivered(plan, prep.manifest, prep.series)  # never a record naming code that was not served
     seen, missing = banners
     gates: list[dict[str, Any]] = [{"name": "ready", "requests": 1, "failures": 0 if ready else 1}]
     if plan.banners and ready:
@@ -176,6 +177,7 @@ def serve_up(prep: Prepared, *, log_dir: Path, ledger_dir: Path | None, echo: Ec
     """Launch the prepared plan and judge it. Stops the server on any failure (and at the end unless
     ``keep_running``); appends the run record when ``ledger_dir`` is given."""
     plan = prep.plan
+    require_delivered(plan, prep.manifest, prep.series)
     if prep.materialization is not None:
         publish_sources(prep)
     preflight.require(preflight.check_sources(plan), plan.profile)

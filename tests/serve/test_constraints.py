@@ -180,3 +180,15 @@ def test_docker_args_that_parse_to_unmanaged_options_pass(write_profile, series)
     data = docker("--network", "host", "--ipc=host", "-it", "--shm-size", "32g", "--ulimit", "memlock=-1",
                   "--cap-add=SYS_PTRACE", "-u", "1000:1000", "--read-only=false", "-p8000:8000")
     assert violations(write_profile, series, data) == []
+
+
+def test_sources_none_is_refused_while_the_series_changes_served_files(write_profile, series):
+    """Without sources the always-on patches never reach the server, yet the plan would carry the
+    materialization id: a run record would name code that did not run."""
+    data = base_profile(enable=[], launcher={"kind": "docker", "image": "x", "sources": "none"})
+    found = violations(write_profile, series, data)
+    assert rules(found) == ["patches-need-sources"], [str(v) for v in found]
+    message = str(found[0])
+    for name in ("0001-sdpa-streaming", "0002-prefix-prefill-trace", "0003-chunk-plan", "0001-device-resident"):
+        assert name in message
+    assert "p.yaml:" in message and "sources: none" in message

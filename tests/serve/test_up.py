@@ -183,3 +183,20 @@ def test_a_banner_left_in_the_log_by_an_earlier_run_does_not_count(up, tmp_path)
     assert result.exit_code == 1, result.reason
     assert "QWEN36_PREFIX_PREFILL_TRACE (0002-prefix-prefill-trace)" in result.reason
     assert_stopped(result)
+
+
+def test_a_plan_that_does_not_deliver_the_materialized_code_is_never_launched_or_recorded(write_profile, tmp_path):
+    """The run record names the materialization: whatever built the plan, a plan whose sources do not
+    carry every changed file of that materialization is refused before launch and by run_record."""
+    from materialize.serve.plan import PlanError
+    from materialize.serve.up import run_record
+
+    prep = prepare(write_profile("fake", process_profile(free_port())), sources_dir=tmp_path / "out")
+    env = {k: v for k, v in prep.plan.env.items() if k != "PYTHONPATH"}
+    stripped = dataclasses.replace(prep, plan=dataclasses.replace(prep.plan, env=env))
+    with pytest.raises(PlanError, match="does not deliver"):
+        serve_up(stripped, log_dir=tmp_path / "logs", ledger_dir=tmp_path / "runs", echo=lambda _: None)
+    assert not (tmp_path / "logs").exists()
+    with pytest.raises(PlanError, match="does not deliver"):
+        run_record(stripped, ready=True, ready_s=1.0, banners=([], []), gate_results=[], notes=[],
+                   log_path=tmp_path / "x.log")
