@@ -183,6 +183,38 @@ def parse_docker_args(words: list[str]) -> list[DockerWord]:
     return out
 
 
+# Environment variables that change which code the interpreter imports, or the loader preloads: set in
+# a profile (or as a patch's flag) they would run other code than the patches the plan delivers, and
+# nothing checks it. Only the plan sets PYTHONPATH (sources: pythonpath). Any LD_* / DYLD_* counts.
+CODE_SELECTING_ENV: dict[str, str] = {
+    "PYTHONPATH": "puts folders first on sys.path, ahead of the install path the patches are mounted over",
+    "PYTHONHOME": "moves the standard library and site-packages",
+    "PYTHONPLATLIBDIR": "moves the platform library directory (site-packages)",
+    "PYTHONEXECUTABLE": "changes sys.executable, which site uses to find the environment",
+    "VIRTUAL_ENV": "names another environment to tools that pick their interpreter or packages from it",
+    "PYTHONUSERBASE": "moves the user site-packages, which are searched before the install path",
+    "PYTHONNOUSERSITE": "switches the user site-packages on or off",
+    "PYTHONSAFEPATH": "changes whether the working directory is put first on sys.path",
+    "PYTHONSTARTUP": "runs a file of code at interpreter start",
+    "PYTHONWARNINGS": "imports the module of every warning category it names",
+    "PYTHONBREAKPOINT": "imports the callable it names",
+    "PYTHONPYCACHEPREFIX": "reads bytecode from another tree",
+    "PYTHONOPTIMIZE": "strips the asserts a patch adds and reads other bytecode",
+    "PYTHONCASEOK": "matches module names case-insensitively",
+    "PATH": "decides which python3 (or server command) runs",
+    "HOME": "moves the user site-packages (~/.local/lib/pythonX.Y/site-packages), searched before the install path",
+}
+CODE_SELECTING_PREFIXES = {"LD_": "the dynamic loader's preloads and library search path",
+                           "DYLD_": "the dynamic loader's preloads and library search path"}
+
+
+def code_selecting(name: str) -> str | None:
+    """Why ``name`` changes which code runs, if it does."""
+    if name in CODE_SELECTING_ENV:
+        return CODE_SELECTING_ENV[name]
+    return next((why for prefix, why in CODE_SELECTING_PREFIXES.items() if name.startswith(prefix)), None)
+
+
 STABLE_DEVICE_MARKERS = ("/by-id/", "/by-path/")
 
 
@@ -291,6 +323,14 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
                                f"{key} is the flag of patch {declared[key].name}; list the patch under "
                                f"'enable' instead of setting the variable by hand"))
 
+    for key in sorted(set(env) - {"PYTHONDONTWRITEBYTECODE"}):
+        why = code_selecting(key)
+        if why:
+            where = profile.where("env", key) if key in spec.env else profile.where("enable")
+            problems.append(_v(profile, "env-does-not-select-code", where,
+                               f"{key} {why}: it changes which code the interpreter imports or preloads, so the "
+                               f"server could run other code than the patches the plan delivers; the plan's "
+                               f"sources (mounts / pythonpath) are the only way code reaches the server"))
     if spec.launcher.sources == "none" and series.patches:
         by_target: dict[str, list[str]] = {}
         for patch in series.patches:

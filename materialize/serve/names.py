@@ -31,7 +31,8 @@ from typing import Any
 from materialize.errors import MaterializeError
 from materialize.store import Store
 
-# Read by the Python interpreter itself, never by the served code.
+# Read by the Python interpreter itself, never by the served code: not looked up in the source. A profile
+# may not set the ones that select code (constraints.CODE_SELECTING_ENV); PYTHONPATH comes from the plan.
 INTERPRETER_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED"})
 VLLM_ROOT = "vllm/"
 

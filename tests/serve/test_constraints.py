@@ -192,3 +192,17 @@ def test_sources_none_is_refused_while_the_series_changes_served_files(write_pro
     for name in ("0001-sdpa-streaming", "0002-prefix-prefill-trace", "0003-chunk-plan", "0001-device-resident"):
         assert name in message
     assert "p.yaml:" in message and "sources: none" in message
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
+     "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONPYCACHEPREFIX", "PYTHONWARNINGS", "PYTHONBREAKPOINT",
+     "PYTHONOPTIMIZE", "VIRTUAL_ENV", "PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"],
+)
+def test_env_that_selects_the_code_the_interpreter_runs_is_refused(write_profile, series, name):
+    """The patches reach the server as files over the install path (or PYTHONPATH set by the plan); a
+    variable that changes which code is imported or preloaded would run around them, unchecked."""
+    found = violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", name: "/opt/unpatched"}))
+    assert rules(found) == ["env-does-not-select-code"], [str(v) for v in found]
+    assert f"{name} " in str(found[0]) and "p.yaml:" in str(found[0])
