@@ -418,22 +418,34 @@ def index_for(store: Store, manifest: dict[str, Any]) -> SourceIndex | None:
 
 def check_options(profile: Any, server_argv: list[str], index: SourceIndex, declared: dict[str, str],
                   extra_from: int) -> tuple[list[str], list[dict[str, str]]]:
-    """Every word of the vLLM command line resolves through the pinned argparse (aliases included) to
-    an option, or is the value of one, or names an option the profile declares unverified. A word from
-    ``extra_args`` (index >= ``extra_from``) that reaches a managed option, through any alias, is
-    refused: argparse lets the last value win over the one the plan rendered and the rules checked."""
+    """Every option the plan renders (``server_argv[:extra_from]``) exists in the pinned argparse; every
+    word of ``extra_args`` (``server_argv[extra_from:]``) resolves through it (aliases included) to an
+    option, or is the value of one, or names an option the profile declares unverified. An extra word
+    that reaches a managed option, through any alias, is refused: argparse lets the last value win over
+    the one the plan rendered and the rules checked."""
     from materialize.serve.constraints import MANAGED_VLLM_OPTIONS
 
     table = index.cli_table()
     stand_ins = {n: CliOption(n, (n,), "value") for n in declared if n.startswith("-") and n not in table}
     problems: list[str] = []
     unverified: list[dict[str, str]] = []
-    for w in resolve_vllm_args(server_argv, {**table, **stand_ins}):
-        extra = w.index >= extra_from
-        if extra:
-            where = profile.where("vllm", "extra_args", w.index - extra_from)
-        else:
-            where = profile.where("tt") if w.spelled == "--override-tt-config" else profile.where("vllm")
+    # The words the plan renders (fixed shapes from typed fields): each option must exist, as before.
+    for word in server_argv[:extra_from]:
+        if not word.startswith("--"):
+            continue
+        name = word.split("=", 1)[0]
+        base = "--" + name[5:] if name.startswith("--no-") else name
+        if name in table or base in table:
+            continue
+        if name in declared:
+            unverified.append({"name": name, "kind": "option", "source": declared[name]})
+            continue
+        where = profile.where("tt") if name == "--override-tt-config" else profile.where("vllm")
+        problems.append(f"{where}: option {name} exists nowhere in the pinned source ({_how('option')}); "
+                        f"fix the name, or declare it under 'unverified:' with where it comes from")
+    # The words of extra_args: each resolved as vLLM will read it, or refused.
+    for w in resolve_vllm_args(server_argv[extra_from:], {**table, **stand_ins}):
+        where = profile.where("vllm", "extra_args", w.index)
         if w.option is not None and w.spelled in stand_ins:
             unverified.append({"name": w.spelled, "kind": "option", "source": declared[w.spelled]})
         elif w.option is None and w.problem and w.word.startswith("-") and not _is_number(w.word):
@@ -444,7 +456,7 @@ def check_options(profile: Any, server_argv: list[str], index: SourceIndex, decl
             problems.append(f"{where}: {w.problem}")
             continue
         managed = sorted(set(w.option.strings if w.option else ()) & MANAGED_VLLM_OPTIONS)
-        if extra and managed:
+        if managed:
             problems.append(f"{where}: {w.word} reaches {managed[0]} ({', '.join(w.option.strings)} in the pinned "
                             f"vLLM's argparse), which the plan renders from the profile's fields and the rules "
                             f"check; argparse lets the last value win, so set it there (rule extra-args-not-managed)")
