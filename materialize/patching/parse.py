@@ -1316,10 +1316,13 @@ def _is_mail_header(raw: list[bytes]) -> bool:
 
 
 # A line that tries to be part of a diff (a file header, a hunk header of any kind, a normal diff's
-# command), also when indented or quoted as mail quotes it ("> "): not prose. "---" alone is
-# format-patch's separator and "- item" a list, so a header line needs its name or numbers.
+# command, a git extended header, a binary file's line), also when indented or quoted as mail quotes
+# it ("> "): not prose. "---" alone is format-patch's separator and "- item" a list, so a header line
+# needs its name or numbers.
 _DIFF_LIKE = re.compile(
-    rb"^[ \t>]*(?:(?:---|\+\+\+|\*\*\*) \S|@@? |@@$|diff |Index: |\*{8}|\d+(?:,\d+)?[acd]\d+(?:,\d+)?\s*$)"
+    rb"^[ \t>]*(?:(?:---|\+\+\+|\*\*\*) \S|@@? |@@$|diff |Index: |\*{8}|\d+(?:,\d+)?[acd]\d+(?:,\d+)?\s*$"
+    rb"|Binary files |GIT binary patch|(?:new|deleted) file mode |(?:old|new) mode |index [0-9a-f]+\.\.|"
+    rb"(?:rename|copy) (?:from|to) |(?:dis)?similarity index )"
 )
 
 

@@ -299,6 +299,8 @@ MAIL_ABOVE_A_BROKEN_DIFF = {
     "a context header with no hunk": b"Date: today\nSubject: x\n\n*** a/f\n--- b/f\n",
     "a normal diff without a header line": b"Subject: x\n\n1c1\n< a\n---\n> b\n",
     "a diff line and nothing it can read": b"Subject: x\n\ndiff -u a/f b/f\n",
+    "a binary files line": b"From: x\nSubject: y\n\nBinary files a/f and b/f differ\n",
+    "git extended headers alone": b"Subject: y\n\nnew file mode 100644\nindex 0000000..e69de29\n",
 }
 
 
