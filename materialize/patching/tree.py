@@ -272,6 +272,11 @@ class _GnuQueue:
             self.gone.add(source)
 
 
+def _type_bits(mode: str | None) -> str:
+    """A git mode's file-type bits as GNU prints them (``%o`` of ``mode & S_IFMT``)."""
+    return "120000" if mode == SYMLINK else "100000"
+
+
 def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int, reverse: bool,
                    partial: bool = False, queue: _GnuQueue | None = None) -> FileOutcome:
     """One file section: choose and check its paths, apply its hunks, check what it leaves."""
@@ -320,6 +325,16 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     before = overlay.get(read_from) if read_from else None
     if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
         raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
+    # GNU's file type: the modes' (a section whose two modes are of two types changes none: git writes
+    # a deletion and a creation for that), and the file it reads must be of that type.
+    types = {mode == SYMLINK for mode in (fp.old_mode, fp.new_mode) if mode}
+    if len(types) > 1:
+        return FileOutcome(fp, dest, read_from, before, None, error=(
+            f"File {read_from or dest}: can't change file type from 0{_type_bits(fp.old_mode)} to "
+            f"0{_type_bits(fp.new_mode)}."))
+    if before is not None and (before[0] == SYMLINK) != (True in types):
+        kind = "symbolic link" if True in types else "regular file"
+        return FileOutcome(fp, dest, read_from, before, None, error=f"File {read_from} is not a {kind} -- refusing to patch")
     result = apply_file(before[1] if before else None, fp, max_fuzz=max_fuzz)
     outcome = FileOutcome(fp, dest, read_from, before, result)
     if not result.ok:

@@ -54,7 +54,12 @@ def test_mode_change_to_link_pointing_outside_is_refused() -> None:
         b"@@ -1 +1 @@\n-x = 1\n+/etc/passwd\n\\ No newline at end of file\n"
     )
     result = _apply({"pkg/b.py": ("100644", b"x = 1\n")}, patch)
-    assert isinstance(result.error, UnsafePathError)
+    # refused before the link is even looked at: a section never changes a file's type (GNU: "can't
+    # change file type"); as a deletion and a creation, the link itself is refused
+    assert not result.ok and "can't change file type" in str(result.failed[0].error)
+    created = (b"diff --git a/pkg/b.py b/pkg/b.py\ndeleted file mode 100644\n--- a/pkg/b.py\n+++ /dev/null\n"
+               b"@@ -1 +0,0 @@\n-x = 1\n" + _new_link("pkg/b.py", "/etc/passwd"))
+    assert isinstance(_apply({"pkg/b.py": ("100644", b"x = 1\n")}, created).error, UnsafePathError)
 
 
 def test_link_inside_is_fine() -> None:

@@ -231,6 +231,41 @@ def test_a_git_creation_of_the_other_name_keeps_its_mode(tmp_path: Path) -> None
     assert result.ok and result.changes == {"n": ("100755", b"X\n")}
 
 
+# -- 4b'. a file's type never changes in place ----------------------------------------------------
+
+TYPE_CHANGES = {
+    "mode lines from file to link": ({"y": b"x"}, b"diff --git a/y b/y\nold mode 100644\nnew mode 120000\n"),
+    "an index line says link, the tree has a file": (
+        {"y": b"x"}, b"diff --git a/y b/y\nindex 1111111..2222222 120000\n--- a/y\n+++ b/y\n@@ -1 +1 @@\n-x\n"
+                     b"\\ No newline at end of file\n+z\n\\ No newline at end of file\n"),
+    "a link deleted where the tree has a file": (
+        {"y": b"x"}, b"diff --git a/y b/y\ndeleted file mode 120000\n--- a/y\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+                     b"\\ No newline at end of file\n"),
+    "a link created over an empty file": (
+        {"y": b""}, b"diff --git a/y b/y\nnew file mode 120000\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+x\n"
+                    b"\\ No newline at end of file\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_CHANGES))
+def test_a_section_never_changes_a_files_type_in_place(tmp_path: Path, case: str) -> None:
+    """We turned a file into a symlink (and read a file as a link) where GNU refuses: "can't change file
+    type", "is not a symbolic link -- refusing to patch". Git writes a type change as a deletion and a
+    creation, which both apply."""
+    files, patch = TYPE_CHANGES[case]
+    result, _ = compare(tmp_path, files, patch)
+    assert not result.ok and ("can't change file type" in str(result.failed[0].error)
+                              or "is not a symbolic link" in str(result.failed[0].error))
+
+
+def test_a_type_change_written_as_a_deletion_and_a_creation_applies(tmp_path: Path) -> None:
+    patch = (b"diff --git a/y b/y\ndeleted file mode 100644\n--- a/y\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+             b"diff --git a/y b/y\nnew file mode 120000\n--- /dev/null\n+++ b/y\n@@ -0,0 +1 @@\n+t\n"
+             b"\\ No newline at end of file\n")
+    result, _ = ours({"y": b"x\n"}, patch, 1)
+    assert result.ok and result.changes == {"y": ("120000", b"t")}
+
+
 # -- 4c. context hunks, read as GNU's another_hunk reads them ------------------------------------
 
 _CTX = b"*** a/k\n--- b/k\n***************\n"
