@@ -24,6 +24,23 @@ def run(keep: int, dry_run: bool, root: Path = DEFAULT_ROOT) -> int:
     if not root.is_dir():
         out.print(f"nothing to collect: {root} does not exist")
         return 0
+    from materialize.locking import exclusive  # noqa: PLC0415
+
+    # The lock every publish into this folder holds (output.write_output): an apply that reuses an
+    # output and points `latest` at it, or updates one in place (its folder under .upd-* meanwhile),
+    # never runs between our choice of what to remove and the removal.
+    with exclusive(str(root / ".materialize-output.lock")):
+        _collect_outputs(keep, dry_run, root)
+    if not dry_run:
+        from materialize.filecache import FileCache  # noqa: PLC0415 - the store only when collecting
+        from materialize.store import Store  # noqa: PLC0415
+
+        files, size = FileCache(Store.open()).prune()
+        out.print(f"file cache: removed {files} files no output uses ({size / 1e6:.1f} MB)")
+    return 0
+
+
+def _collect_outputs(keep: int, dry_run: bool, root: Path) -> None:
     latest = (root / "latest").resolve() if (root / "latest").is_symlink() else None
     doomed = [p for p in outputs(root)[keep:] if p.resolve() != latest]
     for path in doomed:
@@ -36,14 +53,8 @@ def run(keep: int, dry_run: bool, root: Path = DEFAULT_ROOT) -> int:
     out.print(f"kept {len(outputs(root)) if not dry_run else len(outputs(root)) - len(doomed)} outputs")
     if not dry_run:
         # Replaced outputs are deleted in the background (output._discard); finish that now, so
-        # the prune below sees their links gone. A .old-* is never in use, nor an .upd-* (what an
-        # in-place update killed outright left; the next publish there builds afresh).
+        # the prune sees their links gone. A .old-* is never in use, nor (under the lock) an .upd-*
+        # (what an in-place update killed outright left; the next publish there builds afresh).
         for pattern in (".old-*", ".upd-*"):
             for leftover in root.glob(pattern):
                 shutil.rmtree(leftover, ignore_errors=True)
-        from materialize.filecache import FileCache  # noqa: PLC0415 - the store only when collecting
-        from materialize.store import Store  # noqa: PLC0415
-
-        files, size = FileCache(Store.open()).prune()
-        out.print(f"file cache: removed {files} files no output uses ({size / 1e6:.1f} MB)")
-    return 0

@@ -23,3 +23,35 @@ def test_gc_keeps_newest_and_latest(builder, tmp_path, monkeypatch):
     assert main(["gc", "--keep", "1"]) == 0
     assert [p.exists() for p in made] == [False, False, True, True]
     assert os.readlink(tmp_path / "build" / "materialized" / "latest") == made[-1].name
+
+
+def test_gc_waits_for_a_publish_in_progress(builder, tmp_path, monkeypatch):
+    """gc chose what to remove, then an apply re-used an old output and pointed `latest` at it, and gc
+    removed it anyway: `latest` named nothing. gc now holds the publishers' lock over its choice and
+    the removal."""
+    import threading
+
+    from materialize.locking import exclusive
+
+    b = builder({"f.txt": "a\n"})
+    for i in range(2):
+        b.add_patch(f"000{i + 1}-p", {"f.txt": f"v{i}\n"})
+    series = load_series(b.write())
+    monkeypatch.chdir(tmp_path)
+    old = write_output(materialize(series, upto=1))
+    time.sleep(0.05)
+    write_output(materialize(series, upto=2))
+    root = tmp_path / "build" / "materialized"
+    done = threading.Event()
+    with exclusive(str(root / ".materialize-output.lock")):  # an apply publishing, from gc's view
+        worker = threading.Thread(target=lambda: (main(["gc", "--keep", "1"]), done.set()))
+        # another thread of this process: the re-entrant lock is per thread, so gc must wait
+        worker.start()
+        time.sleep(0.5)
+        assert not done.is_set() and old.exists()
+        tmp = root / ".latest-x"
+        os.symlink(old.name, tmp)
+        os.replace(tmp, root / "latest")  # the apply re-used the old output
+    worker.join(30)
+    assert done.is_set()
+    assert old.exists() and os.readlink(root / "latest") == old.name
