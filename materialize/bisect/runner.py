@@ -18,7 +18,9 @@ position, the exit code and the end of stderr; 125 skips whatever was printed. O
 bisect has reported a gate result, a run that reports none is stopped the same way rather than
 read by its exit code.
 
-State is saved after every single result, so killing ``run`` loses at most the runs in flight.
+State is saved after every single result, so killing ``run`` loses at most the runs in flight. With
+``--ledger``, a run's records are appended (fsynced) before the state that counts it is saved: the
+ledger never lacks a run the state counts (a kill in between leaves one it has and the state not).
 """
 
 from __future__ import annotations
@@ -486,10 +488,13 @@ def run_loop(
                     ]
                 _record(state, result, out, pos, metric_failures, echo, [r.identity for r in written])
                 state.run_count += 1
-                store.save(state)
+                # The ledger first (each line fsynced), the state second: a kill between the two
+                # leaves a run the ledger keeps and the state does not count (it is run again, and
+                # 'bisect record' can still add the kept one), never a counted run the ledger lacks.
                 if ledger is not None:
                     for rec in written:
                         append_record(ledger, rec)
+                store.save(state)
     finally:
         import shutil
 
