@@ -36,12 +36,32 @@ def prepare(series: Series, position: int, root: Path, *, overlay: bool = True) 
 
 def series_hash(series: Series) -> str:
     """What a bisect was started on: the series file and every patch's content, hashed."""
+    return hash_of(series.path.read_bytes(), [(p.name, p.sha256()) for p in series.patches])
+
+
+def hash_of(series_text: bytes, patches: list[tuple[str, str]]) -> str:
+    """``series_hash`` of a series file's bytes and its (name, sha256) patches."""
     import hashlib
 
-    h = hashlib.sha256(series.path.read_bytes())
-    for p in series.patches:
-        h.update(f"\0{p.name}\0{p.sha256()}".encode())
+    h = hashlib.sha256(series_text)
+    for name, sha in patches:
+        h.update(f"\0{name}\0{sha}".encode())
     return h.hexdigest()
+
+
+def describe_change(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> str:
+    """What differs between two (name, sha256) lists of a series, in words naming the patches."""
+    old, new = dict(before), dict(after)
+    parts = []
+    if edited := [n for n, _ in after if n in old and old[n] != new[n]]:
+        parts.append("edited: " + ", ".join(edited))
+    if added := [n for n, _ in after if n not in old]:
+        parts.append("added: " + ", ".join(added))
+    if removed := [n for n, _ in before if n not in new]:
+        parts.append("removed: " + ", ".join(removed))
+    if not parts and [n for n, _ in before] != [n for n, _ in after]:
+        parts.append("patches reordered")
+    return "; ".join(parts) or "the series file itself was edited (patch options, targets or pins)"
 
 
 def patch_names(series: Series) -> dict[int, str]:

@@ -48,7 +48,7 @@ def render(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - materialize.bisect
 
 
 if TYPE_CHECKING:
-    from materialize.bisect.candidates import Candidate
+    from materialize.bisect.candidates import Candidate, SeriesIndex
     from materialize.bisect.state import BisectState, StateStore
     from materialize.bisect.validate import Checked
     from materialize.series import Series
@@ -165,6 +165,42 @@ def _state_series(state: BisectState, series_opt: str | None) -> Series:
             "the recorded positions no longer name the same code; 'bisect reset' and start again"
         )
     return series
+
+
+def _series_guard(state: BisectState, index: SeriesIndex) -> Callable[[], None]:
+    """A check that the series is still the one the bisect was started on, for ``bisect run``.
+
+    ``_state_series`` checks it when a command starts; a run lasts hours, and a ``refresh`` meanwhile
+    would change what the later candidates are built from: the same positions would name two codes.
+    The run calls this before and after building each candidate (an edit during a build may leave
+    the edited code in it, or a half-written patch that fails to apply: neither is used nor skipped).
+    Candidates already built keep their code (their directory is named by their id), so runs of them
+    in flight still count. A change stops the run (exit 2, as at start) naming what changed.
+    """
+    from materialize.bisect.candidates import describe_change, hash_of
+
+    recorded = Path(state.series)
+    start = list(zip(index.names, index.shas, strict=True))
+    expected = state.series_hash or hash_of(recorded.read_bytes(), start)
+
+    def check() -> None:
+        try:
+            series = _series.load_series(recorded)
+            now = [(p.name, p.sha256()) for p in series.patches]
+            text = recorded.read_bytes()
+        except (MaterializeError, OSError) as exc:  # caught mid-edit: unreadable is changed too
+            raise _state.BisectError(
+                f"{recorded} changed during 'bisect run' and cannot be read now ({exc}); stopped before "
+                "building another candidate (the runs recorded so far stay); 'bisect reset' and start again"
+            ) from None
+        if hash_of(text, now) != expected:
+            raise _state.BisectError(
+                f"{recorded} changed during 'bisect run' ({describe_change(start, now)}): the positions "
+                "would name other code from here on; stopped before building another candidate (the runs "
+                "recorded so far stay); 'bisect reset' and start again"
+            )
+
+    return check
 
 
 @bisect_group.command("start")
@@ -482,12 +518,15 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
 
             executor = RayExecutor([h for h in ray_hosts.split(",") if h])
         index = _candidates.SeriesIndex(series)
+        check = _series_guard(state, index)
+        check()  # the index (the records' prefixes) was read after _state_series: the same series?
         step = run_loop(
             store,
             list(command),
             _prepare_for(series, store, state),
             index.prefix_entries,
             executor=executor,
+            check_series=check,
             ledger=Path(ledger) if ledger else None,
             max_runs=max_runs,
             timeout=timeout,

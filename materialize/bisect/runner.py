@@ -423,13 +423,17 @@ def run_loop(
     max_runs: int | None = None,
     timeout: float | None = None,
     echo: Callable[[str], None] = print,
+    check_series: Callable[[], None] | None = None,
 ) -> session.Step:
     """Decide, materialize, run, record; repeat until decided, inconclusive or out of budget.
 
     The caller holds ``store.locked()`` for the whole loop: a second ``bisect run`` or a ``bisect
     good`` in the middle is refused (exit 5) instead of interleaving with this one. ``max_runs``
     is a budget for the whole bisect: runs done by earlier, interrupted invocations count.
+    ``check_series`` raises when the series changed since the bisect started; it is called before
+    and after each candidate is built, so no candidate of an edited series is run or skipped.
     """
+    check = check_series or (lambda: None)
     metric_failures: dict[int, int] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".run-", dir=store.dir))
@@ -450,14 +454,17 @@ def run_loop(
                 )
                 return step
             tasks: list[Task] = []
+            check()
             for position, repeats in step.runs:
                 try:
                     cand = prepare(position)
                 except MaterializeError as exc:
+                    check()  # a patch refreshed meanwhile is the reason, not this prefix
                     # A prefix that does not materialize cannot be tested: git bisect's "skip".
                     echo(f"position {position}: cannot materialize ({exc}); skipping it")
                     session.skip(state, position)
                     continue
+                check()  # built from the series the bisect started on, not from an edit in between
                 session.note_candidate(state, position, cand.materialization_id)
                 for _ in range(repeats):
                     slot = len(tasks) % executor.jobs
