@@ -387,7 +387,7 @@ def regenerate(
     for (sec, ch), blocks in zip(ordered, scripts, strict=True):
         keep_header = sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
         head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
-        out += head
+        out += (sec.lead if sec is not None else []) + head  # the garbage lines before it stay with it
         if ch.base != ch.cur:
             pieces = _file_hunks(sec if keep_header else None, _lines(ch.base), _lines(ch.prev), _lines(ch.cur),
                                  context, blocks, names)
@@ -404,6 +404,7 @@ def _refuse_binary_payloads(old: PatchText | None, source: str) -> None:
         return
     line = 1 + old.header.count(b"\n")
     for sec in old.sections:
+        line += len(sec.lead)
         for offset, text in enumerate(sec.header):
             if text.startswith(b"GIT binary patch"):
                 raise PatchApplyError(
@@ -411,7 +412,7 @@ def _refuse_binary_payloads(old: PatchText | None, source: str) -> None:
                     "nor writes: regenerating the patch would drop it; nothing was written. Move it out of the "
                     "patch by hand (or leave the patch as it is and pop)"
                 )
-        line += sec.raw.count(b"\n")
+        line += sec.raw.count(b"\n") - len(sec.lead)
 
 
 def diff_files(changes: list[FileChange], *, strip: int = 1, context: int = CONTEXT) -> bytes:

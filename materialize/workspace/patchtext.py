@@ -61,11 +61,17 @@ def _side(body: list[bytes], keep: bytes) -> list[bytes]:
 
 
 class FileSection:
-    """One file's part of a patch: raw header lines (``diff --git``, modes, ``---``/``+++``) and hunks."""
+    """One file's part of a patch: raw header lines (``diff --git``, modes, ``---``/``+++``) and hunks.
 
-    __slots__ = ("header", "hunks", "old_path", "new_path", "old_mode", "new_mode", "rename", "binary")
+    ``lead`` holds the lines between the previous section's last hunk and this header that GNU patch
+    skips as garbage (``Only in``, ``Binary files ... differ``, blank lines): kept as they are, with
+    the section. A plain diff's own preamble (``diff -Naur a/x b/x``, ``Index:``/``====``, CVS's
+    ``RCS file:``) is the start of its header, as the applier reads it."""
 
-    def __init__(self, header: list[bytes]) -> None:
+    __slots__ = ("lead", "header", "hunks", "old_path", "new_path", "old_mode", "new_mode", "rename", "binary")
+
+    def __init__(self, header: list[bytes], lead: list[bytes] | None = None) -> None:
+        self.lead = lead or []
         self.header = header
         self.hunks: list[Hunk] = []
         self.old_path: str | None = None  # None for /dev/null (new file)
@@ -77,7 +83,7 @@ class FileSection:
 
     @property
     def raw(self) -> bytes:
-        return b"".join(self.header) + b"".join(h.raw for h in self.hunks)
+        return b"".join(self.lead) + b"".join(self.header) + b"".join(h.raw for h in self.hunks)
 
     def path(self) -> str:
         return (self.new_path or self.old_path) or ""
@@ -111,6 +117,10 @@ def _strip_path(raw: bytes, strip: int) -> str | None:
     return "/".join(parts[strip:])
 
 
+# A plain diff's per-file preamble before its ``---`` line (the applier's ``_PREAMBLE``).
+_PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
+
+
 def _is_file_start(lines: list[bytes], i: int) -> bool:
     line = lines[i]
     if line.startswith(b"diff --git "):
@@ -118,6 +128,19 @@ def _is_file_start(lines: list[bytes], i: int) -> bool:
     if line.startswith(b"Index: ") and i + 1 < len(lines) and lines[i + 1].startswith(b"===="):
         return True
     return line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+
+
+def _next_section(lines: list[bytes], i: int) -> int:
+    """Where the next file section begins at or after ``i`` (``len(lines)`` when none does), the way GNU
+    patch finds it: lines that start none are garbage it skips (``diff -Naur`` command lines, ``Only
+    in``, ``Binary files ... differ``, blank lines). A plain section begins at its preamble."""
+    j = i
+    while j < len(lines) and not _is_file_start(lines, j):
+        j += 1
+    if j < len(lines) and not lines[j].startswith(b"diff --git "):
+        while j > i and _PREAMBLE.match(lines[j - 1]) and not lines[j - 1].startswith(b"diff --git "):
+            j -= 1
+    return j
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -132,19 +155,18 @@ def split_lines(data: bytes) -> list[bytes]:
 def parse(data: bytes, *, source: str = "<patch>", strip: int = 1) -> PatchText:
     """Split ``data`` into header, file sections and trailer; raise PatchFormatError naming the line."""
     lines = split_lines(data)
-    i = 0
-    while i < len(lines) and not _is_file_start(lines, i):
-        i += 1
+    i = _next_section(lines, 0)
     header = b"".join(lines[:i])
     sections: list[FileSection] = []
-    trailer_start = len(lines)
     while i < len(lines):
-        if not _is_file_start(lines, i):
-            trailer_start = i
-            break
-        section, i = _parse_section(lines, i, source, strip)
+        start = _next_section(lines, i)
+        if start == len(lines):
+            break  # garbage after the last section: the trailer (a format-patch signature, ...)
+        section, end = _parse_section(lines, start, source, strip)
+        section.lead = lines[i:start]
         sections.append(section)
-    trailer = b"".join(lines[trailer_start:]) if trailer_start < len(lines) else b""
+        i = end
+    trailer = b"".join(lines[i:])
     return PatchText(header=header, sections=sections, trailer=trailer)
 
 
@@ -160,7 +182,7 @@ def _parse_section(lines: list[bytes], i: int, source: str, strip: int) -> tuple
     seen_minus = False
     while i < len(lines):
         line = lines[i]
-        if i > start and (line.startswith(b"diff --git ") or (line.startswith(b"Index: ") and not git)):
+        if i > start and line.startswith(b"diff --git "):
             break
         if line.startswith(b"@@ "):
             break
@@ -175,7 +197,7 @@ def _parse_section(lines: list[bytes], i: int, source: str, strip: int) -> tuple
             continue
         if git and not seen_minus:
             _git_meta(sec, line, strip)
-        elif not git and i > start and not line.startswith((b"Index: ", b"====")):
+        elif not git and i > start and (seen_minus or not _PREAMBLE.match(line)):
             break
         sec.header.append(line)
         i += 1

@@ -1,0 +1,180 @@
+"""Refresh of patches GNU patch reads but git does not write: ``diff -Naur`` output (a ``diff ...``
+command line before each file, ``Only in``/``Binary files`` lines and blank lines between files), and
+file/symlink changes. The oracle is GNU patch (``patch -p1``) and quilt (``quilt push``): the refreshed
+patch must turn upstream into exactly the work/ tree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from materialize.cli import main
+from materialize.workspace.patchtext import parse, touched
+
+SERIES = """\
+version: 1
+patches_dir: ../patches
+defaults: {strip: 1, max_fuzz: 0}
+targets:
+  t:
+    pin: {kind: path, path: ../up}
+patches: %s
+"""
+
+NAUR = (
+    b"Three files, as diff -Naur writes them.\n\n"
+    b"diff -Naur a/f1 b/f1\n--- a/f1\t2026-01-01 00:00:00.000000000 +0000\n+++ b/f1\t2026-01-02 00:00:00.000000000 +0000\n"
+    b"@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+    b"Only in b: newdir\n"
+    b"Binary files a/img.bin and b/img.bin differ\n"
+    b"diff -Naur a/f2 b/f2\n--- a/f2\n+++ b/f2\n@@ -1 +1 @@\n-x\n+X\n"
+    b"\n"
+    b"diff -Naur a/f3 b/f3\n--- a/f3\n+++ b/f3\n@@ -1,3 +1,3 @@\n-q\n+Q\n r\n s\n"
+)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Every entry below ``root``: ("link", target) or ("file"/"exec", bytes); quilt's .pc and patches
+    left out."""
+    out: dict[str, tuple[str, bytes | str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".pc", "patches")]
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            else:
+                out[rel] = ("exec" if os.access(p, os.X_OK) else "file", p.read_bytes())
+    return out
+
+
+def assert_gnu_and_quilt_give_work(tmp: Path, up: Path, patch: bytes, work: Path) -> None:
+    """``patch -p1`` and ``quilt push`` of ``patch`` on a copy of ``up`` both give exactly ``work``."""
+    gnu = tmp / "oracle-gnu"
+    shutil.rmtree(gnu, ignore_errors=True)
+    shutil.copytree(up, gnu, symlinks=True)
+    proc = subprocess.run(["patch", "-p1", "-F0", "-s", "-d", str(gnu)], input=patch, capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rej in list(gnu.rglob("*.orig")):
+        rej.unlink()
+    assert snapshot(gnu) == snapshot(work)
+    q = tmp / "oracle-quilt"
+    shutil.rmtree(q, ignore_errors=True)
+    shutil.copytree(up, q, symlinks=True)
+    (q / "patches").mkdir()
+    (q / "patches" / "p.patch").write_bytes(patch)
+    (q / "patches" / "series").write_text("p.patch\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUILT")}
+    env["HOME"] = str(tmp)  # no ~/.quiltrc
+    proc = subprocess.run(["quilt", "push", "-a", "-q"], cwd=q, env=env, capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert snapshot(q) == snapshot(work)
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Ada Tester")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ada@example.com")
+    root = tmp_path / "proj"
+    (root / "up").mkdir(parents=True)
+    (root / "series").mkdir()
+    (root / "patches" / "t").mkdir(parents=True)
+    return root
+
+
+def series(root: Path, patches: str = "[]") -> list[str]:
+    (root / "series" / "default.yaml").write_text(SERIES % patches)
+    return ["--series", str(root / "series" / "default.yaml")]
+
+
+def naur_workspace(root: Path) -> list[str]:
+    up = root / "up"
+    (up / "f1").write_bytes(b"a\nb\n")
+    (up / "f2").write_bytes(b"x\n")
+    (up / "f3").write_bytes(b"q\nr\ns\n")
+    (root / "patches" / "t" / "p0.patch").write_bytes(NAUR)
+    args = series(root, "[{patch: t/p0.patch, target: t}]")
+    assert main(["push", "-a", *args]) == 0
+    return args
+
+
+# -- 1. file sections after garbage lines ---------------------------------------------------------------
+
+
+def test_diff_naur_sections_after_garbage_lines_are_all_parsed_and_render_byte_for_byte() -> None:
+    parsed = parse(NAUR)
+    assert parsed.render() == NAUR
+    assert [s.path() for s in parsed.sections] == ["f1", "f2", "f3"]
+    assert parsed.header == b"Three files, as diff -Naur writes them.\n\n"  # the diff line is the file's
+    assert parsed.trailer == b""
+    assert touched(NAUR) == [("f1", "f1"), ("f2", "f2"), ("f3", "f3")]
+
+
+def test_garbage_after_the_last_section_stays_the_trailer() -> None:
+    data = NAUR + b"Only in b: zzz\n-- \n2.40.1\n\n"
+    parsed = parse(data)
+    assert parsed.render() == data
+    assert [s.path() for s in parsed.sections] == ["f1", "f2", "f3"]
+    assert parsed.trailer == b"Only in b: zzz\n-- \n2.40.1\n\n"
+
+
+def test_a_git_section_after_garbage_lines_is_a_section_too() -> None:
+    data = (b"diff --git a/f1 b/f1\n--- a/f1\n+++ b/f1\n@@ -1 +1 @@\n-a\n+A\n\n"
+            b"diff --git a/f2 b/f2\nold mode 100644\nnew mode 100755\n")
+    parsed = parse(data)
+    assert parsed.render() == data
+    assert [s.path() for s in parsed.sections] == ["f1", "f2"]
+
+
+def test_refresh_records_an_edit_to_a_file_after_the_first_section_of_a_diff_naur_patch(
+        ws: Path, tmp_path: Path, capsys) -> None:
+    args = naur_workspace(ws)
+    work = ws / "work" / "t"
+    (work / "f3").write_bytes(b"Q\nr\nEDITED\n")
+    capsys.readouterr()
+    assert main(["refresh", *args]) == 0
+    assert "unchanged" not in capsys.readouterr().out
+    new = (ws / "patches" / "t" / "p0.patch").read_bytes()
+    assert b"+EDITED\n" in new
+    # everything but f3's hunk is byte-identical: the diff lines, Only in, Binary files, the blank line
+    assert new.startswith(NAUR[: NAUR.index(b"@@ -1,3 +1,3 @@\n-q")])
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+    # and an edit to the middle file, with a new file added to the patch
+    assert main(["add", "f4", *args]) == 0
+    (work / "f4").write_bytes(b"new\n")
+    (work / "f2").write_bytes(b"X2\n")
+    assert main(["refresh", *args]) == 0
+    newer = (ws / "patches" / "t" / "p0.patch").read_bytes()
+    assert b"Only in b: newdir\nBinary files a/img.bin and b/img.bin differ\ndiff -Naur a/f2 b/f2\n" in newer
+    assert b"\ndiff -Naur a/f3 b/f3\n" in newer and b"+X2\n" in newer and b"+new\n" in newer
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", newer, work)
+    assert main(["pop", *args]) == 0
+    assert main(["push", *args]) == 0
+    assert snapshot(work) == {"f1": ("file", b"a\nB\n"), "f2": ("file", b"X2\n"), "f3": ("file", b"Q\nr\nEDITED\n"),
+                              "f4": ("file", b"new\n")}
+
+
+def test_reverting_a_later_file_of_a_diff_naur_patch_drops_its_section(ws: Path, tmp_path: Path) -> None:
+    args = naur_workspace(ws)
+    work = ws / "work" / "t"
+    (work / "f2").write_bytes(b"x\n")
+    assert main(["refresh", *args]) == 0
+    new = (ws / "patches" / "t" / "p0.patch").read_bytes()
+    assert b"a/f2" not in new and b"diff -Naur a/f3 b/f3\n" in new
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+
+
+def test_diff_shows_every_file_of_a_diff_naur_patch(ws: Path, capsys) -> None:
+    args = naur_workspace(ws)
+    (ws / "work" / "t" / "f3").write_bytes(b"Q\nr\nEDITED\n")
+    capsys.readouterr()
+    assert main(["diff", *args]) == 0
+    out = capsys.readouterr().out
+    assert "f1" in out and "f2" in out and "+EDITED" in out
