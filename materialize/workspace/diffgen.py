@@ -32,6 +32,7 @@ from materialize.workspace.patchtext import (
 )
 
 CONTEXT = 3
+LINK_MODE = "120000"
 _FUNCNAME = re.compile(rb"^[A-Za-z_$]")
 
 
@@ -366,7 +367,7 @@ def regenerate(
     _refuse_binary_payloads(old, source)
     by_path = {ch.path: ch for ch in changes}
     prefixes = _prefixes(old, strip)
-    ordered: list[tuple[FileSection | None, FileChange]] = []
+    matched: list[tuple[FileSection | None, FileChange]] = []
     used: set[str] = set()
     for sec in old.sections if old else []:
         key = sec.path()
@@ -374,26 +375,54 @@ def regenerate(
         if ch is None or key in used:
             continue
         used.add(key)
-        ordered.append((sec, ch))
-    ordered += [(None, by_path[p]) for p in sorted(by_path) if p not in used]
+        matched.append((sec, ch))
+    matched += [(None, by_path[p]) for p in sorted(by_path) if p not in used]
 
-    ordered = [(sec, ch) for sec, ch in ordered if not ch.is_noop()]
-    for _sec, ch in ordered:
+    # (garbage lines kept before the section, old section, change)
+    ordered: list[tuple[list[bytes], FileSection | None, FileChange]] = []
+    for sec, ch in matched:
+        if _type_change(ch):
+            ordered += _split_type_change(old, sec, ch)
+        elif not ch.is_noop():
+            ordered.append((sec.lead if sec is not None else [], sec, ch))
+    for _lead, _sec, ch in ordered:
         if (ch.base is not None and b"\0" in ch.base) or (ch.cur is not None and b"\0" in ch.cur):
             raise PatchFormatError(f"{ch.path}: binary files cannot go into a text patch")
     engine, names = _style(old)
-    scripts = edit_scripts([(ch.base or b"", ch.cur or b"") for _sec, ch in ordered], engine, context)
+    scripts = edit_scripts([(ch.base or b"", ch.cur or b"") for _lead, _sec, ch in ordered], engine, context)
     out = [old.header if old else header]
-    for (sec, ch), blocks in zip(ordered, scripts, strict=True):
-        keep_header = sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
+    for (lead, sec, ch), blocks in zip(ordered, scripts, strict=True):
+        keep_header = (sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks))
         head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
-        out += (sec.lead if sec is not None else []) + head  # the garbage lines before it stay with it
+        out += lead + head  # the garbage lines before a section stay with it
         if ch.base != ch.cur:
             pieces = _file_hunks(sec if keep_header else None, _lines(ch.base), _lines(ch.prev), _lines(ch.cur),
                                  context, blocks, names)
             out += [_render_hunk(p) for p in pieces]
     out.append(old.trailer if old else b"")
     return b"".join(out)
+
+
+def _is_link(mode: str | None) -> bool:
+    return mode == LINK_MODE
+
+
+def _type_change(ch: FileChange) -> bool:
+    """A regular file that became a symlink or the reverse (GNU patch: "can't change file type")."""
+    return ch.base is not None and ch.cur is not None and _is_link(ch.old_mode) != _is_link(ch.new_mode)
+
+
+def _split_type_change(old: PatchText | None, sec: FileSection | None,
+                       ch: FileChange) -> list[tuple[list[bytes], FileSection | None, FileChange]]:
+    """What git writes for a change of file type, the only form GNU patch and quilt apply: the old
+    file's deletion, then the new one's creation (each keeps an old section of its own kind)."""
+    gone = ch._replace(path=ch.source_path, old_path=None, cur=None, prev=None, new_mode=None)
+    made = ch._replace(old_path=None, base=None, old_mode=None)
+    sections = old.sections if old else []
+    s_gone = next((s for s in sections if s.new_path is None and s.old_path == gone.path), None)
+    s_made = next((s for s in sections if s.old_path is None and s.new_path == made.path), None)
+    lead = sec.lead if sec is not None else []
+    return [(lead, s_gone, gone), (s_made.lead if s_made is not None and s_made is not sec else [], s_made, made)]
 
 
 def _refuse_binary_payloads(old: PatchText | None, source: str) -> None:

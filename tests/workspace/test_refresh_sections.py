@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from materialize.cli import main
+from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.patchtext import parse, touched
 
 SERIES = """\
@@ -53,8 +54,21 @@ def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
     return out
 
 
+def expected_tree(up: Path, patch: bytes, work: Path) -> dict[str, tuple[str, bytes | str]]:
+    """The sparse work/ over upstream: a file the patch touches is as in work/ (absent: deleted)."""
+    want = snapshot(up)
+    have = snapshot(work)
+    for src, dest in touched(patch):
+        for path in (src, dest):
+            want.pop(path, None)
+            if path in have:
+                want[path] = have[path]
+    return want
+
+
 def assert_gnu_and_quilt_give_work(tmp: Path, up: Path, patch: bytes, work: Path) -> None:
     """``patch -p1`` and ``quilt push`` of ``patch`` on a copy of ``up`` both give exactly ``work``."""
+    want = expected_tree(up, patch, work)
     gnu = tmp / "oracle-gnu"
     shutil.rmtree(gnu, ignore_errors=True)
     shutil.copytree(up, gnu, symlinks=True)
@@ -62,7 +76,7 @@ def assert_gnu_and_quilt_give_work(tmp: Path, up: Path, patch: bytes, work: Path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for rej in list(gnu.rglob("*.orig")):
         rej.unlink()
-    assert snapshot(gnu) == snapshot(work)
+    assert snapshot(gnu) == want
     q = tmp / "oracle-quilt"
     shutil.rmtree(q, ignore_errors=True)
     shutil.copytree(up, q, symlinks=True)
@@ -73,7 +87,7 @@ def assert_gnu_and_quilt_give_work(tmp: Path, up: Path, patch: bytes, work: Path
     env["HOME"] = str(tmp)  # no ~/.quiltrc
     proc = subprocess.run(["quilt", "push", "-a", "-q"], cwd=q, env=env, capture_output=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert snapshot(q) == snapshot(work)
+    assert snapshot(q) == want
 
 
 @pytest.fixture
@@ -178,3 +192,69 @@ def test_diff_shows_every_file_of_a_diff_naur_patch(ws: Path, capsys) -> None:
     assert main(["diff", *args]) == 0
     out = capsys.readouterr().out
     assert "f1" in out and "f2" in out and "+EDITED" in out
+
+
+# -- 2. and 3. symlinks ----------------------------------------------------------------------------------
+
+
+def one_patch(ws: Path, setup) -> tuple[list[str], Path]:
+    up = ws / "up"
+    (up / "f").write_bytes(b"a\n")
+    (up / "g").write_bytes(b"b\n")
+    setup(up)
+    args = series(ws)
+    assert main(["new", "p1", "-t", "t", *args]) == 0
+    return args, ws / "work" / "t"
+
+
+def test_refresh_writes_a_file_turned_symlink_as_a_delete_and_a_create(ws: Path, tmp_path: Path) -> None:
+    args, work = one_patch(ws, lambda up: None)
+    assert main(["add", "g", *args]) == 0
+    (work / "g").unlink()
+    (work / "g").symlink_to("f")
+    assert main(["refresh", *args]) == 0
+    new = (ws / "patches" / "t" / "p1.patch").read_bytes()
+    assert b"deleted file mode 100644\n" in new and b"new file mode 120000\n" in new
+    assert b"old mode" not in new
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+    assert main(["pop", *args]) == 0 and main(["push", *args]) == 0
+    assert (work / "g").is_symlink() and os.readlink(work / "g") == "f"
+    assert main(["refresh", *args]) == 0  # and again: nothing moves
+    assert (ws / "patches" / "t" / "p1.patch").read_bytes() == new
+
+
+def test_refresh_writes_a_symlink_turned_file_as_a_delete_and_a_create(ws: Path, tmp_path: Path) -> None:
+    args, work = one_patch(ws, lambda up: (up / "l").symlink_to("f"))
+    assert main(["add", "l", *args]) == 0
+    (work / "l").unlink()
+    (work / "l").write_bytes(b"now a file\n")
+    assert main(["refresh", *args]) == 0
+    new = (ws / "patches" / "t" / "p1.patch").read_bytes()
+    assert b"deleted file mode 120000\n" in new and b"new file mode 100644\n" in new
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+    assert main(["pop", *args]) == 0 and main(["push", *args]) == 0
+    assert not (work / "l").is_symlink() and (work / "l").read_bytes() == b"now a file\n"
+
+
+def test_a_file_of_a_diff_naur_patch_turned_symlink_keeps_the_garbage_before_it(tmp_path: Path) -> None:
+    old = parse(NAUR)
+    changes = [FileChange("f1", b"a\nb\n", b"a\nB\n", prev=b"a\nB\n"),
+               FileChange("f2", b"x\n", b"f1", prev=b"X\n", new_mode="120000"),
+               FileChange("f3", b"q\nr\ns\n", b"Q\nr\ns\n", prev=b"Q\nr\ns\n")]
+    new = regenerate(old, changes)
+    assert new.startswith(NAUR[: NAUR.index(b"diff -Naur a/f2")])
+    assert (b"Binary files a/img.bin and b/img.bin differ\ndiff --git a/f2 b/f2\ndeleted file mode 100644\n" in new)
+    assert b"diff --git a/f2 b/f2\nnew file mode 120000\n" in new
+    assert new.endswith(NAUR[NAUR.index(b"\ndiff -Naur a/f3"):])
+    up, work = tmp_path / "up", tmp_path / "work"
+    for root in (up, work):
+        root.mkdir()
+    (up / "f1").write_bytes(b"a\nb\n")
+    (up / "f2").write_bytes(b"x\n")
+    (up / "f3").write_bytes(b"q\nr\ns\n")
+    (work / "f1").write_bytes(b"a\nB\n")
+    (work / "f2").symlink_to("f1")
+    (work / "f3").write_bytes(b"Q\nr\ns\n")
+    assert_gnu_and_quilt_give_work(tmp_path, up, new, work)
+    again = regenerate(parse(new), [changes[0], changes[1]._replace(prev=b"f1"), changes[2]])
+    assert again == new
