@@ -300,6 +300,9 @@ def _git_header(ch: FileChange, prefixes: tuple[str, str]) -> list[bytes]:
             out += [f"old mode {ch.old_mode}\n", f"new mode {ch.new_mode}\n"]
         if src != dst:
             out += [f"similarity index {_similarity(ch.base, ch.cur)}%\n", f"rename from {src}\n", f"rename to {dst}\n"]
+        if ch.base != ch.cur and _is_link(ch.old_mode) and _is_link(ch.new_mode):
+            # a symlink's new target: without the mode GNU patch takes the section for a regular file's
+            out.append(f"index {blob_id(ch.base)[:7]}..{blob_id(ch.cur)[:7]} {ch.new_mode}\n")
     if ch.base != ch.cur:
         out.append(f"--- {'/dev/null' if ch.base is None else a + src}\n")
         out.append(f"+++ {'/dev/null' if ch.cur is None else b + dst}\n")
@@ -392,7 +395,8 @@ def regenerate(
     scripts = edit_scripts([(ch.base or b"", ch.cur or b"") for _lead, _sec, ch in ordered], engine, context)
     out = [old.header if old else header]
     for (lead, sec, ch), blocks in zip(ordered, scripts, strict=True):
-        keep_header = (sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks))
+        keep_header = (sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
+                       and _types_hold(sec, ch))
         head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
         out += lead + head  # the garbage lines before a section stay with it
         if ch.base != ch.cur:
@@ -423,6 +427,13 @@ def _split_type_change(old: PatchText | None, sec: FileSection | None,
     s_made = next((s for s in sections if s.old_path is None and s.new_path == made.path), None)
     lead = sec.lead if sec is not None else []
     return [(lead, s_gone, gone), (s_made.lead if s_made is not None and s_made is not sec else [], s_made, made)]
+
+
+def _types_hold(sec: FileSection, ch: FileChange) -> bool:
+    """Does the old header tell GNU patch a symlink is one (a mode line or git's ``index`` line with
+    120000) on each side the file exists, and a regular file is not?"""
+    return ((ch.base is None or _is_link(sec.old_mode) == _is_link(ch.old_mode))
+            and (ch.cur is None or _is_link(sec.new_mode) == _is_link(ch.new_mode)))
 
 
 def _refuse_binary_payloads(old: PatchText | None, source: str) -> None:

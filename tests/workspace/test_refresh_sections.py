@@ -236,6 +236,42 @@ def test_refresh_writes_a_symlink_turned_file_as_a_delete_and_a_create(ws: Path,
     assert not (work / "l").is_symlink() and (work / "l").read_bytes() == b"now a file\n"
 
 
+def test_refresh_records_a_symlink_retarget_with_gits_index_line(ws: Path, tmp_path: Path) -> None:
+    args, work = one_patch(ws, lambda up: (up / "l").symlink_to("f"))
+    assert main(["add", "l", *args]) == 0
+    (work / "l").unlink()
+    (work / "l").symlink_to("g")
+    assert main(["refresh", *args]) == 0
+    new = (ws / "patches" / "t" / "p1.patch").read_bytes()
+    lines = new.splitlines()
+    index = next(line for line in lines if line.startswith(b"index "))
+    assert index.endswith(b" 120000")
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+    assert main(["pop", *args]) == 0 and main(["push", *args]) == 0
+    assert os.readlink(work / "l") == "g"
+    (work / "l").unlink()
+    (work / "l").symlink_to("missing")
+    assert main(["refresh", *args]) == 0
+    again = (ws / "patches" / "t" / "p1.patch").read_bytes()
+    assert b"+missing\n" in again
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", again, work)
+
+
+def test_a_plain_section_of_a_symlink_gets_a_git_header_that_says_so(tmp_path: Path) -> None:
+    """A ``--- a/l`` / ``+++ b/l`` section (no mode: a regular file to GNU patch) of a link whose target
+    changed again is rewritten with git's header (``index ... 120000``); its garbage lead stays."""
+    old = parse(b"desc\n\nOnly in b: d\ndiff -u a/l b/l\n--- a/l\n+++ b/l\n@@ -1 +1 @@\n-f\n\\ No newline at end of file\n"
+                b"+g\n\\ No newline at end of file\n")
+    new = regenerate(old, [FileChange("l", b"f", b"h", prev=b"g", old_mode="120000", new_mode="120000")])
+    assert new.startswith(b"desc\n\nOnly in b: d\ndiff --git a/l b/l\nindex ")
+    assert b" 120000\n--- a/l\n+++ b/l\n" in new and b"+h\n" in new
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "l").symlink_to("f")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "l").symlink_to("h")
+    assert_gnu_and_quilt_give_work(tmp_path, tmp_path / "up", new, tmp_path / "work")
+
+
 def test_a_file_of_a_diff_naur_patch_turned_symlink_keeps_the_garbage_before_it(tmp_path: Path) -> None:
     old = parse(NAUR)
     changes = [FileChange("f1", b"a\nb\n", b"a\nB\n", prev=b"a\nB\n"),
