@@ -318,16 +318,54 @@ def header(series_path: Path | None, patch: str | None, edit_: bool, set_from: s
         current = edit.header_of(entry.read())
         if set_from is not None:
             text = sys.stdin.buffer.read() if set_from == "-" else Path(set_from).read_bytes()
-            edit.set_header(ws, text, patch)
+            edit.set_header(ws, text, entry)
             return 0
     if edit_:
-        edited = _edit_text(current)  # outside the lock
+        # The patch is the one named now, before the editor opens (outside the lock: a `pop` meanwhile
+        # made "the top" another patch, whose whole header the text replaced), and it is written only
+        # while its description is still the one the editor started from; else the text is kept.
+        edited = _edit_text(current)
         if edited is not None:
-            with _session(series_path, op) as ws:
-                edit.set_header(ws, edited, patch)
+            _write_edited_header(series_path, op, entry.name, current, edited)
         return 0
     sys.stdout.buffer.write(current)
     return 0
+
+
+def _write_edited_header(series_path: Path | None, op: str, name: str, before: bytes, edited: bytes) -> None:
+    """Write the description ``header -e`` got back from the editor into patch ``name``, under the
+    lock, only when its description is still ``before``; when anything refuses it (changed meanwhile,
+    renamed, deleted, a busy or interrupted workspace) the text is kept and the error says where."""
+    from materialize.workspace import edit
+
+    try:
+        with _session(series_path, op) as ws:
+            edit.set_header_if_unchanged(ws, name, before, edited)
+    except MaterializeError as exc:
+        kept = _keep_edited_header(series_path, name, edited)
+        error = MaterializeError(f"{exc}; the description you wrote is kept in {kept} (`materialize header --set "
+                                 f"{kept} PATCH` puts it in)")
+        error.exit_code = exc.exit_code
+        raise error from None
+
+
+def _keep_edited_header(series_path: Path | None, name: str, edited: bytes) -> Path:
+    """``edited`` in ``work/.materialize/saved/<stamp>-header/NAME.txt``, else (no workspace to put it
+    in, or it cannot be written) in a new file of the temporary folder."""
+    from materialize.workspace.session import find_series
+    from materialize.workspace.state import Workspace
+
+    try:
+        path = Workspace.open(find_series(series_path)).saved_dir("header") / f"{name}.txt"
+        path.write_bytes(edited)
+        return path
+    except (MaterializeError, OSError):
+        import tempfile
+
+        fd, other = tempfile.mkstemp(prefix=f"materialize-header-{name}-", suffix=".txt")
+        with open(fd, "wb") as handle:
+            handle.write(edited)
+        return Path(other)
 
 
 def _edit_text(text: bytes) -> bytes | None:

@@ -574,12 +574,27 @@ def header_of(data: bytes) -> bytes:
     return patchtext.parse(data).header
 
 
-def set_header(ws: Workspace, text: bytes, ref: str | None = None) -> PatchEntry:
+def set_header_if_unchanged(ws: Workspace, name: str, before: bytes, text: bytes) -> PatchEntry:
+    """``set_header`` of the patch called exactly ``name`` (never a prefix, a position or whatever is
+    the top now), refused while its description is no longer ``before``: ``header -e`` read it before
+    opening the editor, outside the lock, and another command may have changed or moved it since."""
+    found = [p for p in ws.series.patches if p.name == name]
+    if not found:
+        raise MaterializeError(f"header -e {name}: {name} is no longer in {ws.series.path} (renamed or deleted "
+                               "while the editor was open); nothing was written")
+    if header_of(found[0].read()) != before:
+        raise MaterializeError(f"header -e {name}: the description of {name} was changed while the editor was open "
+                               f"(by another `header`, a rebase, import-git…); nothing was written, so that "
+                               "change stays")
+    return set_header(ws, text, found[0])
+
+
+def set_header(ws: Workspace, text: bytes, ref: str | PatchEntry | None = None) -> PatchEntry:
     """Replace a patch's description; the diff part is kept byte for byte."""
     from materialize.workspace import patchtext
 
     state = ws.load()
-    entry = top_entry(ws, state) if ref is None else ws.series.find(ref)
+    entry = top_entry(ws, state) if ref is None else ref if not isinstance(ref, str) else ws.series.find(ref)
     data = entry.read()
     parsed = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
     if text and not text.endswith(b"\n"):

@@ -378,3 +378,51 @@ def test_new_and_rename_refuse_a_name_that_is_not_a_patch_name_before_writing_an
     assert sorted(p for p in project.rglob("*") if ".materialize" not in p.parts) == listing
     assert not Path("/tmp/x-outside.patch").exists() and not (project.parent / "x-outside.patch").exists()
     assert run(project, "refresh") == 0  # the workspace is not wedged
+
+
+def _header(project: Path, name: str) -> bytes:
+    return patch_file(project, name).read_bytes().split(b"diff --git")[0]
+
+
+def _editor_that(monkeypatch: pytest.MonkeyPatch, meanwhile, text: bytes = b"reworded description\n") -> None:
+    """$EDITOR as `header -e` runs it, with ``meanwhile`` run (another terminal) before it saves ``text``."""
+    from materialize.workspace import edit
+
+    def fake(files: list[str]) -> None:
+        meanwhile()
+        Path(files[0]).write_bytes(text)
+
+    monkeypatch.setattr(edit, "open_editor", fake)
+
+
+def test_header_e_writes_the_patch_it_opened_even_when_the_top_moves_meanwhile(project: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    run(project, "new", "0002-b", "--target", "tt-metal", "-m", "second words")
+    before_a = _header(project, "0001-a")
+    _editor_that(monkeypatch, lambda: run(project, "pop"))
+    assert run(project, "header", "-e") == 0
+    assert _header(project, "0001-a") == before_a  # never the patch that became the top
+    assert _header(project, "0002-b").startswith(b"reworded description\n")
+
+
+@pytest.mark.parametrize("meanwhile", ["header --set", "rename", "delete"])
+def test_header_e_refuses_when_its_patch_changed_meanwhile_and_keeps_the_text(
+        project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, meanwhile: str) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    run(project, "new", "0002-b", "--target", "tt-metal", "-m", "second words")
+    other = tmp_path / "other.txt"
+    other.write_bytes(b"the other terminal's words\n")
+    actions = {"header --set": lambda: run(project, "header", "--set", str(other), "0002-b"),
+               "rename": lambda: run(project, "rename", "0002-c"),
+               "delete": lambda: run(project, "delete", "-r", "0002-b")}
+    before_a = _header(project, "0001-a")
+    _editor_that(monkeypatch, actions[meanwhile])
+    with pytest.raises(MaterializeError, match="0002-b") as raised:
+        run(project, "header", "-e")
+    assert _header(project, "0001-a") == before_a
+    if meanwhile == "header --set":
+        assert _header(project, "0002-b").startswith(b"the other terminal's words\n")  # the other save stays
+    kept = list((project / "work" / ".materialize" / "saved").glob("*-header/0002-b.txt"))
+    assert len(kept) == 1 and kept[0].read_bytes() == b"reworded description\n"
+    assert str(kept[0]) in str(raised.value)
