@@ -148,12 +148,13 @@ def gc(keep: int, dry_run: bool) -> int:
 @option("quilt_dir", type=existing_dir, help="the quilt series directory (usually debian/patches)")
 @option("--upstream", required=True, help="DIR, archive, git+PATH_OR_URL@REV or pypi:NAME==VERSION")
 @option("--target", required=True, help="target name for the imported patches")
-@option("-o", dest="output", type=Path, help="series file to write (default: stdout)")
-def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | None) -> int:
+@option("-o", dest="output", type=Path, help="series file to write (default: stdout); an existing one only with --force")
+@option("-f", "--force", action="store_true", help="replace the -o file when it exists (the old one is kept as FILE.orig)")
+def import_quilt(quilt_dir: Path, upstream: str, target: str, output: Path | None, force: bool) -> int:
     """Turn a quilt series directory into a series file."""
     from materialize.commands import import_quilt as command
 
-    return command.run(quilt_dir, upstream, target, output)
+    return command.run(quilt_dir, upstream, target, output, force=force)
 
 
 def main(argv: list[str] | None = None) -> int:

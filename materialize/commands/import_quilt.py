@@ -7,14 +7,17 @@ allowed. quilt applies with GNU patch's default fuzz of 2, so the imported serie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
-from materialize.errors import SeriesError, UpstreamError
+from materialize.errors import MaterializeError, SeriesError, UpstreamError
 from materialize.series import check_inside, patch_name
 from materialize.upstream import parse_spec
 
@@ -194,14 +197,75 @@ def own_names(paths: list[str]) -> list[str | None]:
     return names
 
 
-def run(quilt_dir: Path, upstream: str, target: str, output: Path | None) -> int:
+def run(quilt_dir: Path, upstream: str, target: str, output: Path | None, *, force: bool = False) -> int:
+    """Print the imported series, or write it to ``output``: a file that exists is replaced only with
+    ``force``, under the lock of the workspace working from it, and kept first (``keep_copy``)."""
     destination = output or Path("series") / f"{quilt_dir.resolve().name}.yaml"
+    if output is not None and not force:
+        _refuse_existing(output)  # before the upstream is read (a git remote may be slow)
     document = build_series(quilt_dir, upstream, target, destination)
     text = "# imported from quilt series " + str(quilt_dir) + "\n" + yaml.safe_dump(document, sort_keys=False)
     if output is None:
         print(text, end="")
-    else:
-        from materialize.atomic import atomic_write
+        return 0
+    from materialize.atomic import atomic_write
 
+    kept = None
+    with _workspace_of(output):
+        if not force:
+            _refuse_existing(output)  # written meanwhile
+        elif output.exists() or output.is_symlink():
+            kept = keep_copy(output)
         atomic_write(output, text.encode())
+    if kept is not None:
+        print(f"materialize: the series that was in {output} is kept in {kept}", file=sys.stderr)
     return 0
+
+
+def _refuse_existing(output: Path) -> None:
+    if output.exists() or output.is_symlink():
+        raise MaterializeError(f"import-quilt: {output} already exists; nothing was written (`--force` replaces it, "
+                               f"keeping it as {output}.orig)")
+
+
+def keep_copy(path: Path) -> Path:
+    """``path``'s bytes in ``<path>.orig`` (patch's and quilt's habit), or ``.orig.1``, ``.orig.2``…:
+    never over an older copy."""
+    from materialize.atomic import atomic_write
+
+    copy, n = path.with_name(f"{path.name}.orig"), 0
+    while copy.exists() or copy.is_symlink():
+        n += 1
+        copy = path.with_name(f"{path.name}.orig.{n}")
+    atomic_write(copy, path.read_bytes())
+    return copy
+
+
+@contextlib.contextmanager
+def _workspace_of(series_path: Path) -> Iterator[None]:
+    """The lock of the workspace working from ``series_path`` (``work/`` beside its ``series/`` folder,
+    or MATERIALIZE_WORK), once its state allows a change (no interrupted operation, no rebase), as
+    every workspace command takes it: a `pop -a` running from the old series is not written under.
+    Nothing when there is no workspace, or it records another series."""
+    from materialize.workspace.session import guarded
+    from materialize.workspace.state import WORK_ENV
+
+    override = os.environ.get(WORK_ENV)
+    root = Path(override).resolve() if override else series_path.absolute().parent.parent / "work"
+    meta = root / ".materialize"
+    if not meta.is_dir() or not _records(meta, series_path):
+        yield
+        return
+    with guarded(meta, "import-quilt"):
+        yield
+
+
+def _records(meta: Path, series_path: Path) -> bool:
+    """Whether the workspace in ``meta`` works from ``series_path`` (or says nothing else)."""
+    import json
+
+    try:
+        recorded = json.loads((meta / "state.json").read_text())["series"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    return Path(recorded).resolve() == series_path.resolve()

@@ -237,3 +237,46 @@ def test_series_lines_are_read_as_quilt_reads_them(lines, tmp_path):
     else:
         assert code == 0, f"quilt applies {lines!r}, we refused it"
         assert tree_bytes(tmp_path / "out" / "t") == tree_bytes(work / "up-1.0")
+
+
+def _quilt_and_upstream(tmp_path: Path) -> tuple[Path, Path]:
+    quilt_dir, upstream = tmp_path / "debian" / "patches", tmp_path / "upstream"
+    quilt_dir.mkdir(parents=True)
+    upstream.mkdir()
+    (quilt_dir / "series").write_text("a.patch\n")
+    (quilt_dir / "a.patch").write_text("--- a/x\n+++ b/x\n@@ -0,0 +1 @@\n+x\n")
+    return quilt_dir, upstream
+
+
+def test_import_quilt_never_overwrites_a_series_without_force_and_keeps_the_old_one(tmp_path, capsys):
+    quilt_dir, upstream = _quilt_and_upstream(tmp_path)
+    out = tmp_path / "series" / "default.yaml"
+    out.parent.mkdir()
+    out.write_text("# hand-written\nversion: 1\n")
+    args = ["import-quilt", str(quilt_dir), "--upstream", str(upstream), "--target", "t", "-o", str(out)]
+    assert main(args) == 1
+    assert "already exists" in capsys.readouterr().err and out.read_text() == "# hand-written\nversion: 1\n"
+    assert main([*args, "--force"]) == 0
+    assert "a.patch" in out.read_text()
+    assert (tmp_path / "series" / "default.yaml.orig").read_text() == "# hand-written\nversion: 1\n"
+    assert str(out) + ".orig" in capsys.readouterr().err
+    out.write_text("# second hand\n")
+    assert main([*args, "--force"]) == 0  # never over an older copy
+    assert (tmp_path / "series" / "default.yaml.orig").read_text() == "# hand-written\nversion: 1\n"
+    assert (tmp_path / "series" / "default.yaml.orig.1").read_text() == "# second hand\n"
+
+
+def test_import_quilt_force_waits_for_no_one_working_in_the_series_workspace(tmp_path, monkeypatch):
+    from filelock import FileLock
+
+    monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    quilt_dir, upstream = _quilt_and_upstream(tmp_path)
+    out = tmp_path / "series" / "default.yaml"
+    out.parent.mkdir()
+    out.write_text("# hand-written\n")
+    (tmp_path / "work" / ".materialize").mkdir(parents=True)
+    args = ["import-quilt", str(quilt_dir), "--upstream", str(upstream), "--target", "t", "-o", str(out), "--force"]
+    with FileLock(str(tmp_path / "work" / ".materialize" / "lock")):
+        assert main(args) == 5  # busy: a `pop -a` is working from this series
+    assert out.read_text() == "# hand-written\n" and not (tmp_path / "series" / "default.yaml.orig").exists()
+    assert main(args) == 0
