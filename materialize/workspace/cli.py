@@ -370,15 +370,18 @@ def _keep_edited_header(series_path: Path | None, name: str, edited: bytes) -> P
 
 def _edit_text(text: bytes) -> bytes | None:
     """``text`` as $VISUAL/$EDITOR left it, or None when it came back unchanged (nothing to write)."""
-    import tempfile
-
     from materialize.workspace import edit
+    from materialize.workspace.diffscript import scratch_dir, scratch_write
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "description.txt"
-        path.write_bytes(text)
+    with scratch_dir("materialize-header-", "the description to edit") as tmp:
+        path = tmp / "description.txt"
+        scratch_write(path, text, "the description to edit")
         edit.open_editor([str(path)])
-        edited = path.read_bytes()
+        try:
+            edited = path.read_bytes()
+        except OSError as exc:  # the editor removed or replaced it by a folder
+            raise MaterializeError(f"header -e: the editor left no {path} to read ({exc.strerror}); nothing was "
+                                   "written") from None
     return edited if edited != text else None
 
 

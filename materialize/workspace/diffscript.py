@@ -10,10 +10,13 @@ diffs every file pair at once (``-U0``: the script does not depend on the contex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from materialize.errors import MaterializeError
@@ -41,6 +44,41 @@ def _command(engine: str, a: Path, b: Path, context: int) -> list[str]:
     return ["diff", "-r", "-U0", f"--horizon-lines={context}", "-a", str(a), str(b)]
 
 
+class ScratchError(MaterializeError):
+    """A file could not be written to the temporary folder (full, read-only, over quota): one line
+    naming it, exit 1; nothing of the workspace was written (the scratch files come before any)."""
+
+    exit_code = 1
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, what: str) -> Iterator[Path]:
+    """A new folder in the temporary folder ($TMPDIR) for ``what``, removed afterwards; a failure to
+    make it is a ``ScratchError``."""
+    try:
+        tmp = tempfile.mkdtemp(prefix=prefix)
+    except OSError as exc:
+        raise ScratchError(f"cannot make a temporary folder for {what} in {tempfile.gettempdir()}: "
+                           f"{exc.strerror or exc}; nothing was written (free space there, or set TMPDIR)") from None
+    try:
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scratch_write(path: Path, data: bytes | None, what: str) -> None:
+    """``data`` into the scratch file ``path`` (None: make the folder ``path``); a failure (ENOSPC
+    names no file) is a ``ScratchError`` naming ``what`` and ``path``."""
+    try:
+        if data is None:
+            path.mkdir()
+        else:
+            path.write_bytes(data)
+    except OSError as exc:
+        raise ScratchError(f"cannot write {what} to {path}: {exc.strerror or exc}; nothing was written (free space "
+                           f"in {tempfile.gettempdir()}, or set TMPDIR to a folder that has some)") from None
+
+
 def edit_scripts(pairs: list[tuple[bytes, bytes]], engine: str = GIT, context: int = 3) -> list[list[Block]]:
     """For each (base, cur) pair of text contents, the change blocks ``engine`` finds (as it would for
     a diff with ``context`` lines), in order."""
@@ -48,13 +86,13 @@ def edit_scripts(pairs: list[tuple[bytes, bytes]], engine: str = GIT, context: i
     todo = [k for k, (base, cur) in enumerate(pairs) if base != cur]
     if not todo:
         return out
-    with tempfile.TemporaryDirectory(prefix="materialize-diff-") as tmp:
+    with scratch_dir("materialize-diff-", "the diff's inputs") as tmp:
         a, b = Path(tmp, "a"), Path(tmp, "b")
-        a.mkdir()
-        b.mkdir()
+        scratch_write(a, None, "a diff input")
+        scratch_write(b, None, "a diff input")
         for k in todo:
-            (a / str(k)).write_bytes(pairs[k][0])
-            (b / str(k)).write_bytes(pairs[k][1])
+            scratch_write(a / str(k), pairs[k][0], "a diff input (a file's text before)")
+            scratch_write(b / str(k), pairs[k][1], "a diff input (a file's text now)")
         env = {**os.environ, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
         proc = subprocess.run(_command(engine, Path("a"), Path("b"), context), capture_output=True, env=env, cwd=tmp)
     if proc.returncode not in (0, 1):

@@ -426,3 +426,57 @@ def test_header_e_refuses_when_its_patch_changed_meanwhile_and_keeps_the_text(
     kept = list((project / "work" / ".materialize" / "saved").glob("*-header/0002-b.txt"))
     assert len(kept) == 1 and kept[0].read_bytes() == b"reworded description\n"
     assert str(kept[0]) in str(raised.value)
+
+
+@pytest.mark.parametrize("command", ["refresh", "diff"])
+def test_a_full_temporary_folder_is_one_line_and_exit_1_and_nothing_is_written(
+        project: Path, monkeypatch: pytest.MonkeyPatch, capsys, command: str) -> None:
+    import errno
+
+    from materialize.cli import main
+
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    run(project, "add", ATTN)
+    wfile(project).write_text(wfile(project).read_text().replace("import ", "import  ", 1))
+    before = patch_file(project, "0001-a").read_bytes()
+    state = (project / "work" / ".materialize" / "state.json").read_bytes()
+    real = Path.write_bytes
+
+    def full(self: Path, data: bytes) -> int:
+        if "materialize-diff-" in str(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    capsys.readouterr()
+    assert main([command, "--series", str(project / "series" / "default.yaml")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "No space left on device" in err and "materialize-diff-" in err
+    assert patch_file(project, "0001-a").read_bytes() == before
+    assert (project / "work" / ".materialize" / "state.json").read_bytes() == state
+    assert not list((project / "work" / ".materialize").glob("journal*"))
+
+
+def test_header_e_with_a_full_temporary_folder_is_one_line(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys) -> None:
+    import errno
+    import tempfile
+
+    from materialize.cli import main
+
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    before = patch_file(project, "0001-a").read_bytes()
+    real = Path.write_bytes
+
+    def full(self: Path, data: bytes) -> int:
+        if str(self).startswith(tempfile.gettempdir()) and self.name == "description.txt":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    monkeypatch.setenv("EDITOR", "true")
+    capsys.readouterr()
+    assert main(["header", "-e", "--series", str(project / "series" / "default.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "No space left on device" in err and "description.txt" in err
+    assert patch_file(project, "0001-a").read_bytes() == before
