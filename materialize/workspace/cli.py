@@ -183,10 +183,47 @@ def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
 
     with _session(series_path, "edit") as ws:
         paths = edit.add_files(ws, list(files))
+        top = ws.load().top
+    before = {path: _read_or_none(path) for path in paths}
     edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
+    changed = [path for path in paths if _read_or_none(path) != before[path]]
+    if changed:
+        _check_top_unmoved(series_path, top, changed)
     for path in paths:
         write(path)
     return 0
+
+
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
+def _check_top_unmoved(series_path: Path | None, top: str | None, changed: list[str]) -> None:
+    """After `edit`'s editor closed: when another command (pop, push, goto) moved the top meanwhile, the
+    files it saved lie over another patch's, and the next refresh would record them in that patch.
+    Nothing is written to a patch here: the files are copied under saved/ and the error says so."""
+    try:
+        with _session(series_path, "edit") as ws:
+            now = ws.load(allow_pending=True).top
+            if now == top:
+                return
+            kept = ws.saved_dir("edit")
+            for path in changed:
+                rel = Path(path).absolute().relative_to(ws.root.absolute())
+                (kept / rel).parent.mkdir(parents=True, exist_ok=True)
+                data = _read_or_none(path)
+                if data is not None:
+                    (kept / rel).write_bytes(data)
+    except MaterializeError:  # busy or interrupted: not told here (the files stay as saved)
+        return
+    raise MaterializeError(
+        f"edit: the top moved from {top} to {now or 'nothing applied'} while the editor was open: what you "
+        f"saved in {', '.join(changed)} is meant for {top}, but now lies over {now or 'the upstream'}'s files "
+        f"(a refresh would record it in {now or 'no patch'}); copies are in {kept}: `materialize goto {top} "
+        "--force` (which sets work/'s changes aside under saved/ too), copy them back, then refresh")
 
 
 def _report_refresh(plan: edit.RefreshPlan) -> None:

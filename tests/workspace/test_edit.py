@@ -480,3 +480,26 @@ def test_header_e_with_a_full_temporary_folder_is_one_line(project: Path, monkey
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "No space left on device" in err and "description.txt" in err
     assert patch_file(project, "0001-a").read_bytes() == before
+
+
+def test_edit_says_so_when_the_top_moved_while_the_editor_was_open(project: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from materialize.workspace import edit
+
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first")
+    run(project, "add", ATTN)
+    wfile(project).write_text(wfile(project).read_text().replace("import ", "import  ", 1))
+    run(project, "refresh")
+    run(project, "new", "0002-b", "--target", "tt-metal", "-m", "second")
+
+    def fake(files: list[str]) -> None:
+        run(project, "pop")  # another terminal: 0001-a is the top now
+        with open(files[0], "a") as handle:
+            handle.write("# meant for 0002-b\n")
+
+    monkeypatch.setattr(edit, "open_editor", fake)
+    with pytest.raises(MaterializeError, match="0002-b.*0001-a") as raised:
+        run(project, "edit", ATTN)
+    kept = list((project / "work" / ".materialize" / "saved").glob(f"*-edit/tt-metal/{ATTN}"))
+    assert len(kept) == 1 and kept[0].read_text().endswith("# meant for 0002-b\n")
+    assert str(kept[0].parents[3]) in str(raised.value)
