@@ -17,7 +17,6 @@ import difflib
 import json
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,11 +142,13 @@ def current_in_tree(store: Store, tree: str, path: str) -> tuple[str, bytes] | N
 
 def merge3(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> tuple[bytes, bool]:
     """``git merge-file``: (result, clean?) merging base→theirs into ours."""
-    with tempfile.TemporaryDirectory(prefix="materialize-merge-") as tmp:
+    from materialize.workspace.diffscript import scratch_dir, scratch_write
+
+    with scratch_dir("materialize-merge-", "a three-way merge") as tmp:
         paths = []
         for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
-            p = Path(tmp) / name
-            p.write_bytes(data)
+            p = tmp / name
+            scratch_write(p, data, f"the {name} side of a three-way merge")
             paths.append(str(p))
         proc = subprocess.run(
             ["git", "merge-file", "-p", "-L", labels[0], "-L", labels[1], "-L", labels[2], *paths],
