@@ -496,6 +496,8 @@ class _Parser:
                 is_new = self._slot_of(names, b"-")[3]
             if hunks[0].target_start == 0:
                 is_delete = self._slot_of(names, b"+")[3]
+        if not (is_new or is_delete or git.rename or git.copy) and (old_raw is None) != (new_raw is None):
+            old_raw = new_raw = old_raw or new_raw  # GNU patches the one file a ---/+++ line named
         if (old_raw is None and not is_new) or (new_raw is None and not is_delete):
             raise self.error(start, "cannot read file names from the 'diff --git' line (unquoted names with "
                                     "spaces) and no ---/+++ lines name the file: GNU patch cannot find it either")

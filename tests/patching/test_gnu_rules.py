@@ -133,6 +133,15 @@ def test_git_quoted_and_tab_terminated_names(tmp_path: Path) -> None:
     assert files == {'sp ace/q"uote': b"b\n", "my file": b"c\n"}
 
 
+@pytest.mark.parametrize("header", [b"--- a/my file\t\n", b"+++ b/my file\t\n"], ids=["only ---", "only +++"])
+def test_git_section_with_spaced_names_and_one_header_line(tmp_path: Path, header: bytes) -> None:
+    """The diff --git line cannot be read (unquoted spaces); GNU patches the one file the ---/+++ line
+    names. We refused it ("no ---/+++ lines name the file"); found by a fuzzer against quilt."""
+    patch = b"diff --git a/my file b/my file\n" + header + b"@@ -1 +1 @@\n-a\n+c\n"
+    _r, files = compare(tmp_path, {"my file": b"a\n"}, patch)
+    assert files == {"my file": b"c\n"}
+
+
 # -- 3. backslashes and colons are ordinary bytes ----------------------------------------------
 
 
