@@ -419,8 +419,9 @@ def _status(fuzz: int, offset: int) -> HunkStatus:
 
 
 def _creatable(fp: FilePatch) -> bool:
-    """GNU creates a missing file when the patch says the old side is missing or empty."""
-    return fp.is_new or bool(fp.hunks and fp.hunks[0].source_start == 0 and not fp.normal)
+    """GNU creates a missing file when the patch says the old side is missing or empty (a first hunk
+    from line 0, or git's index line naming the empty blob)."""
+    return fp.is_new or fp.may_be_missing or bool(fp.hunks and fp.hunks[0].source_start == 0 and not fp.normal)
 
 
 def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> FileResult:

@@ -136,6 +136,8 @@ class FilePatch(NamedTuple):
     is_git: bool = False
     index_path: str | None = None  # a plain section's ``Index:`` name: GNU's last resort when ---/+++ name none
     normal: bool = False  # a normal diff's section (``2c2``): GNU never takes its file to be missing or new
+    may_be_missing: bool = False  # git's index line names the empty blob: a missing file is patched as empty
+    may_be_missing_after: bool = False  # ... on the new side (what -R reads)
 
     @property
     def path(self) -> str | None:

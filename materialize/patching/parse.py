@@ -67,6 +67,7 @@ _GIT_EXT_HEADER = (
     b"rename from ", b"rename to ", b"index ", b"GIT binary patch",
 )
 ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
+_EMPTY_BLOB = b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
 # Line numbers of at most 18 digits: GNU keeps them in a ptrdiff_t and refuses a larger one ("line
 # number ... is too large"); an unbounded Python int would instead be "found" at a huge offset.
@@ -131,11 +132,13 @@ class _Region:
 class _GitHeaders:
     """What the ``diff --git`` extended header lines say about one file."""
 
-    __slots__ = ("is_new", "is_delete", "rename", "copy", "old_mode", "new_mode", "binary_payload")
+    __slots__ = ("is_new", "is_delete", "old_empty", "new_empty", "rename", "copy", "old_mode", "new_mode",
+                 "binary_payload")
 
     def __init__(self) -> None:
         self.is_new = False
         self.is_delete = False
+        self.old_empty = self.new_empty = False  # the index line names the empty blob on that side
         self.rename: set[str] = set()
         self.copy: set[str] = set()
         self.old_mode: str | None = None
@@ -516,6 +519,8 @@ class _Parser:
             new_path=new_path,
             is_new=is_new,
             is_delete=is_delete,
+            may_be_missing=git.old_empty,
+            may_be_missing_after=git.new_empty,
             is_rename=git.rename == {"from", "to"},
             is_copy=git.copy == {"from", "to"},
             old_mode=git.old_mode,
@@ -1050,6 +1055,8 @@ class _Parser:
             # GNU sets both sides from the hashes, over what a mode line before it said
             git.is_new = set(old_sha) == {ord("0")}
             git.is_delete = set(new_sha) == {ord("0")}
+            # GNU: the empty blob's hash says "empty or missing" (a missing file is patched as empty)
+            git.old_empty, git.new_empty = _EMPTY_BLOB.startswith(old_sha), _EMPTY_BLOB.startswith(new_sha)
             if mode is not None:  # the mode of both sides, over any line before it (GNU 2.7's order)
                 git.old_mode = git.new_mode = self._mode(mode, number)
 

@@ -166,6 +166,7 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
         old_path=fp.new_path, new_path=fp.old_path, is_new=fp.is_delete, is_delete=fp.is_new,
         old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks,
         old_timestamp=fp.new_timestamp, new_timestamp=fp.old_timestamp,
+        may_be_missing=fp.may_be_missing_after, may_be_missing_after=fp.may_be_missing,
     )
 
 

@@ -216,6 +216,10 @@ GIT_SIDES = {
     # a deletion of a file that is not there: GNU says so and applies it anyway (push -R of a new empty file)
     "deleted, the file is missing, no hunk": ({"g": b"a\n"}, _DEL),
     "deleted, the file is missing, a hunk": ({"g": b"a\n"}, _DEL + b"--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"),
+    # the empty blob's hash on the old side: a missing file is patched as an empty one (GNU: "empty or missing")
+    "a mode change of a missing empty file": ({"g": b"a\n"}, b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"
+                                                             b"index e69de29..f3a10de\nBinary files a/f and b/f differ\n"),
+    "a mode change of a missing file": ({"g": b"a\n"}, b"diff --git a/f b/f\nold mode 100644\nnew mode 100755\n"),
     # the index line sets both sides, over a mode line before it
     "index over new file mode": ({"f": b"a\n"}, b"diff --git a/f b/f\nnew file mode 100644\nindex 1234567..89abcde\n"
                                                 b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"),
