@@ -192,7 +192,7 @@ def _write_locked(m: Materialization, final: Path, default: bool, overlay: bool)
     """``write_output``'s work, under the output lock."""
     audit = _Audit(final, m.store)  # runs beside the work below
     try:
-        _remove_leftovers(final.parent)
+        _remove_leftovers(final)
         wanted = manifest_json(m, overlay=overlay)
         previous = _manifest_bytes(final)
         untouched = audit.untouched()
@@ -395,7 +395,7 @@ _DISCARDS: list[subprocess.Popen] = []
 def _discard(trash: Path) -> None:
     """Delete a replaced output in the background: removing a 20k-file tree takes seconds that the
     user should not wait for once the new output is published. The ``rm`` outlives us (its own
-    session); if it is killed, the next publish in this folder sweeps the ``.old-*`` it left."""
+    session); if it is killed, the next publish of that output (or ``gc``) sweeps the ``.old-*`` it left."""
     _DISCARDS[:] = [proc for proc in _DISCARDS if proc.poll() is None]  # reap finished ones (no zombies)
     _DISCARDS.append(subprocess.Popen(["rm", "-rf", "--", str(trash)], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
@@ -407,11 +407,16 @@ def settle() -> None:
         _DISCARDS.pop().wait()
 
 
-def _remove_leftovers(parent: Path) -> None:
-    """Temp dirs of runs that were killed: we hold the lock, so no live run owns one."""
-    for pattern in (".tmp-*", ".old-*", ".upd-*"):
-        for leftover in parent.glob(pattern):
-            shutil.rmtree(leftover, ignore_errors=True)
+def _remove_leftovers(final: Path) -> None:
+    """The temp dirs of killed runs that published ``final``: we hold the lock, so no live run owns one.
+
+    Only ``final``'s own (``.tmp-<name>-XXXXXXXX``, as ``mkdtemp`` names them): ``--out ~/x`` sweeping
+    every ``.tmp-*`` beside it deleted a user's folders (``gc`` sweeps the default folder's others)."""
+    own = re.compile(rf"\.(?:tmp|old|upd)-{re.escape(final.name)}-[a-z0-9_]{{8}}")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(final.parent):
+            if own.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _point_latest(final: Path, default: bool) -> None:

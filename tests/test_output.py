@@ -209,3 +209,22 @@ def test_a_folder_with_someone_elses_manifest_json_is_never_replaced(builder, tm
     with pytest.raises(MaterializeError, match="not a materialize output"):
         write_output(m, folder)
     assert (folder / "src" / "main.js").read_text() == "precious\n"
+
+
+def test_a_publish_sweeps_only_its_own_leftovers(builder, tmp_path):
+    """`--out ~/myout` removed every `.tmp-*`, `.old-*` and `.upd-*` folder beside it: a user's
+    `~/.old-config` went with no word. Only the temp folders of the same output are its leftovers."""
+    b = builder({"f.txt": "a\n"})
+    b.add_patch("0001-p", {"f.txt": "b\n"})
+    m = materialize(load_series(b.write()))
+    home = tmp_path / "home"
+    home.mkdir()
+    mine = [home / ".old-config", home / ".tmp-notes", home / ".upd-x", home / ".tmp-myout-keepme"]
+    for folder in mine:
+        folder.mkdir()
+        (folder / "data").write_text("mine\n")
+    leftover = home / ".tmp-myout-abc12_xy"  # what a killed publish of myout left (mkdtemp's shape)
+    leftover.mkdir()
+    write_output(m, home / "myout")
+    assert all((folder / "data").read_text() == "mine\n" for folder in mine)
+    assert not leftover.exists()

@@ -53,8 +53,8 @@ def _collect_outputs(keep: int, dry_run: bool, root: Path) -> None:
     out.print(f"kept {len(outputs(root)) if not dry_run else len(outputs(root)) - len(doomed)} outputs")
     if not dry_run:
         # Replaced outputs are deleted in the background (output._discard); finish that now, so
-        # the prune sees their links gone. A .old-* is never in use, nor (under the lock) an .upd-*
+        # the prune sees their links gone. A .old-* is never in use, nor (under the lock) a .tmp-* or .upd-*
         # (what an in-place update killed outright left; the next publish there builds afresh).
-        for pattern in (".old-*", ".upd-*"):
+        for pattern in (".old-*", ".upd-*", ".tmp-*"):
             for leftover in root.glob(pattern):
                 shutil.rmtree(leftover, ignore_errors=True)
