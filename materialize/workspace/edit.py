@@ -522,11 +522,12 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
         if entry.position == state.position:
             saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal).saved_to
             state = ws.load(in_journal=True)
+        if remove_file and entry.path.exists():  # the file and its entry, before the series loses it
+            kept = ws.keep_entry(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
         doc = _series_doc(ws)
         doc.remove(doc.index_of(entry.spec.patch))
         journal.write(ws.series.path, doc.render())
-        if remove_file and entry.path.exists():
-            kept = ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
+        if kept is not None:
             journal.remove(entry.path)
         ws.reload_series()
         ws.save(state, journal)

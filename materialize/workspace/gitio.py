@@ -287,7 +287,7 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
             for entry in gone:
                 doc.remove(doc.index_of(entry.spec.patch))
                 if entry.path.exists():
-                    ws.keep_patch(entry, folder)
+                    ws.keep_entry(entry, folder)
                     journal.remove(entry.path)
                 result.pruned.append(entry.name)
             result.saved_to = str(keep)

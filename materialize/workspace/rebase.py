@@ -476,11 +476,12 @@ def _write_patch(rb: Rebase, entry: PatchEntry, new: bytes, journal: Journal) ->
 
 
 def _drop(rb: Rebase, entry: PatchEntry, journal: Journal) -> Path:
-    """Take a patch out of the series (git drops such commits); its file is kept under saved/ (returned)."""
+    """Take a patch out of the series (git drops such commits); its file and its series entry are kept
+    under saved/ (the file's copy returned)."""
+    kept = rb.ws.keep_entry(entry, "rebase-dropped")  # (before the series loses the entry)
     doc = SeriesDoc.load(rb.ws.series.path)
     doc.remove(doc.index_of(entry.spec.patch))
     rb.write(journal, rb.ws.series.path, doc.render())
-    kept = rb.ws.keep_patch(entry, "rebase-dropped")
     journal.remove(entry.path)
     return kept
 

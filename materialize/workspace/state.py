@@ -9,6 +9,7 @@ target, the store tree the files on disk were written from and the blob id of ea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -397,6 +398,24 @@ class Workspace:
         )
         return dest
 
+    def keep_entry(self, entry: PatchEntry, folder: str) -> Path:
+        """``keep_patch`` for a command that takes the entry out of the series (delete -r, a rebase's
+        drop, import-git --prune): its lines of the series file (``why``, ``flag``, ``banner``,
+        ``status``, a comment inside it) are kept too, as ``<copy>.entry.yaml``. Call it before the
+        series file is rewritten."""
+        from materialize.series import load_series
+
+        kept = self.keep_patch(entry, folder)
+        path = self.series.path
+        with contextlib.suppress(OSError, IndexError, StopIteration, MaterializeError):
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            # the file as it is now (a rebase may have rewritten it since this workspace read it)
+            line = next(p.line for p in load_series(path).patches if p.spec.patch == entry.spec.patch)
+            kept.with_name(kept.name + ".entry.yaml").write_text(
+                f"# {path}:{line}: the entry of {entry.name}\n" + _entry_lines(text, line),
+                encoding="utf-8", errors="surrogateescape")
+        return kept
+
     def keep_patch(self, entry: PatchEntry, folder: str) -> Path:
         """Copy ``entry``'s file as it is (compressed or not) to ``work/.materialize/saved/<folder>/``
         under its path in patches_dir, before a command removes it (delete -r, a rebase's drop, import-git
@@ -460,3 +479,19 @@ class Workspace:
 def write_plain(path: Path, data: bytes) -> None:
     """For files outside any journal (reports): still atomic."""
     atomic_write(path, data)
+
+
+def _entry_lines(text: str, line: int) -> str:
+    """The lines of the series entry that starts at ``line`` (1-based, its ``- `` line): that line and
+    every later one indented deeper than it (blank and comment lines between included)."""
+    lines = text.splitlines(keepends=True)
+    first = lines[line - 1]
+    indent = len(first) - len(first.lstrip(" "))
+    out = [first]
+    for later in lines[line:]:
+        if later.strip() and len(later) - len(later.lstrip(" ")) <= indent:
+            break
+        out.append(later)
+    while len(out) > 1 and not out[-1].strip():
+        out.pop()
+    return "".join(out).rstrip("\n") + "\n"

@@ -503,3 +503,24 @@ def test_edit_says_so_when_the_top_moved_while_the_editor_was_open(project: Path
     kept = list((project / "work" / ".materialize" / "saved").glob(f"*-edit/tt-metal/{ATTN}"))
     assert len(kept) == 1 and kept[0].read_text().endswith("# meant for 0002-b\n")
     assert str(kept[0].parents[3]) in str(raised.value)
+
+
+def test_delete_r_keeps_the_series_entry_beside_the_file(project: Path) -> None:
+    """delete -r (and a rebase's drop, import-git --prune) kept the patch file but dropped its entry's
+    why/flag/banner/status and comments with no copy: "nothing typed is dropped without a copy"."""
+    yaml_path = project / "series" / "default.yaml"
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    run(project, "add", ATTN)
+    f = wfile(project, ATTN)
+    f.write_text(f.read_text() + "# a\n")
+    run(project, "refresh")
+    text = yaml_path.read_text()
+    entry = "    target: tt-metal\n"
+    assert entry in text
+    yaml_path.write_text(text.replace(entry, entry + '    # see bug 1234\n    why: "the decode stall"\n', 1))
+    run(project, "pop")
+    run(project, "delete", "0001-a", "-r")
+    (kept,) = (project / "work" / ".materialize" / "saved").glob("*-delete/tt-metal/0001-a.patch.entry.yaml")
+    saved = kept.read_text()
+    assert "- patch: tt-metal/0001-a.patch" in saved and "# see bug 1234" in saved and 'why: "the decode stall"' in saved
+    assert "0001-a" not in yaml_path.read_text()

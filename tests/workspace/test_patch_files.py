@@ -241,8 +241,11 @@ def test_patch_files_removed_by_a_command_are_all_kept_even_with_one_name(projec
     kept = sorted(p.read_text() for p in (project / "work" / ".materialize" / "saved").rglob("flaky.patch*"))
     assert kept == ["Subject: flaky on mips\n"] * 2 + ["Subject: flaky on riscv\n"] * 2
     assert run(project, "delete", "-r", "riscv-flaky") == 0 and run(project, "delete", "-r", "mips-flaky") == 0
-    kept = [p for p in (project / "work" / ".materialize" / "saved").glob("*-delete/**/flaky.patch*")]
+    kept = [p for p in (project / "work" / ".materialize" / "saved").glob("*-delete/**/flaky.patch*")
+            if not p.name.endswith(".entry.yaml")]  # (each entry's series lines are kept beside its file)
     assert sorted(p.read_text() for p in kept) == ["Subject: flaky on mips\n", "Subject: flaky on riscv\n"]
+    entries = sorted(p.read_text() for p in (project / "work" / ".materialize" / "saved").glob("*-delete/**/*.entry.yaml"))
+    assert len(entries) == 2 and all("flaky.patch" in e for e in entries)
 
 
 def test_add_refuses_a_folder(project: Path) -> None:
