@@ -236,6 +236,14 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
     number = _next_number(series)
     for commit in commits:
         _s, _b, trailers = mailheader.split_message(commit.message)
+        named = [line.split(": ", 1)[1].strip() for line in commit.message.split("\n")
+                 if line.startswith(f"{mailheader.TRAILER}: ")]
+        if len(set(named)) > 1:  # `git rebase -i` squashed commits of several patches into one
+            raise MaterializeError(
+                f"import-git: {commit.hexsha[:12]} carries the {mailheader.TRAILER} trailers of {len(set(named))} "
+                f"patches ({', '.join(sorted(set(named)))}): a squash of several patches' commits; nothing was "
+                "written. Keep one trailer (the patch it becomes) and drop the others' entries with `delete`, "
+                "or split the commit")
         rel = trailers.get(mailheader.TRAILER)
         entry = by_file.get(rel) if rel else None
         if entry is not None and entry.target != target:

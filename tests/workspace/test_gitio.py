@@ -226,3 +226,23 @@ def test_export_refuses_to_overwrite_a_branch_holding_commits_of_the_user(projec
     assert out.git.rev_parse("pq") == mine
     assert run(project, "export-git", "tt-metal", "pq", "--repo", str(tmp_path / "out"), "--force") == 0
     assert out.git.rev_parse("pq") != mine
+
+
+def test_import_refuses_a_squash_of_several_patches_commits(project: Path, store: Store, tmp_path: Path) -> None:
+    """`git rebase -i` squashing two exported commits keeps both trailers; only the last was read, the
+    other patch stayed in the series with its change now in the squashed one too (push -a then failed:
+    "Reversed (or previously applied) patch detected"), and import-git exited 0."""
+    fixture_repo(project, tmp_path / "fx")
+    ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
+    gitio.import_git(ws, "tt-metal", "HEAD~4..HEAD", tmp_path / "fx")
+    before = patches(project)
+    gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    out = git.Repo(tmp_path / "out")
+    with out.git.custom_environment(**ENV):
+        out.git.checkout("-q", "pq")
+        message = out.git.log("-2", "--format=%B", "pq")  # both commits' messages, trailers included
+        out.git.reset("-q", "--soft", "HEAD~2")
+        out.git.commit("-q", "-m", message)
+    with pytest.raises(MaterializeError, match="trailers of 2 patches"):
+        gitio.import_git(ws, "tt-metal", "pq~3..pq", tmp_path / "out")
+    assert patches(project) == before
