@@ -22,6 +22,7 @@ from materialize.workspace.trees import apply_one, trees_and_bases_at, trees_at
 # The patch parser (patchtext), the mail header, diffgen, the applier and ruamel load inside the
 # functions that use them: `add` and `edit` need none of them.
 if TYPE_CHECKING:
+    from materialize.patching.model import Hunk
     from materialize.series import PatchEntry, Series
     from materialize.workspace.seriesedit import SeriesDoc
 
@@ -223,13 +224,13 @@ def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -
     """After ``push -f`` the hunks that failed are only in the ``.rej`` files: refresh regenerates the
     patch from work/, so a hunk nobody put into the file left the patch, and the next pop removed its
     .rej, the last copy (a file missing from the tree lost its whole section). Refused while a .rej
-    on disk holds a hunk whose added lines are not in its file (for a pure deletion: whose removed
-    lines still are); its context is what failed, so it is not asked for. Deleting the .rej says
-    "drop them"."""
-    from materialize.patching.model import split_lines
+    on disk holds a hunk that is not in its file where its context puts it (``_hunk_repaired``).
+    When unsure this refuses: deleting the .rej says "drop them" (or "they are in"); quilt never
+    deletes a .rej, and ours is only removed once refresh took its hunks in."""
     from materialize.patching.parse import parse_patch
 
     missing = []
+    pushed: dict[str, bytes | None] | None = None
     for rej in state.rejects.get(entry.target, []):
         found = ws.read_path(entry.target, rej)
         if found is None or not os.path.isfile(found):
@@ -239,24 +240,94 @@ def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -
             fps = parse_patch(Path(found).read_bytes(), source=found, strip=0).files
         except MaterializeError:
             continue  # edited past reading: the user took it over
+        if pushed is None:
+            pushed = _as_pushed_forced(ws, state, entry)
         cur = ws.disk_entry(entry.target, path)
-        text = cur[1] if cur is not None else b""
-        lost = 0
-        for fp in fps:
-            for hunk in fp.hunks:
-                lines = split_lines(hunk.body)
-                added = b"".join(line[1:] for line, kind in zip(lines, hunk.kinds, strict=False) if kind == ord("+"))
-                removed = b"".join(line[1:] for line, kind in zip(lines, hunk.kinds, strict=False) if kind == ord("-"))
-                if (added and (cur is None or added not in text)) or (not added and removed and removed in text):
-                    lost += 1
+        now = _file_lines(cur[1] if cur is not None else None)
+        before = _file_lines(pushed.get(path) if path in pushed else _base_file(ws, state, entry.target, path))
+        lost = sum(1 for fp in fps for hunk in fp.hunks if not _hunk_repaired(hunk, before, now))
         if lost:
             missing.append(f"{found}: {lost} hunk(s) not in {ws.target_dir(entry.target) / path}")
     if missing:
         raise MaterializeError(
-            f"refresh {entry.name} refused: push -f left hunks that are in no file yet, and refresh would drop "
-            "them from the patch:\n  " + "\n  ".join(missing) + "\nput them into the files, or delete the .rej "
-            "file to drop its hunks, then refresh"
+            f"refresh {entry.name} refused: push -f left hunks that are in no file yet (or not where their "
+            "context puts them), and refresh would drop them from the patch:\n  " + "\n  ".join(missing)
+            + "\nput them into the files, or, to drop their hunks (or when they are in, in another form), delete "
+            "the .rej file, then refresh"
         )
+
+
+def _file_lines(data: bytes | None) -> list[bytes]:
+    from materialize.patching.model import split_lines
+
+    return [] if data is None else [line.rstrip(b"\r\n") for line in split_lines(data)]
+
+
+def _base_file(ws: Workspace, state: State, target: str, path: str) -> bytes | None:
+    from materialize.engine import StoreView
+
+    got = StoreView(ws.store, state.trees[target]).get(path)
+    return got[1] if got is not None else None
+
+
+def _as_pushed_forced(ws: Workspace, state: State, entry: PatchEntry) -> dict[str, bytes | None]:
+    """The files ``push -f`` wrote (path -> bytes, None: removed), applied again from the tree below
+    ``entry``: what each file held before anyone repaired a hunk."""
+    from materialize.engine import StoreView
+    from materialize.patching.tree import apply_to_tree
+
+    try:
+        applied = apply_to_tree(StoreView(ws.store, state.trees[entry.target]), entry.read(), source=str(entry.path),
+                                strip=entry.strip, max_fuzz=entry.max_fuzz, reverse=entry.reverse, partial=True)
+    except MaterializeError:
+        return {}
+    if applied.error is not None:
+        return {}
+    return {path: (value[1] if value is not None else None) for path, value in applied.changes.items()}
+
+
+def _count_block(block: list[bytes], lines: list[bytes]) -> list[int]:
+    """Where ``block`` starts in ``lines`` (each index)."""
+    n = len(block)
+    if not n:
+        return []
+    return [i for i in range(len(lines) - n + 1) if lines[i] == block[0] and lines[i : i + n] == block]
+
+
+def _hunk_repaired(hunk: Hunk, before: list[bytes], now: list[bytes]) -> bool:
+    """Is the rejected ``hunk`` in the file now (``now``) where its context puts it? ``before``: the
+    file as push -f left it. The hunk's new side, context included, is there as one block (and was not
+    before: an already-there copy proves nothing); or its changed core (new side from its first to its
+    last changed line) is there once more than before, next to one of the hunk's context lines (the
+    context is what failed, so all of it is not asked for). A pure deletion: its removed lines are
+    there once less than before, and the context lines around them are now next to each other."""
+    lines = [line.rstrip(b"\r\n")[1:] for line in hunk.body_lines]
+    kinds = bytes(hunk.kinds)
+    new_side = [line for line, k in zip(lines, kinds, strict=False) if k != ord("-")]
+    changed = [i for i, k in enumerate(kinds) if k in (ord("+"), ord("-"))]
+    if not changed:
+        return True
+    first, last = changed[0], changed[-1]
+    ctx_before = next((lines[i] for i in range(first - 1, -1, -1) if kinds[i] not in (ord("+"), ord("-"))), None)
+    ctx_after = next((lines[i] for i in range(last + 1, len(lines)) if kinds[i] not in (ord("+"), ord("-"))), None)
+    if ord("+") not in kinds[first : last + 1]:  # a pure deletion
+        old_core = [line for line, k in zip(lines[first : last + 1], kinds[first : last + 1], strict=False)
+                    if k != ord("+")]
+        if len(_count_block(old_core, now)) >= len(_count_block(old_core, before)):
+            return False
+        joined = [x for x in (ctx_before, ctx_after) if x is not None]
+        return not joined or len(joined) < 2 or len(_count_block(joined, now)) > len(_count_block(joined, before))
+    if len(new_side) > (last - first + 1) and len(_count_block(new_side, now)) > len(_count_block(new_side, before)):
+        return True
+    core = [line for line, k in zip(lines[first : last + 1], kinds[first : last + 1], strict=False) if k != ord("-")]
+    at_now = _count_block(core, now)
+    if len(at_now) <= len(_count_block(core, before)):
+        return False
+    if ctx_before is None and ctx_after is None:
+        return True
+    n = len(core)
+    return any((ctx_before is not None and i > 0 and now[i - 1] == ctx_before)
+               or (ctx_after is not None and i + n < len(now) and now[i + n] == ctx_after) for i in at_now)
 
 
 def _series_doc(ws: Workspace) -> SeriesDoc:

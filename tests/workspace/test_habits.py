@@ -210,3 +210,70 @@ def test_pop_force_keeps_the_rej_files_with_the_files_it_saves(project: Path, st
     copy = saved / "tt-metal" / f"{ATTN}.rej"
     assert copy.read_text().endswith("# my note: this hunk belongs in materialize() now\n")
     assert f"reject\ttt-metal/{ATTN}.rej" in (saved / "SAVED.txt").read_text()
+
+
+UPSTREAM_F = ("import functools\n\n\n@functools.cache\ndef a(x):\n    return x + 1\n\n\n"
+              "def b(y):\n    y = y * 2\n    return y\n\n\ndebug_log(level=2)\n")
+# hunk 1 applies; hunk 2 was written against b(y, z) and hunk 3 against debug_log(level=1): both rejected
+FORCED_PATCH = """Subject: cache b too; document a; drop the debug log
+
+--- a/f.py
++++ b/f.py
+@@ -5,2 +5,3 @@
+ def a(x):
++    \"\"\"a.\"\"\"
+     return x + 1
+@@ -8,2 +9,3 @@
+\x20
++@functools.cache
+ def b(y, z):
+@@ -13,2 +14,1 @@
+\x20
+-debug_log(level=1)
+"""
+
+
+def _forced_push_of_three_hunks(project: Path, capsys) -> tuple[list[str], Path, Path]:
+    series = ["--series", str(project / "series" / "default.yaml")]
+    (project / "upstream" / "tt-metal" / "f.py").write_text(UPSTREAM_F)
+    run(project, "new", "0001-cache", "--target", "tt-metal")
+    run(project, "pop")
+    p = patch_file(project, "0001-cache")
+    p.write_text(FORCED_PATCH)
+    assert main(["push", "-f", *series]) == 1
+    capsys.readouterr()
+    return series, wfile(project, "f.py"), p
+
+
+def test_refresh_after_push_force_does_not_take_a_hunk_for_repaired_by_its_lines_elsewhere(
+        project: Path, store: Store, capsys) -> None:
+    """A rejected `+@functools.cache` above b() is not repaired by a() having that decorator already,
+    nor a rejected `-debug_log(level=1)` by that line missing (upstream has level=2: why it failed).
+    refresh refuses, the patch and the .rej stay; repairing both hunks lets it through."""
+    series, f, p = _forced_push_of_three_hunks(project, capsys)
+    assert '"""a."""' in f.read_text()
+    assert main(["refresh", *series]) == 1
+    assert "f.py.rej: 2 hunk(s) not in" in capsys.readouterr().err
+    assert p.read_text() == FORCED_PATCH and wfile(project, "f.py.rej").exists()
+    f.write_text(f.read_text().replace("\ndef b(y):", "\n@functools.cache\ndef b(y):"))
+    assert main(["refresh", *series]) == 1
+    assert "f.py.rej: 1 hunk(s) not in" in capsys.readouterr().err
+    f.write_text(f.read_text().replace("debug_log(level=2)\n", ""))
+    assert main(["refresh", *series]) == 1  # a deletion of another line than the hunk's: unsure, refused
+    assert "f.py.rej: 1 hunk(s) not in" in capsys.readouterr().err
+    wfile(project, "f.py.rej").unlink()  # the user confirms
+    assert main(["refresh", *series]) == 0
+    text = p.read_text()
+    assert text.count("+@functools.cache") == 1 and "-debug_log(level=2)" in text
+
+
+def test_refresh_after_push_force_takes_a_deletion_repaired_where_its_context_puts_it(
+        project: Path, store: Store, capsys) -> None:
+    series, f, p = _forced_push_of_three_hunks(project, capsys)
+    f.write_text(f.read_text().replace("\ndef b(y):", "\n@functools.cache\ndef b(y):"))
+    wfile(project, "f.py.rej").write_text(  # the user fixed the .rej's deletion to upstream's line
+        "--- f.py\n+++ f.py\n@@ -9,2 +9,3 @@\n \n+@functools.cache\n def b(y, z):\n"
+        "@@ -13,2 +14,1 @@\n \n-debug_log(level=2)\n")
+    assert main(["refresh", *series]) == 1
+    f.write_text(f.read_text().replace("debug_log(level=2)\n", ""))
+    assert main(["refresh", *series]) == 0
