@@ -287,10 +287,43 @@ def _change_kind(ch: FileChange) -> tuple:
     return (ch.base is None, ch.cur is None, rename, modes)
 
 
+_C_ESCAPES = {0x07: b"\\a", 0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0B: b"\\v", 0x0C: b"\\f",
+              0x0D: b"\\r", 0x22: b'\\"', 0x5C: b"\\\\"}
+
+
+def git_quote(name: bytes) -> bytes:
+    """A name as git writes it with core.quotePath at its default: C-quoted in double quotes when it
+    holds a control character, ``"``, ``\\`` or a byte outside ASCII, else as it is."""
+    if not any(c < 0x20 or c in (0x22, 0x5C) or c >= 0x7F for c in name):
+        return name
+    out = bytearray(b'"')
+    for c in name:
+        if c in _C_ESCAPES:
+            out += _C_ESCAPES[c]
+        elif c < 0x20 or c >= 0x7F:
+            out += b"\\%03o" % c
+        else:
+            out.append(c)
+    return bytes(out + b'"')
+
+
+def _file_line(mark: bytes, prefix: str, path: str | None) -> bytes:
+    """git's ``---``/``+++`` line: the quoted name, and a TAB after a name with a space in it (GNU
+    patch reads an unquoted name up to the first blank unless a TAB follows later on the line)."""
+    if path is None:
+        return mark + b" /dev/null\n"
+    raw = (prefix + path).encode("utf-8", "surrogateescape")
+    return mark + b" " + git_quote(raw) + (b"\t" if b" " in raw else b"") + b"\n"
+
+
 def _git_header(ch: FileChange, prefixes: tuple[str, str]) -> list[bytes]:
     a, b = prefixes
     src, dst = ch.source_path, ch.path
-    out = [f"diff --git {a}{src} {b}{dst}\n"]
+
+    def q(name: str) -> str:
+        return git_quote(name.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+    out = [f"diff --git {q(a + src)} {q(b + dst)}\n"]
     if ch.base is None:
         out.append(f"new file mode {ch.new_mode}\n")
     elif ch.cur is None:
@@ -299,14 +332,16 @@ def _git_header(ch: FileChange, prefixes: tuple[str, str]) -> list[bytes]:
         if ch.old_mode != ch.new_mode:
             out += [f"old mode {ch.old_mode}\n", f"new mode {ch.new_mode}\n"]
         if src != dst:
-            out += [f"similarity index {_similarity(ch.base, ch.cur)}%\n", f"rename from {src}\n", f"rename to {dst}\n"]
+            out += [f"similarity index {_similarity(ch.base, ch.cur)}%\n", f"rename from {q(src)}\n",
+                    f"rename to {q(dst)}\n"]
         if ch.base != ch.cur and _is_link(ch.old_mode) and _is_link(ch.new_mode):
             # a symlink's new target: without the mode GNU patch takes the section for a regular file's
             out.append(f"index {blob_id(ch.base)[:7]}..{blob_id(ch.cur)[:7]} {ch.new_mode}\n")
+    lines = [line.encode("utf-8", "surrogateescape") for line in out]
     if ch.base != ch.cur:
-        out.append(f"--- {'/dev/null' if ch.base is None else a + src}\n")
-        out.append(f"+++ {'/dev/null' if ch.cur is None else b + dst}\n")
-    return [line.encode("utf-8", "surrogateescape") for line in out]
+        lines.append(_file_line(b"---", a, None if ch.base is None else src))
+        lines.append(_file_line(b"+++", b, None if ch.cur is None else dst))
+    return lines
 
 
 def _refresh_header(old: FileSection, ch: FileChange) -> list[bytes]:

@@ -225,3 +225,59 @@ def test_a_kept_hunk_anchored_at_the_end_of_a_file_moves_off_it_only_regenerated
     merged = b"# upstream moved on\n# zeroth\n" + base
     p2 = regenerate(parse(p1), [FileChange("models/attention.py", grown, merged, prev=merged)])
     assert apply_with_gnu_patch(tmp_path, grown, p2) == merged
+
+
+ODD_NAMES = ["with space.txt", "tab\there", 't"q.txt', "ö x.txt", "b\\s.txt", "plain.txt"]
+
+
+def _file_header_lines(patch: bytes) -> list[bytes]:
+    return [line for line in patch.splitlines()
+            if line.startswith((b"diff --git ", b"--- ", b"+++ ", b"rename from ", b"rename to "))]
+
+
+def test_names_with_spaces_and_special_characters_are_written_as_git_writes_them(tmp_path: Path) -> None:
+    """A TAB after a name with a space in it (GNU patch otherwise reads `b/with`), C-quoting for
+    control characters, quotes, backslashes and non-ASCII bytes: the header lines are git's own, and
+    GNU patch applies the patch to the right files (edits, a new file, a deletion, a rename)."""
+    repo = tmp_path / "git"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@x", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> bytes:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env).stdout
+
+    git("init", "-q")
+    body = b"".join(b"line %d\n" % i for i in range(20))
+    for name in ODD_NAMES:
+        (repo / name).write_bytes(body)
+    (repo / "gone away.txt").write_bytes(b"bye\n")
+    (repo / "old name.txt").write_bytes(body)
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    changes = []
+    for name in ODD_NAMES:
+        (repo / name).write_bytes(body.replace(b"line 5\n", b"line five\n"))
+        changes.append(FileChange(name, body, body.replace(b"line 5\n", b"line five\n")))
+    (repo / "new file.txt").write_bytes(b"new\n")
+    changes.append(FileChange("new file.txt", None, b"new\n", old_mode=None))
+    (repo / "gone away.txt").unlink()
+    changes.append(FileChange("gone away.txt", b"bye\n", None, new_mode=None))
+    renamed = body.replace(b"line 9\n", b"line nine\n")
+    (repo / "old name.txt").rename(repo / "new näme.txt")
+    (repo / "new näme.txt").write_bytes(renamed)
+    changes.append(FileChange("new näme.txt", body, renamed, old_path="old name.txt"))
+    git("add", "-A")
+    ours = regenerate(None, changes)
+    theirs = git("diff", "--cached", "-M", "HEAD")
+    assert sorted(_file_header_lines(ours)) == sorted(_file_header_lines(theirs))
+    gnu = tmp_path / "gnu"
+    gnu.mkdir()
+    for name in [*ODD_NAMES, "old name.txt"]:
+        (gnu / name).write_bytes(body)
+    (gnu / "gone away.txt").write_bytes(b"bye\n")
+    subprocess.run(["patch", "-s", "-p1", "-F0", "-d", str(gnu)], input=ours, check=True)
+    assert sorted(p.name for p in gnu.iterdir()) == sorted(p.name for p in repo.iterdir() if p.name != ".git")
+    for p in gnu.iterdir():
+        assert p.read_bytes() == (repo / p.name).read_bytes(), p.name
