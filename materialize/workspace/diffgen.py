@@ -431,7 +431,7 @@ def regenerate(
     out = [old.header if old else header]
     for (lead, sec, ch), blocks in zip(ordered, scripts, strict=True):
         keep_header = (sec is not None and _kind(sec) == _change_kind(ch) and (ch.base != ch.cur) == bool(sec.hunks)
-                       and _types_hold(sec, ch))
+                       and _types_hold(sec, ch) and _new_mode_holds(sec, ch))
         head = _refresh_header(sec, ch) if keep_header and sec is not None else _git_header(ch, prefixes)
         out += lead + head  # the garbage lines before a section stay with it
         if ch.base != ch.cur:
@@ -462,6 +462,16 @@ def _split_type_change(old: PatchText | None, sec: FileSection | None,
     s_made = next((s for s in sections if s.old_path is None and s.new_path == made.path), None)
     lead = sec.lead if sec is not None else []
     return [(lead, s_gone, gone), (s_made.lead if s_made is not None and s_made is not sec else [], s_made, made)]
+
+
+def _new_mode_holds(sec: FileSection, ch: FileChange) -> bool:
+    """Does the old header give the file the mode it has in work/ (a new file made executable after
+    the first refresh kept ``new file mode 100644``, and the self-check refused)?"""
+    if ch.cur is None:
+        return True
+    if sec.new_mode is not None:
+        return sec.new_mode == ch.new_mode
+    return ch.base is not None or ch.new_mode == "100644"  # a plain section creates a file 0644
 
 
 def _types_hold(sec: FileSection, ch: FileChange) -> bool:

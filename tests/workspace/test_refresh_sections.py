@@ -294,3 +294,20 @@ def test_a_file_of_a_diff_naur_patch_turned_symlink_keeps_the_garbage_before_it(
     assert_gnu_and_quilt_give_work(tmp_path, up, new, work)
     again = regenerate(parse(new), [changes[0], changes[1]._replace(prev=b"f1"), changes[2]])
     assert again == new
+
+
+def test_a_new_file_made_executable_after_its_first_refresh(ws: Path, tmp_path: Path) -> None:
+    """The kept header still said `new file mode 100644`, so refresh's own check refused ("would not
+    reproduce ... please report"); found by a workspace fuzzer once diff -Naur sections were read."""
+    args, work = one_patch(ws, lambda up: None)
+    assert main(["add", "n.txt", *args]) == 0  # quilt's habit: add, then create
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "n.txt").write_bytes(b"new\n")
+    assert main(["refresh", *args]) == 0
+    assert b"new file mode 100644\n" in (ws / "patches" / "t" / "p1.patch").read_bytes()
+    (work / "n.txt").chmod(0o755)
+    (work / "n.txt").write_bytes(b"new\nmore\n")
+    assert main(["refresh", *args]) == 0
+    new = (ws / "patches" / "t" / "p1.patch").read_bytes()
+    assert b"new file mode 100755\n" in new and b"new file mode 100644\n" not in new
+    assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
