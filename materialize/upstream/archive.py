@@ -33,6 +33,11 @@ from materialize.store import EXECUTABLE, PIPE_BUFFER, REGULAR, SYMLINK, TREE, d
 # EXPANSION_*: real sdists and wheels expand 3-15x, gzip's own ceiling is ~1000x; small archives may
 # always expand to EXPANSION_FLOOR. One rule with compressed patch files (series.py reads them).
 CHUNK = 1 << 20
+# tarfile reads a GNU long name/link or a pax header whole into memory, before any member data: one
+# larger than this is refused unread (real ones hold a name, a link, a few attributes: kilobytes).
+MAX_EXTENDED_HEADER = 1 << 20
+NAME_MAX = 255  # bytes in one path component: no file system we write to holds a longer name
+SHOWN_NAME = 160  # characters of a member's name a message prints
 # What a damaged compressed stream raises, depending on where the damage is and which codec reads it.
 _CORRUPT = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
@@ -85,6 +90,53 @@ class _Budget:
             self.spend(size, where)
 
 
+def shown(name: str) -> str:
+    """``name`` for a one-line message: its repr, cut short (with its full length) when it is long."""
+    if len(name) <= SHOWN_NAME:
+        return repr(name)
+    return f"{name[:SHOWN_NAME]!r}... ({_nbytes(name)} bytes)"
+
+
+def _nbytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def member_path(name: str, where: str) -> str:
+    """``safe_relpath`` for an archive member, refusing first a name no file system could hold: a
+    component longer than NAME_MAX or a path longer than PATH_MAX (which also keeps the messages of
+    ``safe_relpath``, which print the path, a line long)."""
+    if _nbytes(name) > MAX_LINK_TARGET:
+        raise UnsafePathError(f"{where}: path longer than {MAX_LINK_TARGET} bytes; refused")
+    longest = max(_nbytes(part) for part in name.split("/"))
+    if longest > NAME_MAX:
+        raise UnsafePathError(f"{where}: a path component of {longest} bytes (more than {NAME_MAX}); refused")
+    return safe_relpath(name, origin=where)
+
+
+def _guarded_tarinfo(budget: _Budget) -> type[tarfile.TarInfo]:
+    """A TarInfo class that judges a GNU long name/link or pax header by its declared size before
+    tarfile reads it whole into memory: over MAX_EXTENDED_HEADER it is refused unread (exit 4), and
+    what it holds counts against the expansion budget like member data."""
+
+    class _Guarded(tarfile.TarInfo):
+        def _guard(self, kind: str) -> None:
+            where = f"{budget.archive}: {kind} header {shown(self.name)} at byte {self.offset}"
+            if self.size > MAX_EXTENDED_HEADER:
+                raise UnsafePathError(f"{where} declares {self.size} bytes (more than {MAX_EXTENDED_HEADER});"
+                                      " refused before reading it")
+            budget.spend(self._block(self.size), where)
+
+        def _proc_gnulong(self, tar: tarfile.TarFile) -> tarfile.TarInfo:  # tarfile's hooks
+            self._guard("GNU long name" if self.type == tarfile.GNUTYPE_LONGNAME else "GNU long link")
+            return super()._proc_gnulong(tar)  # type: ignore[misc]
+
+        def _proc_pax(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
+            self._guard("pax global" if self.type == tarfile.XGLTYPE else "pax extended")
+            return super()._proc_pax(tar)  # type: ignore[misc]
+
+    return _Guarded
+
+
 def _corrupt(archive: Path, exc: BaseException) -> UpstreamError:
     return UpstreamError(f"{archive}: corrupt or truncated archive ({type(exc).__name__}: {exc})")
 
@@ -115,8 +167,9 @@ _DECOMPRESSORS = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip
 
 
 @contextlib.contextmanager
-def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
+def _open_tar(archive: Path, budget: _Budget) -> Iterator[tarfile.TarFile]:
     origin = str(archive)
+    guarded = _guarded_tarinfo(budget)
     with archive.open("rb") as handle:
         magic = handle.read(6)
     tool = next((t for m, t in _DECOMPRESSORS if magic.startswith(m) and shutil.which(t)), None)
@@ -124,7 +177,7 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
         try:
             # "r:*", read strictly in order: the codec's file object (GzipFile, LZMAFile) verifies
             # its checksum at the end (read below), which tarfile's "r|*" stream reader never does.
-            tar = tarfile.open(archive, "r:*")  # noqa: SIM115 - closed by the with-block below
+            tar = tarfile.open(archive, "r:*", tarinfo=guarded)  # noqa: SIM115 - closed by the with-block below
         except _CORRUPT as exc:
             raise UpstreamError(f"{origin}: not a readable archive (expected .tar.gz, .tar.xz, .tar.bz2, .zip or"
                                 f" .whl): {exc}") from None
@@ -143,7 +196,7 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
             try:
                 # tarfile's own stream buffer stays at its 10 KiB: it slices its buffer on every read, so a
                 # larger one costs a copy of it per member (the pipe's 1 MiB reader is below it).
-                tar = tarfile.open(fileobj=proc.stdout, mode="r|")  # noqa: SIM115 - closed below
+                tar = tarfile.open(fileobj=proc.stdout, mode="r|", tarinfo=guarded)  # noqa: SIM115 - closed below
             except _CORRUPT as exc:
                 raise UpstreamError(f"{origin}: not a readable tar archive: {exc}") from None
             with tar:
@@ -165,15 +218,15 @@ def _open_tar(archive: Path) -> Iterator[tarfile.TarFile]:
 def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
     origin = str(archive)
     modes: dict[str, str] = {}  # files and links read so far (what a hard link may name)
-    with _open_tar(archive) as tar:
+    with _open_tar(archive, budget) as tar:
         for info in tar:
-            where = f"{origin}: member {info.name!r}"
+            where = f"{origin}: member {shown(info.name)}"
             if info.isdir():
                 if info.name.strip("./"):
                     # a "../x/" folder entry is refused too
-                    yield StreamMember(safe_relpath(info.name.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
+                    yield StreamMember(member_path(info.name.rstrip("/"), where), TREE, 0, _BytesReader(b""))
                 continue
-            path = safe_relpath(info.name, origin=where)
+            path = member_path(info.name, where)
             if info.issym():
                 if len(info.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
                     raise UnsafePathError(f"{where}: symlink target longer than {MAX_LINK_TARGET} bytes")
@@ -186,9 +239,9 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 # tar stores a second name for a file as a hard link to the first: inside the tree it
                 # is that member's content again (``tar -x`` links it; GNU patch breaks the link when it
                 # patches either name). Its target must be a member read before it.
-                target = safe_relpath(info.linkname, origin=f"{where}: hard link target")
+                target = member_path(info.linkname, f"{where}: hard link target")
                 if target not in modes:
-                    raise UpstreamError(f"{where}: hard link to {info.linkname!r}, which is not an earlier member")
+                    raise UpstreamError(f"{where}: hard link to {shown(info.linkname)}, which is not an earlier member")
                 yield StreamMember(path, modes[target], 0, _BytesReader(b""), same_as=target)
                 modes[path] = modes[target]
                 continue
@@ -220,12 +273,12 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
         raise UpstreamError(f"{origin}: not a readable zip archive ({exc})") from None
     with zf:
         for info in zf.infolist():
-            where = f"{origin}: member {info.filename!r}"
+            where = f"{origin}: member {shown(info.filename)}"
             if info.is_dir():
                 if info.filename.strip("./"):
-                    yield StreamMember(safe_relpath(info.filename.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
+                    yield StreamMember(member_path(info.filename.rstrip("/"), where), TREE, 0, _BytesReader(b""))
                 continue
-            path = safe_relpath(info.filename, origin=where)
+            path = member_path(info.filename, where)
             unix_mode = info.external_attr >> 16
             if stat.S_ISLNK(unix_mode):
                 if info.file_size > MAX_LINK_TARGET:
