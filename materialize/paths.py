@@ -102,16 +102,28 @@ def check_link_name(path: str, origin: str) -> None:
         raise UnsafePathError(f"{origin}: {path} would be a symlink named .gitmodules; refused")
 
 
+def check_link_target(path: str, target: str, origin: str) -> None:
+    """A target no file system can hold is refused (exit 4) whatever pin it comes from: an empty one
+    (``symlink(2)`` says ENOENT), one holding a NUL (it cannot be passed to the kernel at all) or one
+    longer than PATH_MAX (ENAMETOOLONG)."""
+    if not target or "\0" in target:
+        raise UnsafePathError(f"{origin}: symlink {path} has an empty or NUL-containing target {target[:80]!r}")
+    if len(target.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
+        raise UnsafePathError(f"{origin}: symlink {path}: target longer than {MAX_LINK_TARGET} bytes")
+
+
 def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
     """Refuse (exit 4) any link of a whole tree that escapes when chains are followed.
 
     ``links`` maps link paths to targets, ``files`` holds the other file paths; directories are
-    every proper prefix of those. Used once a pin's members are all known.
+    every proper prefix of those. Used once a pin's members are all known, for every pin kind, so
+    it also refuses targets no file system can hold (``check_link_target``).
     """
     if not links:
         return
-    for path in links:
+    for path, target in links.items():
         check_link_name(path, origin)
+        check_link_target(path, target, origin)
     dirs: set[str] = set()
     for p in (*links, *files):
         cut = p.rfind("/")

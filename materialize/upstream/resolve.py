@@ -53,8 +53,9 @@ class ResolvedPin(NamedTuple):
 
 # Bumped when what an import records changes (2: empty directories), so older cached imports are
 # redone once instead of being read without the new field (3: links judged in the rooted tree, so
-# an import cached before that check is checked once; 4: no symlink named .gitmodules).
-_IMPORT_FORMAT = 4
+# an import cached before that check is checked once; 4: no symlink named .gitmodules; 5: no empty or
+# NUL-containing link target, no extended tar header over 1 MiB, no name component over NAME_MAX).
+_IMPORT_FORMAT = 5
 
 
 def _cache_ref(identity: dict[str, Any]) -> str:
