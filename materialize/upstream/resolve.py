@@ -227,7 +227,7 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
                 target = os.readlink(entry.path)
                 if not link_stays_inside(rel, target):
                     raise UnsafePathError(f"{entry.path}: symlink to {target!r} points outside {root}")
-                changes[rel] = (SYMLINK, target.encode())
+                changes[rel] = (SYMLINK, os.fsencode(target))  # bytes, as names are (surrogateescape)
             elif entry.is_file(follow_symlinks=False):
                 mode = EXECUTABLE if os.access(entry.path, os.X_OK) else REGULAR
                 with open(entry.path, "rb") as handle:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from materialize.errors import UnsafePathError
-from materialize.series import GitPin, TarballPin
+from materialize.series import GitPin, PathPin, TarballPin
 from materialize.store import Store
 from materialize.upstream import resolve
 
@@ -100,3 +100,29 @@ def test_a_git_link_blob_with_an_empty_or_nul_target_is_refused(tmp_path, target
         resolve(GitPin(kind="git", url="up", rev=sha, root="pkg"), store, base_dir=tmp_path)
     assert info.value.exit_code == 4
     assert store.read_refs("refs/materialize/links-ok/") == {}
+
+
+def test_a_path_pin_link_whose_target_is_not_utf8_is_kept_byte_for_byte(tmp_path):
+    """Names are bytes (surrogateescape); so are link targets: it crashed with UnicodeEncodeError."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "f").write_text("x\n")
+    os.symlink(b"sub/\xff", os.fsencode(src / "link"))
+    store = Store.open()
+    pinned = resolve(PathPin(kind="path", path="src"), store, base_dir=tmp_path)
+    assert store.read_blob(pinned.tree, "link") == b"sub/\xff"
+    doc = {"version": 1, "targets": {"t": {"pin": {"kind": "path", "path": str(src)}}}, "patches": []}
+    (tmp_path / "s.yaml").write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(tmp_path / "s.yaml"),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert os.readlink(os.fsencode(tmp_path / "out" / "t" / "link")) == b"sub/\xff"
+
+
+def test_a_path_pin_link_out_whose_target_is_not_utf8_is_refused(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("x\n")
+    os.symlink(b"../\xff", os.fsencode(src / "link"))
+    with pytest.raises(UnsafePathError, match="points outside"):
+        resolve(PathPin(kind="path", path="src"), Store.open(), base_dir=tmp_path)
