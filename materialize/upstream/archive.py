@@ -255,6 +255,9 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 raise UnsafePathError(f"{where}: device, fifo or special file refused")
 
 
+_ZIP_ENCRYPTED = 0x1  # general purpose bit 0 of a zip member's header
+
+
 class _BytesReader:
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
@@ -279,6 +282,8 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                     yield StreamMember(member_path(info.filename.rstrip("/"), where), TREE, 0, _BytesReader(b""))
                 continue
             path = member_path(info.filename, where)
+            if info.flag_bits & _ZIP_ENCRYPTED:  # zipfile would raise RuntimeError asking for a password
+                raise UpstreamError(f"{where}: encrypted (zip flag 0x1); an upstream archive needs no password")
             unix_mode = info.external_attr >> 16
             if stat.S_ISLNK(unix_mode):
                 if info.file_size > MAX_LINK_TARGET:

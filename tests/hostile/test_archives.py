@@ -169,3 +169,38 @@ def test_cold_import_writes_one_pack_not_loose_objects(tmp_path):
     assert not store.read_refs("refs/materialize/import/")
     fsck = subprocess.run(["git", "--git-dir", str(store.git_dir), "fsck", "--strict"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
+
+
+def _encrypted_zip(path: Path, link: bool = False) -> Path:
+    """A zip whose members carry the "encrypted" flag (general purpose bit 0), as the red team made it."""
+    import stat
+
+    with zipfile.ZipFile(path, "w") as zf:
+        if link:  # first, so that it is the member refused
+            info = zipfile.ZipInfo("p/l")
+            info.external_attr, info.create_system = (stat.S_IFLNK | 0o777) << 16, 3
+            zf.writestr(info, b"g")
+        zf.writestr("p/f", b"x")
+        zf.writestr("p/g", b"y")
+    data = bytearray(path.read_bytes())
+    for signature, flag_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + flag_at] |= 1
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_an_encrypted_zip_member_is_exit_3_naming_it(tmp_path, link):
+    archive = _encrypted_zip(tmp_path / "enc.zip", link)
+    first = "p/l" if link else "p/f"
+    store = Store.open()
+    with pytest.raises(UpstreamError, match=rf"enc\.zip: member '{first}': encrypted"):
+        resolve(TarballPin(kind="tarball", path=str(archive)), store, base_dir=tmp_path)
+    assert store.read_refs("refs/materialize/pins/") == {}
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "enc.zip" in lines[0] and first in lines[0], proc.stderr
