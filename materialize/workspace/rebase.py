@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -271,6 +272,23 @@ def pin_for(ws: Workspace, target: str, spec: str):  # noqa: ANN201 - one of the
         raise UpstreamError(f"{exc}. ({what}; name the file with `--to pypi:{name}=={version}:FILE`)") from None
 
 
+def _pin_fields(pin: Any, base_dir: Path) -> dict[str, Any]:
+    """The new pin as the series file should say it: fields left at their default (``root: ''``) are
+    left out, and a folder or archive in or beside the series' project (at most one level above the
+    series file's folder, as the default ``../patches`` is) is written relative to that folder, as a
+    shared series needs it (``--to up2`` was written as ``/home/me/proj/up2``). The rule looks at the
+    path, not at how it was typed, so ``recover --resume`` (which runs it with an absolute path)
+    writes the same series."""
+    defaults = {f.name: f.default for f in type(pin)._fields}
+    fields = {k: v for k, v in pin.model_dump(exclude_none=True).items() if k == "kind" or v != defaults.get(k)}
+    path = fields.get("path")
+    if isinstance(path, str) and os.path.isabs(path):
+        relative = os.path.relpath(path, base_dir.resolve())
+        if not relative.startswith(("../../", "..\\..")) and relative != os.path.join("..", ".."):
+            fields["path"] = relative
+    return fields
+
+
 def report(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     """Classify every patch of ``target`` on the new pin; writes nothing."""
     pin = pin_for(ws, target, spec)
@@ -399,7 +417,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
             "tree": new_base,  # the target's tree after the patches carried so far (other targets don't touch it)
         }
         doc = SeriesDoc.load(ws.series.path)
-        doc.set_pin(target, pin.model_dump(exclude_none=True))
+        doc.set_pin(target, _pin_fields(pin, ws.series.base_dir))
         rb.write(journal, ws.series.path, doc.render())
         ws.reload_series()
         state.bases[target] = state.trees[target] = new_base  # at position 0 the tree is the (new) base

@@ -178,3 +178,16 @@ def test_rebase_continue_refuses_to_write_a_patch_back_empty(project: Path, stor
     assert patch_file(project, "0005-targets").read_bytes() == old
     assert run(project, "rebase", "--skip") == 0
     assert (project / "work" / ".materialize" / "saved" / "rebase-dropped" / "tt-metal" / "0005-targets.patch").read_bytes() == old
+
+
+def test_rebase_onto_a_folder_of_the_project_writes_it_relative(project: Path, capsys) -> None:
+    """`--to up2` wrote the pin as an absolute `/home/me/proj/up2` plus `root: ''`: a shared series
+    broke for everyone else. A folder in or beside the project stays relative to the series file."""
+    v2 = build_series(project)
+    inside = project / "upstream" / "tt-metal-v2"
+    shutil.copytree(v2, inside)
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(inside))
+    text = (project / "series" / "default.yaml").read_text()
+    assert "path: ../upstream/tt-metal-v2" in text and "root:" not in text and str(project) not in text
+    assert run(project, "rebase", "--abort") == 0
