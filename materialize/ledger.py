@@ -210,7 +210,7 @@ class LedgerLine:
         return f"{self.source}:{self.line}"
 
 
-def _format_validation(exc: ValidationError) -> str:
+def format_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(record)"
@@ -244,11 +244,6 @@ def loads(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
 
 
-def format_validation(exc: ValidationError) -> str:
-    """A pydantic error as ``field.path: message; ...``."""
-    return _format_validation(exc)
-
-
 def parse_record(data: Any) -> RunRecord:
     """Validate one decoded record; raises ValueError with a readable message."""
     if not isinstance(data, dict):
@@ -258,7 +253,7 @@ def parse_record(data: Any) -> RunRecord:
     try:
         return RunRecord.model_validate(data)
     except ValidationError as exc:
-        raise ValueError(_format_validation(exc)) from None
+        raise ValueError(format_validation(exc)) from None
 
 
 def read_ledger(path: str | Path) -> list[LedgerLine]:

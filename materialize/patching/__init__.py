@@ -10,11 +10,11 @@ every path safety check.
 
 Deliberate differences from GNU patch (callers may rely on these):
 
-* Only unified diffs. Context, normal and ed diffs raise ``PatchFormatError`` instead of applying.
+* Unified, context and normal diffs (the latter two become the unified hunks ``diff -u``/``-U0``
+  would write); ed scripts raise ``PatchFormatError`` instead of running ``ed``.
 * No reversed-patch guessing (like ``patch -f``): a reversed or already-applied patch fails, with
   GNU's hint "Reversed (or previously applied) patch detected" in the report; ``reverse: true``
   applies a patch as ``patch -R``.
-* Lines starting with ``#`` inside a hunk are malformed here; GNU skips them as comments.
 * An empty patch, or one holding only a mail header, is an empty ``PatchSet``; other text without
   any diff is GNU's "Only garbage was found in the patch input." (exit 2).
 * ``GIT binary patch`` payloads are refused with GNU 2.7's words ("git binary diffs are not

@@ -20,7 +20,7 @@ import re
 from typing import NamedTuple
 
 from materialize.errors import PatchApplyError, PatchFormatError
-from materialize.store import blob_id
+from materialize.store import SYMLINK, blob_id
 from materialize.workspace.diffscript import GIT, GNU, Block, edit_scripts
 from materialize.workspace.patchtext import (
     NO_NEWLINE,
@@ -32,7 +32,6 @@ from materialize.workspace.patchtext import (
 )
 
 CONTEXT = 3
-LINK_MODE = "120000"
 _FUNCNAME = re.compile(rb"^[A-Za-z_$]")
 
 
@@ -443,7 +442,7 @@ def regenerate(
 
 
 def _is_link(mode: str | None) -> bool:
-    return mode == LINK_MODE
+    return mode == SYMLINK
 
 
 def _type_change(ch: FileChange) -> bool:

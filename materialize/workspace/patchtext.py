@@ -117,7 +117,8 @@ def _strip_path(raw: bytes, strip: int) -> str | None:
     return "/".join(parts[strip:])
 
 
-# A plain diff's per-file preamble before its ``---`` line (the applier's ``_PREAMBLE``).
+# A plain diff's per-file preamble before its ``---`` line: the applier's ``parse._PREAMBLE``, copied
+# because pop and push read patch text here and must not load the patching package (tests/test_startup.py).
 _PREAMBLE = re.compile(rb"^(Index: |=+\r?\n|diff -|RCS file: |retrieving revision )")
 
 
