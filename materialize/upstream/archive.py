@@ -126,7 +126,21 @@ def _guarded_tarinfo(budget: _Budget) -> type[tarfile.TarInfo]:
                                       " refused before reading it")
             budget.spend(self._block(self.size), where)
 
-        def _proc_gnulong(self, tar: tarfile.TarFile) -> tarfile.TarInfo:  # tarfile's hooks
+        @classmethod
+        def fromtarfile(cls, tar: tarfile.TarFile) -> tarfile.TarInfo:  # tarfile's hooks
+            # tarfile ends its member list without a word at a damaged or cut header after the first
+            # (TarFile.next), which would make the members before it the whole tree; GNU tar says
+            # "Skipping to next header" and exits 2. (At byte 0 tarfile raises: not a tar at all.)
+            at = tar.offset
+            try:
+                return super().fromtarfile(tar)
+            except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as exc:
+                if at == 0:
+                    raise
+                raise UpstreamError(f"{budget.archive}: corrupt or truncated archive: damaged member header at"
+                                    f" byte {at} ({exc})") from None
+
+        def _proc_gnulong(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
             self._guard("GNU long name" if self.type == tarfile.GNUTYPE_LONGNAME else "GNU long link")
             return super()._proc_gnulong(tar)  # type: ignore[misc]
 

@@ -54,8 +54,9 @@ class ResolvedPin(NamedTuple):
 # Bumped when what an import records changes (2: empty directories), so older cached imports are
 # redone once instead of being read without the new field (3: links judged in the rooted tree, so
 # an import cached before that check is checked once; 4: no symlink named .gitmodules; 5: no empty or
-# NUL-containing link target, no extended tar header over 1 MiB, no name component over NAME_MAX).
-_IMPORT_FORMAT = 5
+# NUL-containing link target, no extended tar header over 1 MiB, no name component over NAME_MAX; 6: a
+# damaged member header mid-archive is an error, not the end of the tree).
+_IMPORT_FORMAT = 6
 
 
 def _cache_ref(identity: dict[str, Any]) -> str:

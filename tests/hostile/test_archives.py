@@ -204,3 +204,34 @@ def test_an_encrypted_zip_member_is_exit_3_naming_it(tmp_path, link):
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "enc.zip" in lines[0] and first in lines[0], proc.stderr
+
+
+def _damaged_header_tar(tmp_path: Path, damage: str) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(20):
+            info = tarfile.TarInfo(f"proj/f{i:02d}.txt")
+            info.size = 8
+            tar.addfile(info, io.BytesIO(b"file %02d\n" % i))
+    data = bytearray(raw.getvalue())
+    at = 10 * 1024  # the 11th member's header (each member: a header block and a data block)
+    if damage == "checksum":
+        data[at:at + 10] = b"GARBAGE!!!"
+        return bytes(data)
+    return bytes(data[:at + 100])  # the archive ends inside a header
+
+
+@pytest.mark.parametrize("compression", ["", ".gz", ".xz"])
+@pytest.mark.parametrize("damage", ["checksum", "cut inside a header"])
+def test_a_damaged_header_mid_archive_is_refused_not_a_shorter_tree(tmp_path, compression, damage):
+    """tarfile ends its member list quietly at a bad header after the first (GNU tar: "Skipping to
+    next header", exit 2): the import must fail naming the archive and the byte, not publish the
+    members before it as the whole tree."""
+    data = _damaged_header_tar(tmp_path, damage)
+    archive = tmp_path / f"bad.tar{compression}"
+    archive.write_bytes({"": lambda d: d, ".gz": gzip.compress, ".xz": lambda d: __import__("lzma").compress(d)}
+                        [compression](data))
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "bad.tar" in proc.stderr and "10240" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
