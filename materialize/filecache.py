@@ -35,6 +35,7 @@ FIXED_MTIME_NS = 1_000_000_000 * 86_400  # 1970-01-02: any write through a link 
 _NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP}
 _WARM_THREADS = 3  # file creation waits on the kernel; a few at once go faster, more do not help
 _WARM_BYTES = 64 << 20  # file bytes handed to the writers and not yet written (bounded memory)
+_WARM_BATCH, _WARM_BATCH_BYTES = 64, 4 << 20  # files handed over at a time
 
 
 def _perms(mode: str) -> int:
@@ -231,33 +232,45 @@ class FileCache:
         held = 0
         seen: set[tuple[str, str]] = set()
         claim = threading.Lock()
+        batch: list[tuple[str, bytes]] = []
+        batch_bytes = 0
 
-        def write(mode: str, data: bytes) -> None:
-            # Hashed here, not in the import's thread: hashlib lets go of the GIL, so the hash runs
-            # beside the import instead of in its critical path.
-            sha = blob_id(data)
-            with claim:  # one writer per entry: a second copy of the same file is only a duplicate
-                if (sha, mode) in seen:
-                    return
-                seen.add((sha, mode))
-            path = self._path(sha, mode)
-            if not self._intact(path, mode):
-                self._store(path, mode, data)
+        def write(files: list[tuple[str, bytes]]) -> None:
+            for mode, data in files:
+                # Hashed here, not in the import's thread: hashlib lets go of the GIL, so the hash
+                # runs beside the import instead of in its critical path.
+                sha = blob_id(data)
+                with claim:  # one writer per entry: a second copy of the same file is only a duplicate
+                    if (sha, mode) in seen:
+                        continue
+                    seen.add((sha, mode))
+                self._store(self._path(sha, mode), mode, data)  # O_EXCL: an intact entry is kept
 
-        def sink(mode: str, data: bytes) -> None:
-            nonlocal held
-            mode = EXECUTABLE if mode == EXECUTABLE else "100644"
-            pending.append((pool.submit(write, mode, data), len(data)))
-            held += len(data)
+        def hand_over() -> None:
+            nonlocal held, batch, batch_bytes
+            pending.append((pool.submit(write, batch), batch_bytes))
+            held += batch_bytes
+            batch, batch_bytes = [], 0
             while held > _WARM_BYTES or (pending and pending[0][0].done()):
                 future, size = pending.popleft()
                 held -= size
                 future.result()
 
+        def sink(mode: str, data: bytes) -> None:
+            # Files go to the writers in batches: a future per file cost the import's thread more
+            # than the file's own bytes (20k futures, each with its lock and condition).
+            nonlocal batch_bytes
+            batch.append((EXECUTABLE if mode == EXECUTABLE else "100644", data))
+            batch_bytes += len(data)
+            if len(batch) >= _WARM_BATCH or batch_bytes >= _WARM_BATCH_BYTES:
+                hand_over()
+
         with cache_errors(self.store.root), ThreadPoolExecutor(_WARM_THREADS) as pool:
             self.store.blob_sink = sink
             try:
                 yield
+                if batch:
+                    hand_over()
             finally:
                 self.store.blob_sink = None
                 while pending:

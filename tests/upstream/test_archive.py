@@ -5,7 +5,7 @@ import zipfile
 import pytest
 
 from materialize.errors import UnsafePathError
-from materialize.upstream.archive import read_archive, single_top_folder
+from materialize.upstream.archive import read_archive, single_top_folder, stream_archive
 
 
 def make_tar(path, members):
@@ -188,3 +188,29 @@ def test_a_symlink_named_gitmodules_in_a_pin_is_refused_as_in_a_patch(tmp_path, 
     series.write_text(f"version: 1\ntargets:\n  t:\n    pin: {{kind: tarball, path: {up}}}\n")
     assert main(["apply", "--series", str(series), "--out", str(tmp_path / "out")]) == 4
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mode", ["w:xz", "w:gz", "w:bz2"])
+def test_a_piped_tarball_gives_every_member_with_its_bytes(tmp_path, mode):
+    """The decompressor's pipe is read as a forward-only file (tarfile's "r:" mode over it): members of
+    every size, including ones whose data ends on a block boundary and empty ones, keep their bytes."""
+    files = {f"pkg-1/f{size}.bin": bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+             for size in (0, 1, 511, 512, 513, 10240, 10241, 300_000)}
+    archive = tmp_path / f"p.tar.{mode[2:]}"
+    with tarfile.open(archive, mode) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    got = {m.path: m.reader.read() for m in stream_archive(archive) if m.mode != "040000"}
+    assert got == files
+
+
+def test_the_forward_reader_refuses_to_seek_back():
+    from materialize.upstream.archive import _ForwardReader
+
+    reader = _ForwardReader(io.BytesIO(b"abcdef"))
+    assert reader.seek(4) == 4 and reader.read(1) == b"e" and reader.tell() == 5
+    with pytest.raises(io.UnsupportedOperation):
+        reader.seek(2)
+    assert reader.seek(100) == 6  # past the end: stops there, as the next read then finds nothing
