@@ -20,7 +20,7 @@ MAX_LINK_HOPS = 40  # the kernel's MAXSYMLINKS
 MAX_LINK_TARGET = 4095  # bytes a symlink target may hold: PATH_MAX, less its NUL
 
 
-def _is_git_dir_name(part: str) -> bool:
+def is_git_dir_name(part: str) -> bool:
     """``.git`` in any case, and the aliases NTFS would open as ``.git`` (``.git.``, ``.git ``)."""
     return part.rstrip(". ").lower() == ".git" or part.lower() == "git~1"
 
@@ -36,7 +36,7 @@ def safe_relpath(path: str, *, origin: str) -> str:
         raise UnsafePathError(f"{origin}: path {path!r} uses '..' to escape the target root")
     if not parts:
         raise UnsafePathError(f"{origin}: path {path!r} names the target root itself")
-    if any(_is_git_dir_name(p) for p in parts):
+    if any(is_git_dir_name(p) for p in parts):
         raise UnsafePathError(f"{origin}: path {path!r} writes into a .git directory")
     return "/".join(parts)
 

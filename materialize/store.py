@@ -32,7 +32,7 @@ from materialize.atomic import atomic_write
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
 from materialize.packs import PackReader, Unsupported, write_pack
-from materialize.paths import check_links
+from materialize.paths import check_links, is_git_dir_name
 
 CACHE_ENV = "MATERIALIZE_CACHE"
 _counter = itertools.count()
@@ -387,6 +387,48 @@ class Store:
         targets = dict(self.read_blobs(sorted(set(link_ids.values()))))
         links = {path: targets[sha].decode("utf-8", "surrogateescape") for path, sha in link_ids.items()}
         check_links(links, {p for p in entries if p not in links} | set(extra_dirs), origin=origin)
+
+    def check_tree_names(self, tree: str, *, origin: str) -> None:
+        """Refuse a tree that git could hold but no checkout should write: an entry named ``..``,
+        ``.``, ``.git`` (any case or alias), empty or holding a ``/``, a name twice in one folder (exit
+        4), or a submodule, a commit whose files are not in this repository (exit 3).
+
+        Archives and directories pass every member through ``safe_relpath`` as they are imported; a
+        fetched git tree arrives whole (``git hash-object --literally`` writes any of these, and a
+        fetch takes them), so its tree objects are read here, level by level, and judged by name.
+        """
+        from materialize.errors import UnsafePathError, UpstreamError
+
+        level = [(tree, "")]
+        while level:
+            objects = self.read_objects(sorted({sha for sha, _ in level}))
+            below: list[tuple[str, str]] = []
+            for sha, folder in level:
+                seen: set[bytes] = set()
+                data = objects[sha][1]
+                pos = 0
+                while pos < len(data):
+                    space = data.index(b" ", pos)
+                    nul = data.index(b"\0", space)
+                    mode, name, child = data[pos:space], data[space + 1:nul], data[nul + 1:nul + 21].hex()
+                    pos = nul + 21
+                    text = name.decode("utf-8", "surrogateescape")
+                    where = f"{origin}: tree entry {folder + text!r}"
+                    if name in (b"", b".", b"..") or b"/" in name or is_git_dir_name(text):
+                        raise UnsafePathError(f"{where} is not a plain file name (a checkout would write it "
+                                              "outside its folder or into a .git folder)")
+                    if name in seen:
+                        raise UnsafePathError(f"{where} appears twice in one folder")
+                    seen.add(name)
+                    if mode == b"160000":
+                        raise UpstreamError(f"{origin}: {folder}{text} is a submodule (commit {child}): its files"
+                                            " are not in this repository; pin it as its own target")
+                    if mode in (b"40000", b"040000"):
+                        below.append((child, f"{folder}{text}/"))
+                    elif mode not in (b"100644", b"100755", b"120000", b"100664"):
+                        raise UnsafePathError(f"{where} has mode {mode.decode(errors='replace')}, which is"
+                                              " neither a file, a link nor a folder")
+            level = below
 
     def subtree(self, tree: str, root: str) -> str:
         """The tree id of directory ``root`` inside ``tree`` (the pin's ``root`` option)."""

@@ -391,11 +391,14 @@ def _resolve_git(pin: GitPin, store: Store, base_dir: Path) -> ResolvedPin:
         tree = store.subtree(store.tree_of(sha), pin.root)
     except MaterializeError as exc:
         raise UpstreamError(f"git pin {pin.url}@{pin.rev}: {exc}") from None
-    checked = f"refs/materialize/links-ok/{tree}"
+    checked = f"refs/materialize/tree-ok/{tree}"
     if store.get_ref(checked) is None:
         # Archives and directories are checked member by member as they are imported; a git tree
-        # arrives whole, so its links are checked once per tree (chains included) and remembered.
-        store.check_tree_links(tree, origin=f"git pin {pin.url}@{pin.rev}")
+        # arrives whole, so its names and links are checked once per tree (chains included) and
+        # remembered (links-ok/ refs of older versions checked links only).
+        origin = f"git pin {pin.url}@{pin.rev}"
+        store.check_tree_names(tree, origin=origin)
+        store.check_tree_links(tree, origin=origin)
         store.set_refs({checked: sha})
     return ResolvedPin(tree, {"kind": "git", "url": pin.url, "rev": pin.rev, "sha": sha, "root": pin.root})
 

@@ -85,6 +85,69 @@ def test_git_pin_with_links_inside_is_checked_once(tmp_path):
     sha = _repo_with_links(tmp_path, {"x": "a/b", "y": "x/f.py"})
     store = Store.open()
     first = resolve(GitPin(kind="git", url="linked", rev=sha, root="pkg"), store, base_dir=tmp_path)
-    assert store.read_refs("refs/materialize/links-ok/") == {f"refs/materialize/links-ok/{first.tree}": sha}
+    assert store.read_refs("refs/materialize/tree-ok/") == {f"refs/materialize/tree-ok/{first.tree}": sha}
     again = resolve(GitPin(kind="git", url="linked", rev=sha, root="pkg"), store, base_dir=tmp_path)
     assert again.tree == first.tree
+
+
+def _literal_tree(repo: Path, entries: list[tuple[str, bytes, str]]) -> str:
+    """A tree object written as given (``git hash-object --literally``): names git itself never writes."""
+    body = b"".join(mode.encode() + b" " + name + b"\0" + bytes.fromhex(sha) for mode, name, sha in entries)
+    return subprocess.run(["git", "hash-object", "-w", "-t", "tree", "--literally", "--stdin"], cwd=repo, input=body,
+                          capture_output=True, check=True).stdout.decode().strip()
+
+
+def _repo_with_tree(root: Path, make) -> str:  # noqa: ANN001
+    repo = root / "evil"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+
+    def blob(data: bytes) -> str:
+        return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True,
+                              check=True).stdout.decode().strip()
+
+    tree = make(lambda entries: _literal_tree(repo, entries), blob)
+    commit = subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit-tree", tree, "-m", "x"],
+                            cwd=repo, capture_output=True, check=True).stdout.decode().strip()
+    subprocess.run(["git", "update-ref", "refs/heads/main", commit], cwd=repo, check=True)
+    return commit
+
+
+@pytest.mark.parametrize("shape", ["dotdot", "dot", "dotgit", "slash", "empty", "duplicate"])
+def test_a_git_tree_entry_that_is_not_a_plain_name_is_refused(tmp_path, shape):
+    """A git tree arrives whole, not member by member: every path in it passes the same gate as an
+    archive member's (no "..", ".", ".git", empty or slashed names, no name twice), or an output would
+    be written outside its folder (a tree entry named ".." holding ESCAPED.txt)."""
+    from materialize.errors import UnsafePathError
+
+    def make(tree, blob):  # noqa: ANN001, ANN202
+        ok, bad = blob(b"ok\n"), blob(b"pwned\n")
+        inner = tree([("100644", b"ESCAPED.txt", bad)])
+        if shape == "duplicate":
+            return tree([("100644", b"f.txt", ok), ("100644", b"f.txt", bad)])
+        if shape == "slash":
+            return tree([("100644", b"a/../../x.txt", bad), ("100644", b"f.txt", ok)])
+        if shape == "empty":
+            return tree([("40000", b"", inner), ("100644", b"f.txt", ok)])
+        name = {"dotdot": b"..", "dot": b".", "dotgit": b".GIT"}[shape]
+        return tree([("40000", name, tree([("40000", name, inner)])), ("100644", b"f.txt", ok)])
+
+    sha = _repo_with_tree(tmp_path, make)
+    store = Store.open()
+    with pytest.raises((UnsafePathError, UpstreamError), match="git pin evil@main") as info:
+        resolve(GitPin(kind="git", url="evil", rev="main", sha=sha), store, base_dir=tmp_path)
+    assert info.value.exit_code in (3, 4)
+    assert not store.read_refs("refs/materialize/tree-ok/")
+
+
+def test_a_git_pin_with_a_submodule_names_the_pin_and_path(tmp_path):
+    """A submodule is a commit inside the tree (mode 160000) whose files are not in this repository:
+    one line naming the pin and the path, not "object ... is missing" from the store later."""
+
+    def make(tree, blob):  # noqa: ANN001, ANN202
+        sub = tree([("160000", b"sub", "1" * 40)])
+        return tree([("40000", b"third_party", sub), ("100644", b"f.txt", blob(b"ok\n"))])
+
+    sha = _repo_with_tree(tmp_path, make)
+    with pytest.raises(UpstreamError, match=r"git pin evil@main: third_party/sub is a submodule") as info:
+        resolve(GitPin(kind="git", url="evil", rev="main", sha=sha), Store.open(), base_dir=tmp_path)
+    assert info.value.exit_code == 3

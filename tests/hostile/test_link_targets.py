@@ -99,7 +99,7 @@ def test_a_git_link_blob_with_an_empty_or_nul_target_is_refused(tmp_path, target
     with pytest.raises(UnsafePathError, match=r"git pin .*symlink l .*empty or NUL") as info:
         resolve(GitPin(kind="git", url="up", rev=sha, root="pkg"), store, base_dir=tmp_path)
     assert info.value.exit_code == 4
-    assert store.read_refs("refs/materialize/links-ok/") == {}
+    assert store.read_refs("refs/materialize/tree-ok/") == {}
 
 
 def test_a_path_pin_link_whose_target_is_not_utf8_is_kept_byte_for_byte(tmp_path):
