@@ -30,7 +30,7 @@ PREFIX_REF = "refs/materialize/prefix/"
 # The version of the applier's rules, part of every prefix key: a cached prefix was computed by the
 # code of its day, so a change that could make any patch apply differently (a GNU rule fixed, a
 # refusal added) bumps this, and caches made before re-apply once instead of being trusted.
-APPLY_RULES = 17  # 3-6 (2026-12-01): GNU's mode rule, git-section names and holds, context diffs, plain names, -R order, delete then create, link length; 7: blank-only patch is garbage; 8: header lines found as GNU intuit_diff_type finds them; 9: git regions likewise, indented header lines; 10: GNU hunk header spacing; 11: indented hunks refused; 12: git name slots swap at a hunk; 13: a normal diff before any header is garbage; 14: Index: names as GNU fetchname; 15 (session 10): '#' lines, indented/RFC 934 sections, near-epoch times, normal diffs after a header, fetchname slots, CRLF rule; 16 (session 12): a mail header above an unreadable diff is garbage, git sections create/delete by GNU's names and sides, context hunks as GNU's another_hunk; 17: a file type never changes (GNU: "can't change file type", "is not a symbolic link")
+APPLY_RULES = 18  # 3-6 (2026-12-01): GNU's mode rule, git-section names and holds, context diffs, plain names, -R order, delete then create, link length; 7: blank-only patch is garbage; 8: header lines found as GNU intuit_diff_type finds them; 9: git regions likewise, indented header lines; 10: GNU hunk header spacing; 11: indented hunks refused; 12: git name slots swap at a hunk; 13: a normal diff before any header is garbage; 14: Index: names as GNU fetchname; 15 (session 10): '#' lines, indented/RFC 934 sections, near-epoch times, normal diffs after a header, fetchname slots, CRLF rule; 16 (session 12): a mail header above an unreadable diff is garbage, git sections create/delete by GNU's names and sides, context hunks as GNU's another_hunk; 17: a file type never changes (GNU: "can't change file type", "is not a symbolic link"); 18 (session 13): older links re-checked after any deletion (a folder removed, a link put where it was)
 _new_tuple = tuple.__new__
 _HEADER = "@@ -%d,%d +%d,%d @@"  # Hunk.header, as one C-level format
 _HUNK_OF, _RANGES, _SECTION = itemgetter(0), itemgetter(0, 1, 2, 3), itemgetter(4)
@@ -154,21 +154,26 @@ class StoreView:
         return self.store.is_dir(self.tree, path)
 
 
-def _changes_a_link(result: TreeApply) -> bool:
-    """Whether the patch deleted, replaced or retargeted a symlink that was in the tree."""
-    return any(f.before is not None and f.before[0] == SYMLINK for f in result.files)
+def _may_move_a_link(result: TreeApply) -> bool:
+    """Whether the patch could change where a link it did not touch leads: it deleted, replaced or
+    retargeted a symlink, or deleted anything (a folder emptied is a folder gone, and a link can then
+    be put in its place). New files and new links where nothing was cannot: a link through a path
+    that did not exist was refused already (``..`` after a missing component)."""
+    return None in result.changes.values() or any(f.before is not None and f.before[0] == SYMLINK
+                                                  for f in result.files)
 
 
 def tree_after(store: Store, tree: str, result: TreeApply, *, origin: str, empty_dirs: Iterable[str] = ()) -> str:
     """``tree`` with ``result``'s changes, refused (exit 4) if a link of it now escapes.
 
-    The applier judges each link a patch adds, but a removed or retargeted link can change where
-    older links lead (a link "s" replaced by a real directory makes "x -> s/../.." climb out), so
-    then every link of the new tree is re-checked. Every path that writes an applier's result (the
+    The applier judges each link a patch adds, but a removed or retargeted link, or a folder removed
+    (and maybe replaced by a link), can change where older links lead (a link "s" replaced by a real
+    directory makes "x -> s/../.." climb out; so does a link "a/b -> .." where the folder a/b was, for
+    "l -> a/b/../../etc"), so then every link of the new tree is re-checked. Every path that writes an applier's result (the
     engine, a forced push, a rebase, a fold) goes through here.
     """
     new_tree = store.write_tree(tree, result.changes) if result.changes else tree
-    if _changes_a_link(result):
+    if _may_move_a_link(result):
         store.check_tree_links(new_tree, origin=origin, extra_dirs=empty_dirs)
     return new_tree
 

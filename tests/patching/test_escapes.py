@@ -220,3 +220,34 @@ def test_a_patch_that_turns_a_link_into_a_directory_cannot_set_older_links_free(
     from materialize.engine import PREFIX_REF
 
     assert len(first.store.read_refs(PREFIX_REF)) == 1
+
+
+def _delete_file(path: str, text: str) -> bytes:
+    return (f"diff --git a/{path} b/{path}\ndeleted file mode 100644\n--- a/{path}\n+++ /dev/null\n"
+            f"@@ -1 +0,0 @@\n-{text}\n").encode()
+
+
+def test_a_link_where_a_folder_was_cannot_set_older_links_free(builder) -> None:
+    """Patch 1 adds a/b/c/f, etc/passwd and ``l -> a/b/c/../../../etc/passwd`` (inside: through the
+    real folders). Patch 2 deletes f, which empties (so removes) a/b/c; patch 3 puts a link
+    ``a/b/c -> ..`` where the folder was, and l would climb one level above the tree. Neither touches
+    l, and the new link alone stays inside: only re-checking the tree's older links after the
+    deletion finds it (l then climbs through a folder that is gone: exit 4 at patch 2)."""
+    b = builder({"README": "r\n"})
+    series_path = b.write()
+    patches = b.root / "patches"
+    (patches / "0001-links.patch").write_bytes(
+        b"diff --git a/a/b/c/f b/a/b/c/f\nnew file mode 100644\n--- /dev/null\n+++ b/a/b/c/f\n@@ -0,0 +1 @@\n+f\n"
+        b"diff --git a/etc/passwd b/etc/passwd\nnew file mode 100644\n--- /dev/null\n+++ b/etc/passwd\n"
+        b"@@ -0,0 +1 @@\n+in tree\n" + _new_link("l", "a/b/c/../../../etc/passwd"))
+    (patches / "0002-empty.patch").write_bytes(_delete_file("a/b/c/f", "f"))
+    (patches / "0003-link.patch").write_bytes(_new_link("a/b/c", ".."))
+    names = ["0001-links.patch", "0002-empty.patch", "0003-link.patch"]
+    series_path.write_text(series_path.read_text().replace(
+        "patches: []", "patches:\n" + "".join(f"- patch: {n}\n  target: plugin\n" for n in names)))
+    series = load_series(series_path)
+    first = materialize(series, upto=1)
+    assert first.store.read_blob(first.trees["plugin"], "l") == b"a/b/c/../../../etc/passwd"
+    with pytest.raises(UnsafePathError, match=r"0002-empty.*symlink l -> .* points outside") as info:
+        materialize(series)
+    assert info.value.exit_code == 4
