@@ -328,8 +328,9 @@ PATCH_NAME = r"^(?![0-9]+$)(?!\.\.?$)[^/\x00-\x1f]+$"
 # A name taken from the file (``patch_name``) may be a number (quilt's 12.patch; `find` reads "12" as
 # a position, "12.patch" as the file), but not empty, "." / "..", or carry a control character.
 _FILE_NAME = r"^(?!\.\.?$)[^/\x00-\x1f\x7f]+$"
-_STRIP = _int(0, 16)
-_FUZZ = _int(0, 3)
+MAX_STRIP, MAX_FUZZ = 16, 3
+_STRIP = _int(0, MAX_STRIP)
+_FUZZ = _int(0, MAX_FUZZ)
 
 
 class TargetSpec(_Model):

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from materialize.errors import MaterializeError, SeriesError, UpstreamError
-from materialize.series import check_inside, patch_name
+from materialize.series import MAX_FUZZ, MAX_STRIP, SeriesSpec, check_inside, patch_name
 from materialize.upstream import parse_spec
 
 QUILT_DEFAULT_FUZZ = 2
@@ -104,11 +104,15 @@ def _quilt_options(options: list[str], where: str) -> tuple[int, bool, int | Non
         else:
             fuzz = int(number.group(1))
         i += 1
-    if fuzz is not None and fuzz > 3:
-        raise SeriesError(f"{where}: fuzz {fuzz}: a series entry's max_fuzz is 0 to 3")
     if not any(o.startswith("-p") for o in options):
         strip = 1  # quilt's own -p1, after the line's options
-    return (1 if strip is None else strip), reverse, fuzz
+    strip = 1 if strip is None else strip
+    # What the series file cannot hold is refused here, naming the line, not written out to fail later.
+    if fuzz is not None and fuzz > MAX_FUZZ:
+        raise SeriesError(f"{where}: fuzz {fuzz}: a series entry's max_fuzz is 0 to {MAX_FUZZ}")
+    if strip > MAX_STRIP:
+        raise SeriesError(f"{where}: -p{strip}: a series entry's strip is 0 to {MAX_STRIP}")
+    return strip, reverse, fuzz
 
 
 def resolve_git_rev(url: str, rev: str) -> str:
@@ -156,7 +160,7 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
     for key in ("path",):
         if key in pin_data:
             pin_data[key] = os.path.relpath(pin_data[key], output.parent.resolve())
-    return {
+    document = {
         "version": 1,
         "patches_dir": os.path.relpath(quilt_dir, output.parent.resolve()),
         "defaults": {"strip": 1, "max_fuzz": QUILT_DEFAULT_FUZZ},
@@ -168,6 +172,12 @@ def build_series(quilt_dir: Path, upstream: str, target: str, output: Path) -> d
             for (path, strip, reverse, fuzz), name in zip(entries, own_names([e[0] for e in entries]), strict=True)
         ],
     }
+    errors: list[dict] = []
+    SeriesSpec.parse(document, (), errors)  # the file written must load: the series model's own rules
+    if errors:
+        raise SeriesError(f"{series_file}: the imported series would not load: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
+    return document
 
 
 def own_names(paths: list[str]) -> list[str | None]:

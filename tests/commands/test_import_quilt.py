@@ -280,3 +280,23 @@ def test_import_quilt_force_waits_for_no_one_working_in_the_series_workspace(tmp
         assert main(args) == 5  # busy: a `pop -a` is working from this series
     assert out.read_text() == "# hand-written\n" and not (tmp_path / "series" / "default.yaml.orig").exists()
     assert main(args) == 0
+
+
+@pytest.mark.parametrize(("options", "field"), [("-p 99999999999999999", "strip"), ("-p17", "strip"),
+                                                ("-F4", "max_fuzz"), ("--fuzz=99999999999999999999", "max_fuzz")])
+def test_a_series_option_the_series_file_cannot_hold_is_refused_at_import(tmp_path, options, field):
+    """import-quilt never writes a series file that then fails to load: an option out of the series
+    model's range is refused naming the quilt series line (exit 2), whichever option it is."""
+    from materialize.cli import main
+
+    quilt = tmp_path / "patches"
+    quilt.mkdir()
+    (quilt / "series").write_text(f"p1.patch {options}\n")
+    (quilt / "p1.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "f").write_text("a\n")
+    with pytest.raises(SeriesError, match=rf"series:1: .*{field} is 0 to"):
+        parse_quilt_series(quilt / "series")
+    out = tmp_path / "s.yaml"
+    assert main(["import-quilt", str(quilt), "--upstream", str(tmp_path / "up"), "--target", "t", "-o", str(out)]) == 2
+    assert not out.exists()
