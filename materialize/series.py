@@ -614,14 +614,16 @@ def check_patch_file(patches_dir: Path, patch: str, where: str) -> None:
         raise SeriesError(f"{where}: the file name {Path(patch).name!r} cannot be a patch name")
 
 
-def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bool]) -> None:
-    """A patch file lies inside ``patches_dir``: a series that names ``/etc/shadow`` or
-    ``../../secret.key`` would otherwise have it read, hashed, and shown whole on the report page.
-    A symlink on the way is followed, so one that leads out is refused too (``links`` remembers which
-    folders are symlinks: one lstat per file and per folder, not a full resolve per patch)."""
+def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bool], folder: str = "patches_dir",
+                  kind: str = "patch") -> None:
+    """A patch file lies inside ``patches_dir`` (a test file inside ``tests_dir``: ``folder``): a series
+    that names ``/etc/shadow`` or ``../../secret.key`` would otherwise have it read, hashed, and shown
+    whole on the report page. A symlink on the way is followed, so one that leads out is refused too
+    (``links`` remembers which folders are symlinks: one lstat per file and per folder, not a full
+    resolve per patch)."""
     rel = Path(patch)
     if rel.is_absolute() or ".." in rel.parts:
-        raise SeriesError(f"{where}: {patch!r} is outside patches_dir (a patch path is relative to it and has no '..')")
+        raise SeriesError(f"{where}: {patch!r} is outside {folder} (a {kind} path is relative to it and has no '..')")
     steps = [str(patches_dir.joinpath(*rel.parts[:i])) for i in range(1, len(rel.parts) + 1)]
     for step in steps:
         if step not in links:
@@ -632,7 +634,7 @@ def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bo
         if links[step]:
             resolved = Path(steps[-1]).resolve()
             if not resolved.is_relative_to(patches_dir):
-                raise SeriesError(f"{where}: {patch!r} is a symlink that leads out of patches_dir (to {resolved})")
+                raise SeriesError(f"{where}: {patch!r} is a symlink that leads out of {folder} (to {resolved})")
             return
 
 
@@ -649,6 +651,7 @@ def load_series(path: str | Path) -> Series:
         raise SeriesError("invalid series file:\n  " + "\n  ".join(located.describe(e) for e in errors))
 
     patches_dir = (path.parent / spec.patches_dir).resolve()
+    tests_dir = (path.parent / spec.tests_dir).resolve()
     entries: list[PatchEntry] = []
     seen: dict[str, int] = {}
     links: dict[str, bool] = {}
@@ -664,6 +667,9 @@ def load_series(path: str | Path) -> Series:
                               + ("" if p.name else " (two patch files of that name: give one a `name:`)"))
         _check_inside(patches_dir, p.patch, f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch",
                       links)
+        for k, test in enumerate(p.tests):
+            _check_inside(tests_dir, test.partition("::")[0], f"{source}:{located.line_of(('patches', index, 'tests', k))}:"
+                          f" patches.{index}.tests.{k}", links, "tests_dir", "test")
         if p.target not in spec.targets:
             at = located.line_of(("patches", index, "target"))
             raise SeriesError(f"{source}:{at}: patches.{index}.target: target {p.target!r} has no pin in 'targets'")

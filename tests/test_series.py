@@ -201,6 +201,18 @@ def test_a_patch_path_that_leaves_patches_dir_is_refused_with_file_and_line(tmp_
         load_series(tmp_path / "s.yaml")
 
 
+@pytest.mark.parametrize("test", ["/etc/passwd", "../../../../etc/passwd", "a/../../x.py::test_x", "out/t.py"])
+def test_a_test_path_that_leaves_tests_dir_is_refused_with_file_and_line(tmp_path, test):
+    """``tests:`` entries follow the rule of ``patch:`` entries: inside their folder (tests_dir)."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "out").symlink_to(tmp_path)
+    (tmp_path / "s.yaml").write_text("version: 1\npatches_dir: p\ntests_dir: t\ntargets:\n  t:\n    pin: {kind: path,"
+                                     " path: up}\npatches:\n  - target: t\n    patch: a.patch\n    tests:\n"
+                                     "      - ok.py::test_ok\n      - " + test + "\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:12: patches.0.tests.1: .*(outside|leads out of) tests_dir"):
+        load_series(tmp_path / "s.yaml")
+
+
 def test_a_target_cannot_be_named_like_the_outputs_manifest(tmp_path):
     """A target is a folder of the output beside manifest.json: a target named so crashed publishing."""
     path = write(tmp_path, "version: 1\ntargets:\n  manifest.json:\n    pin: {kind: path, path: up}\npatches: []\n")
