@@ -173,6 +173,7 @@ def tree_after(store: Store, tree: str, result: TreeApply, *, origin: str, empty
     engine, a forced push, a rebase, a fold) goes through here.
     """
     new_tree = store.write_tree(tree, result.changes) if result.changes else tree
+    store.derive_links(tree, new_tree, result.changes)
     if _may_move_a_link(result):
         store.check_tree_links(new_tree, origin=origin, extra_dirs=empty_dirs)
     return new_tree

@@ -112,29 +112,37 @@ def check_link_target(path: str, target: str, origin: str) -> None:
         raise UnsafePathError(f"{origin}: symlink {path}: target longer than {MAX_LINK_TARGET} bytes")
 
 
-def check_links(links: dict[str, str], files: set[str], *, origin: str) -> None:
+def check_links(links: dict[str, str], files: set[str] | Callable[[str], bool], *, origin: str) -> None:
     """Refuse (exit 4) any link of a whole tree that escapes when chains are followed.
 
-    ``links`` maps link paths to targets, ``files`` holds the other file paths; directories are
-    every proper prefix of those. Used once a pin's members are all known, for every pin kind, so
-    it also refuses targets no file system can hold (``check_link_target``).
+    ``links`` maps link paths to targets; ``files`` holds the other file paths (directories are
+    every proper prefix of those), or is a function saying whether a path that is not a link
+    exists (a tree in the store answers that without being listed). Used once a pin's members are
+    all known, for every pin kind, so it also refuses targets no file system can hold
+    (``check_link_target``).
     """
     if not links:
         return
     for path, target in links.items():
         check_link_name(path, origin)
         check_link_target(path, target, origin)
-    dirs: set[str] = set()
-    for p in (*links, *files):
-        cut = p.rfind("/")
-        while cut > 0 and p[:cut] not in dirs:  # parents of an already-known directory are known too
-            dirs.add(p[:cut])
-            cut = p.rfind("/", 0, cut)
+    if callable(files):
+        exists = files
+    else:
+        dirs: set[str] = set()
+        for p in (*links, *files):
+            cut = p.rfind("/")
+            while cut > 0 and p[:cut] not in dirs:  # parents of an already-known directory are known too
+                dirs.add(p[:cut])
+                cut = p.rfind("/", 0, cut)
+
+        def exists(path: str) -> bool:
+            return path in files or path in dirs
 
     def lookup(path: str) -> str | None | bool:
         if path in links:
             return links[path]
-        return True if path in files or path in dirs else None
+        return True if exists(path) else None
 
     for path, target in sorted(links.items()):
         if resolve_link(path, target, lookup) is None:

@@ -179,6 +179,7 @@ class Store:
         self._packs = PackReader(self.git_dir / "objects" / "pack")
         self._tree_cache: dict[str, dict[str, tuple[str, str]]] = {}
         self._listings: dict[str, dict[str, Entry]] = {}
+        self._links: dict[str, dict[str, str]] = {}  # tree -> its symlinks (path -> target): ``links_of``
         self.blob_sink: Callable[[str, bytes], None] | None = None
         """Given (mode, bytes) of every file an import writes, when set (``FileCache.warming``)."""
         self._pending: dict[str, tuple[str, bytes]] | None = None  # new objects of a ``batch``, by sha
@@ -377,16 +378,58 @@ class Store:
     def check_tree_links(self, tree: str, *, origin: str, extra_dirs: Iterable[str] = ()) -> None:
         """Refuse (exit 4) a tree any of whose symlinks escapes it, following chains as the kernel does.
 
-        Linear in the tree, so callers run it only when something could have changed a resolution:
-        a git pin's first import, or a patch that removed or retargeted a link.
+        The links come from ``links_of`` (a full listing once per tree, remembered); whether a path
+        on a link's way exists is asked of the tree itself (the trees on that path, memoized), so a
+        re-check after a patch costs its links, not the size of the tree. Callers run it when
+        something could have changed a resolution: a git pin's first import, or a patch that
+        removed something (``engine.tree_after``).
         """
-        entries = self.list_tree(tree)
-        link_ids = {path: entry.sha for path, entry in entries.items() if entry.mode == SYMLINK}
-        if not link_ids:
+        links = self.links_of(tree)
+        if not links:
             return
-        targets = dict(self.read_blobs(sorted(set(link_ids.values()))))
-        links = {path: targets[sha].decode("utf-8", "surrogateescape") for path, sha in link_ids.items()}
-        check_links(links, {p for p in entries if p not in links} | set(extra_dirs), origin=origin)
+        empty = {"/".join(parts[:i]) for parts in (d.split("/") for d in extra_dirs) for i in range(1, len(parts) + 1)}
+
+        def exists(path: str) -> bool:
+            return path in empty or self.lookup(tree, path) is not None or self.is_dir(tree, path)
+
+        check_links(links, exists, origin=origin)
+
+    def links_of(self, tree: str) -> dict[str, str]:
+        """path -> target of every symlink of ``tree``. A tree never changes, so this is remembered in
+        memory and in ``<root>/links/<tree>`` (a full listing of tt-metal or glibc costs ~0.2 s), and a
+        tree made from a known one by ``write_tree`` learns its links from the changes (``derive_links``)."""
+        known = self._links.get(tree)
+        if known is not None:
+            return known
+        import json
+
+        memo = self.root / "links" / tree
+        try:
+            links = json.loads(memo.read_text("utf-8", "surrogateescape"))
+        except (OSError, ValueError):
+            entries = self.list_tree(tree)
+            link_ids = {path: entry.sha for path, entry in entries.items() if entry.mode == SYMLINK}
+            targets = dict(self.read_blobs(sorted(set(link_ids.values())))) if link_ids else {}
+            links = {path: targets[sha].decode("utf-8", "surrogateescape") for path, sha in link_ids.items()}
+            with contextlib.suppress(OSError):
+                memo.parent.mkdir(exist_ok=True)
+                atomic_write(memo, json.dumps(links, ensure_ascii=False).encode("utf-8", "surrogateescape"))
+        self._links[tree] = links
+        return links
+
+    def derive_links(self, old_tree: str, new_tree: str, changes: Mapping[str, tuple[str, bytes] | None]) -> None:
+        """Remember ``new_tree``'s links when ``old_tree``'s are known (``new_tree`` is ``old_tree`` with
+        ``changes``): the engine's loop carries them from patch to patch at the cost of the changes."""
+        links = self._links.get(old_tree)
+        if links is None or new_tree in self._links:
+            return
+        links = dict(links)
+        for path, content in changes.items():
+            if content is not None and content[0] == SYMLINK:
+                links[path] = content[1].decode("utf-8", "surrogateescape")
+            else:
+                links.pop(path, None)
+        self._links[new_tree] = links
 
     def check_tree_names(self, tree: str, *, origin: str) -> None:
         """Refuse a tree that git could hold but no checkout should write: an entry named ``..``,

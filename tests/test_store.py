@@ -259,3 +259,26 @@ def test_changed_paths_between_a_tree_and_itself_asks_no_git(tmp_path, monkeypat
     assert store.changed_paths(tree, other) == (["d/g"], ["f"])
     monkeypatch.setattr(Store, "git", lambda *a, **k: (_ for _ in ()).throw(AssertionError("git ran")))
     assert store.changed_paths(other, other) == ([], [])
+
+
+def test_a_trees_links_are_listed_once_remembered_and_carried_through_changes(tmp_path, monkeypatch):
+    """``links_of`` lists a tree once (then its memo file answers, in this process or the next), and
+    a tree written from a known one learns its links from the changes; a damaged memo is listed again."""
+    store = Store.open(tmp_path / "cache")
+    base = store.write_tree(EMPTY_TREE, {"a/f": ("100644", b"f\n"), "l": ("120000", b"a/f"),
+                                         "a/m": ("120000", b"../l")})
+    assert store.links_of(base) == {"l": "a/f", "a/m": "../l"}
+    assert Store.open(tmp_path / "cache").links_of(base) == {"l": "a/f", "a/m": "../l"}  # from the memo file
+    changes = {"a/m": None, "b/n": ("120000", b"../a"), "l": ("120000", b"a")}
+    new = store.write_tree(base, changes)
+    store.derive_links(base, new, changes)
+
+    def no_listing(_tree):  # noqa: ANN001, ANN202
+        raise AssertionError("a derived tree's links need no listing")
+
+    monkeypatch.setattr(store, "list_tree", no_listing)
+    assert store.links_of(new) == {"l": "a", "b/n": "../a"}
+    monkeypatch.undo()
+    fresh = Store.open(tmp_path / "cache")
+    (tmp_path / "cache" / "links" / base).write_text("{not json")
+    assert fresh.links_of(base) == {"l": "a/f", "a/m": "../l"}
