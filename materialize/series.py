@@ -535,6 +535,14 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
     them). Damage raises OSError, EOFError or ValueError with the codec's own words."""
     if codec == "lzip":  # no lzip in Python's standard library: the tool itself, as quilt runs it
         return _lzip(["-dc"], data, most, "lzip")
+    if codec in ("xz", "lzma"):
+        import shutil
+
+        if shutil.which("xz"):
+            # The tool quilt runs (``xz -cd``, ``lzma -cd``): each suffix reads its own format only (an
+            # .lzma file holding xz data is refused, where Python's codec took it), and xz's stream
+            # padding is read as the format allows (Python's codec stopped at it).
+            return _lzip(["-dc"] if codec == "xz" else ["--format=lzma", "-dc"], data, most, codec, tool="xz")
     import io
 
     raw = io.BytesIO(data)
@@ -551,7 +559,7 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
                 return stream.read(most)
         import lzma
 
-        with lzma.LZMAFile(raw) as stream:
+        with lzma.LZMAFile(raw, format=lzma.FORMAT_ALONE if codec == "lzma" else lzma.FORMAT_AUTO) as stream:
             return stream.read(most)
     except Exception as exc:  # lzma.LZMAError is no OSError
         if isinstance(exc, (OSError, EOFError, ValueError)):
@@ -559,15 +567,16 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def _lzip(args: list[str], data: bytes, most: int | None, what: str) -> bytes:
-    """``lzip ARGS`` of ``data``, reading at most ``most`` bytes of its output (a bomb is stopped
-    there, not held whole). A missing ``lzip`` says so: quilt needs it for these files too."""
+def _lzip(args: list[str], data: bytes, most: int | None, what: str, tool: str = "lzip") -> bytes:
+    """``lzip ARGS`` (or ``tool ARGS``) of ``data``, reading at most ``most`` bytes of its output (a
+    bomb is stopped there, not held whole). A missing ``lzip`` says so: quilt needs it for these
+    files too."""
     import contextlib
     import subprocess
     import threading
 
     try:
-        proc = subprocess.Popen(["lzip", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([tool, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise OSError("lzip is not installed (quilt reads and writes .lz patches with it too)") from None

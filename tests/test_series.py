@@ -295,6 +295,25 @@ def test_a_patch_file_is_decompressed_by_its_name_as_quilts_cat_file(tmp_path, s
     assert load_series(path).patches[0].read() == _TEXT + b"\n"
 
 
+@pytest.mark.parametrize("python_codec", [False, True], ids=["xz tool", "python codec"])
+def test_each_lzma_suffix_reads_its_own_format_as_quilts_tools(tmp_path, monkeypatch, python_codec):
+    """quilt reads .xz with ``xz -cd`` and .lzma with ``lzma -cd``: an .lzma file holding xz data is
+    refused (quilt's lzma says "File format not recognized" and pushes an empty patch; we applied the
+    diff in it), an .xz file with stream padding (NUL bytes after the stream, as the format allows)
+    is read (Python's codec stopped at the padding)."""
+    if python_codec:
+        monkeypatch.setattr("shutil.which", lambda _name: None)
+    path = _one_patch(tmp_path, "x.patch.lzma")
+    (tmp_path / "p" / "x.patch.lzma").write_bytes(_compressed(".xz", _TEXT))
+    with pytest.raises(Exception, match=r"x.patch.lzma|format") as info:
+        load_series(path).patches[0].read()
+    assert getattr(info.value, "exit_code", None) == 2
+    if not python_codec:
+        padded = _one_patch(tmp_path, "y.patch.xz")
+        (tmp_path / "p" / "y.patch.xz").write_bytes(_compressed(".xz", _TEXT) + bytes(4))
+        assert load_series(padded).patches[0].read() == _TEXT
+
+
 @pytest.mark.skipif(__import__("shutil").which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
 @pytest.mark.parametrize("compressed", [True, False], ids=["gzip-bytes", "plain"])
 def test_a_tgz_patch_is_plain_as_quilt_push_reads_it(tmp_path, compressed):
