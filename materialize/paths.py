@@ -51,10 +51,16 @@ def resolve_link(link_path: str, target: str, lookup: LinkLookup) -> str | None:
 
     Follows the kernel: the target is read relative to the link's directory, each component that
     is itself a link is replaced by that link's resolution (up to 40 hops), ``..`` climbs from
-    the *resolved* directory. Escaping means an absolute target, climbing above the root, a loop,
-    or ``..`` after a component that does not exist yet (a later link there could make it escape).
+    the *resolved* directory. Escaping means an absolute target, climbing above the root, a chain
+    longer than 40 links, or ``..`` after a component that does not exist yet (a later link there
+    could make it escape). A link whose resolution comes back to a link it is already expanding (a
+    loop: ``l -> m``, ``m -> l``, ``x -> x``, or a path through one) never resolves at all, as the
+    kernel's ELOOP: it leads nowhere, so it does not escape (quilt creates such links); it is
+    returned as leading to itself. Changing or removing any link of the loop re-checks it.
     """
     hops = [0]
+    expanding: set[str] = set()
+    loop: list[str] = []  # the sentinel a walk returns when it came back to a link it is expanding
 
     def walk(base: list[str], text: str) -> list[str] | None:
         if text.startswith("/"):
@@ -68,21 +74,29 @@ def resolve_link(link_path: str, target: str, lookup: LinkLookup) -> str | None:
                 current.pop()
                 continue
             current.append(part)
-            found = lookup("/".join(current))
+            here = "/".join(current)
+            found = lookup(here)
             if isinstance(found, str):
+                if here in expanding:
+                    return loop
                 hops[0] += 1
                 if hops[0] > MAX_LINK_HOPS:
                     return None
+                expanding.add(here)
                 resolved = walk(current[:-1], found)
-                if resolved is None:
-                    return None
+                expanding.discard(here)
+                if resolved is None or resolved is loop:
+                    return resolved
                 current = resolved
             elif found is None and ".." in parts[index + 1 :]:
                 return None
         return current
 
     parent = link_path.split("/")[:-1]
+    expanding.add(link_path)
     result = walk(parent, target)
+    if result is loop:
+        return link_path
     return None if result is None else "/".join(result)
 
 

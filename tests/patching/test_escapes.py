@@ -94,7 +94,24 @@ def test_resolve_link_follows_links_relative_to_their_directory() -> None:
     assert resolve_link("a/b/c/y", "x/a/b/c/f", lookup) == "a/b/c/f"
     assert resolve_link("a/b/c/y", "x/..", lookup) is None
     assert resolve_link("z", "d/l/c", lookup) == "a/b/c"
-    assert resolve_link("loop", "loop/x", lambda p: "loop" if p == "loop" else None) is None
+    # A loop never resolves (the kernel's ELOOP), so it leads nowhere, outside included (quilt creates it).
+    assert resolve_link("loop", "loop/x", lambda p: "loop" if p == "loop" else None) == "loop"
+
+
+@pytest.mark.parametrize("links", [{"l": "m", "m": "l"}, {"x": "x"}, {"l": "m", "m": "l", "y": "l/../../etc"},
+                                   {"a/l": "../b/l", "b/l": "../a/l/.."}])
+def test_links_that_loop_are_created_as_quilt_creates_them(links) -> None:
+    """quilt creates l -> m, m -> l; a path through a loop fails with ELOOP, so it leads nowhere."""
+    check_links(links, {"a/f", "b/f"}, origin="pin")
+
+
+def test_a_chain_longer_than_the_kernel_follows_is_refused() -> None:
+    """Past 40 links we cannot be sure to count as the kernel counts: refused, never trusted."""
+    links = {f"l{i}": f"l{i + 1}" for i in range(45)}
+    links["l45"] = "f"
+    with pytest.raises(UnsafePathError, match="l0 "):
+        check_links(links, {"f"}, origin="pin")
+    check_links({f"l{i}": f"l{i + 1}" for i in range(30)} | {"l30": "f"}, {"f"}, origin="pin")
 
 
 def test_check_links_over_a_whole_pin() -> None:
