@@ -10,6 +10,7 @@ reading the parser registry from a tree the caller hands in.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +216,86 @@ def code_selecting(name: str) -> str | None:
     return next((why for prefix, why in CODE_SELECTING_PREFIXES.items() if name.startswith(prefix)), None)
 
 
+# The server commands whose meaning the rules know: the plan appends every vLLM option to the command,
+# and the environment, flags and argv the rules checked must be what the server gets. So the command is
+# the interpreter running vLLM's OpenAI server module, or vLLM's own ``vllm serve``, and nothing else: no
+# interpreter options (``-c`` runs other code, ``-I``/``-E`` drop the plan's PYTHON* env, ``-S`` skips
+# site, ``-X`` changes the import system), no words of its own after the entry point (they would be
+# vLLM options the rules never saw), no wrapper. The interpreter is ``python``, ``python3`` or
+# ``python3.N``, by name (the image's PATH, or a process's absolute path) or as an absolute path to one.
+SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+VLLM_CLI = ("vllm", ("serve",))
+_INTERPRETER = re.compile(r"python(3(\.[0-9]+)?)?")
+ALLOWED_COMMANDS = ("python3 -m vllm.entrypoints.openai.api_server", "vllm serve")
+# Why a wrapper is refused even when it "only" schedules: each runs its arguments under its own option
+# grammar (so the words after it mean what that grammar says), and the ones that change the environment
+# or argv do it after every check here. Scheduling belongs in docker_args (--cpuset-cpus, --cpuset-mems,
+# --cpu-shares, --ulimit), which are parsed with docker's grammar; the image's init is docker's --init.
+_REINTERPRETS = "runs its arguments as another command under its own option grammar"
+COMMAND_WRAPPERS: dict[str, str] = {
+    "env": "sets and unsets environment variables (and PATH lookup) before it runs the rest: the environment "
+           "the rules checked (flags, env-does-not-select-code) would not be the server's",
+    **{sh: "runs a shell script: with -c the script is one word and every word after it, including each "
+           "option the plan renders, becomes a positional parameter it may drop or replace"
+       for sh in ("sh", "bash", "dash", "zsh", "ksh", "ash", "busybox", "fish")},
+    "exec": "is a shell builtin; as a command it is a wrapper around another command line",
+    **{w: f"{_REINTERPRETS} (scheduling goes in docker_args: --cpuset-cpus, --cpuset-mems, --cpu-shares)"
+       for w in ("nice", "ionice", "chrt", "taskset", "numactl", "stdbuf", "timeout", "nohup", "setsid")},
+    **{w: f"{_REINTERPRETS}, and can change the user, environment, namespaces or argv the server gets"
+       for w in ("sudo", "su", "runuser", "doas", "chroot", "unshare", "nsenter", "xargs", "tini", "dumb-init",
+                 "strace", "ltrace", "gdb", "valgrind", "time", "catchsegv", "setpriv", "capsh", "prlimit")},
+}
+
+
+def _command(profile: Profile) -> list[Violation]:
+    """``launcher.command`` is one of ALLOWED_COMMANDS (findings D1, D2: ``env PYTHONPATH=... -u FLAG``
+    re-set the environment the rules checked; ``sh -c '... --tool-call-parser hermes'`` dropped every
+    option the plan renders while the plan still showed the checked values)."""
+    launcher = profile.spec.launcher
+    command = list(launcher.command)
+    forms = " or ".join(f"`{c}`" for c in ALLOWED_COMMANDS)
+
+    def bad(index: int, why: str) -> list[Violation]:
+        word = command[index] if index < len(command) else None
+        shown = f"launcher.command[{index}] {word!r}" if word is not None else f"launcher.command ends at {index} words"
+        return [_v(profile, "launcher-command-known", profile.where("launcher", "command", min(index, len(command) - 1)),
+                   f"{shown} {why}; the server command must be {forms} (the interpreter by name or as an absolute "
+                   f"path; the plan appends every vLLM option, from fields the rules check)")]
+
+    first = command[0]
+    name = first.rsplit("/", 1)[-1]
+    base = name if (first == name or first.startswith("/")) else None
+    if base is None:
+        return bad(0, "is a relative path, resolved against whatever the working directory is")
+    if base in COMMAND_WRAPPERS:
+        return bad(0, COMMAND_WRAPPERS[base])
+    if "=" in first:
+        return bad(0, "is an environment assignment: a shell would set it, docker and systemd would run it as the "
+                      "program; the environment comes from enable / env")
+    if launcher.kind == "process" and not first.startswith("/"):
+        return bad(0, "is looked up on the host's PATH, which the process launcher passes through from the "
+                      "caller (and env may not set): name the virtualenv's interpreter or vllm by its absolute path")
+    if _INTERPRETER.fullmatch(base):
+        want: tuple[str, ...] = ("-m",)
+        if len(command) < 2 or command[1] != "-m":
+            return bad(1, "is not -m: interpreter options change what runs (-c, a script path) or drop the plan's "
+                          "environment (-I, -E, -S, -X)")
+        if len(command) < 3 or command[2] not in SERVER_MODULES:
+            return bad(2, f"is not vLLM's server module ({', '.join(SERVER_MODULES)})")
+        want = ("-m", command[2])
+    elif base == VLLM_CLI[0]:
+        want = VLLM_CLI[1]
+        if len(command) < 2 or command[1] != want[0]:
+            return bad(1, "is not `serve`: only vLLM's server subcommand takes the options the plan renders")
+    else:
+        return bad(0, "is not an interpreter or server the rules know (a wrapper, a script or another program "
+                      "would decide for itself what the rendered options and environment mean)")
+    if len(command) > 1 + len(want):
+        return bad(1 + len(want), "follows the entry point: every vLLM option comes from the profile's typed fields "
+                                  "(or vllm.extra_args, resolved through the pinned argparse), never the command")
+    return []
+
+
 STABLE_DEVICE_MARKERS = ("/by-id/", "/by-path/")
 
 
@@ -358,6 +439,7 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
 
     problems.extend(_banners(profile, series))
     problems.extend(_format(profile))
+    problems.extend(_command(profile))
     problems.extend(_unmanaged_args(profile))
     problems.extend(_block_sizes(profile))
     problems.extend(_parser(profile, plugin_tree, env))

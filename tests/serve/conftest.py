@@ -101,6 +101,11 @@ CONFIG = textwrap.dedent('''\
     class SchedulerConfig:
         async_scheduling: bool | None = None
 ''')
+API_SERVER = (
+    '"""Test stand-in for vLLM\'s OpenAI server module: runs tests/serve/fake_vllm.py."""\n'
+    "import runpy\n\n"
+    f"runpy.run_path({str(FAKE_VLLM)!r}, run_name='__main__')\n"
+)
 SCHEDULER = "def allow_async(prefix_caching):\n    return not prefix_caching\n"
 SCHEDULER_PATCHED = SCHEDULER.replace(
     "    return not prefix_caching\n",
@@ -133,6 +138,12 @@ def write_series(root: Path, targets: tuple[str, str] = ("tt-metal", "plugin")) 
     (root / "upstream/plugin/vllm/entrypoints").mkdir()
     (root / "upstream/plugin/vllm/entrypoints/cli_args.py").write_text(CLI_ARGS)
     (root / "upstream/plugin/vllm/config.py").write_text(CONFIG)
+    # vLLM's OpenAI server module, the entry point a profile's command must name: here it runs the stand-in
+    # server, so the process launcher runs `python -m vllm.entrypoints.openai.api_server` from the
+    # materialized tree on PYTHONPATH, as it would in production.
+    (root / "upstream/plugin/vllm/__init__.py").write_text("")
+    (root / "upstream/plugin/vllm/entrypoints/openai").mkdir()
+    (root / "upstream/plugin/vllm/entrypoints/openai/api_server.py").write_text(API_SERVER)
     # The plugin upstream is a git repository (made with gitpython) pinned at a commit, as a real
     # plugin checkout would be; tt-metal stays a plain directory pin.
     repo = git.Repo.init(root / "upstream/plugin")
@@ -140,7 +151,7 @@ def write_series(root: Path, targets: tuple[str, str] = ("tt-metal", "plugin")) 
         config.set_value("user", "name", "fixture")
         config.set_value("user", "email", "fixture@localhost")
     repo.index.add(["vllm/tool_parsers/__init__.py", "vllm/scheduler.py", "vllm/entrypoints/cli_args.py",
-                    "vllm/config.py"])
+                    "vllm/config.py", "vllm/__init__.py", "vllm/entrypoints/openai/api_server.py"])
     plugin_sha = repo.index.commit("vllm plugin fixture").hexsha
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)
@@ -254,7 +265,7 @@ def process_profile(port: int, **overrides) -> dict:
     import json
 
     data = base_profile(
-        launcher={"kind": "process", "command": [sys.executable, str(FAKE_VLLM)], "sources": "pythonpath",
+        launcher={"kind": "process", "command": [sys.executable, "-m", "vllm.entrypoints.openai.api_server"], "sources": "pythonpath",
                   "stop_timeout_s": 5},
         devices=[],
         server={"host": "127.0.0.1", "port": port},

@@ -9,7 +9,7 @@ import pytest
 
 from materialize.serve.install import install_prepared, install_systemd, log_path
 from materialize.serve.launch import launch, wait_ready
-from materialize.serve.up import prepare
+from materialize.serve.up import prepare, publish_sources
 from materialize.serve.verify import container_view, verify, verify_container_data
 
 from .conftest import free_port, process_profile
@@ -18,7 +18,9 @@ from .conftest import free_port, process_profile
 @pytest.fixture
 def prepared(write_profile, tmp_path):
     def make(name="v", **overrides):
-        return prepare(write_profile(name, process_profile(free_port(), **overrides)), sources_dir=tmp_path / "out")
+        prep = prepare(write_profile(name, process_profile(free_port(), **overrides)), sources_dir=tmp_path / "out")
+        publish_sources(prep)  # as `serve up` does before launch: the server runs vLLM's module from them
+        return prep
 
     return make
 

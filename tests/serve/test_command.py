@@ -1,0 +1,143 @@
+"""The launcher command and the environment reach the server as they are: both must be something whose
+meaning the rules know. Red-team findings D1-D3 (rt-failopen/FINDINGS.md, repro 11): a command that
+wraps the server in ``env`` / ``sh -c`` re-set the environment and the argv the rules checked, and
+``env: TT_METAL_HOME`` moved the root tt-metal compiles device kernels from."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from materialize.series import load_series
+from materialize.serve.constraints import check_profile
+from materialize.serve.profile import load_profile
+
+from .conftest import base_profile
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+
+
+@pytest.fixture
+def series(series_root):
+    return load_series(series_root / "series/default.yaml")
+
+
+def violations(write_profile, series, data):
+    return check_profile(load_profile(write_profile("p", data)), series)
+
+
+def docker(command, **launcher):
+    return base_profile(launcher={"kind": "docker", "image": "ghcr.io/example/vllm-tt:0.33.0", "command": command,
+                                  **launcher})
+
+
+def process(command):
+    return base_profile(launcher={"kind": "process", "command": command, "sources": "pythonpath"}, devices=[])
+
+
+def only(found, rule):
+    assert {v.rule for v in found} == {rule}, [str(v) for v in found]
+    return "\n".join(str(v) for v in found)
+
+
+@pytest.fixture
+def shipped(invoke, tmp_path, monkeypatch):
+    """The shipped series and prod.yaml copied to a tmp dir; ``check(change)`` runs ``serve check
+    --no-materialize`` on prod with ``change`` applied (as the red team's rt_* profiles are made)."""
+    shutil.copytree(REPO / "series", tmp_path / "series")
+    shutil.copytree(REPO / "patches", tmp_path / "patches")
+    (tmp_path / "serve/profiles").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+
+    def check(change):
+        data = yaml.safe_load((REPO / "serve/profiles/prod.yaml").read_text())
+        change(data)
+        (tmp_path / "serve/profiles/prod.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        return invoke("serve", "check", "--no-materialize")
+
+    return check
+
+
+# -- D1 / D2: the launcher command -------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("command", "word"),
+    [
+        # D1: PYTHONPATH (refused in env) set through the command, and the enabled flag unset.
+        (["env", "PYTHONPATH=/opt/vllm-unpatched", "-u", "QWEN36_HERMES_AS_QWEN3_XML", *SERVER], "env"),
+        # D2: every option the plan renders becomes a positional parameter of sh, dropped.
+        (["sh", "-c", "exec python3 -m vllm.entrypoints.openai.api_server --tool-call-parser hermes"], "sh"),
+    ],
+)
+def test_red_team_commands_are_refused_on_the_shipped_prod(shipped, command, word):
+    def change(data):
+        data["launcher"]["command"] = command
+
+    result = shipped(change)
+    assert result.return_value == 1, result.output
+    assert "launcher-command-known" in result.output
+    assert "prod.yaml:" in result.output and "launcher.command" in result.output and repr(word) in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "word"),
+    [
+        (["env", "PYTHONPATH=/x", *SERVER], "env"),
+        (["/usr/bin/env", *SERVER], "/usr/bin/env"),
+        (["sh", "-c", "python3 -m vllm.entrypoints.openai.api_server"], "sh"),
+        (["bash", "-c", "exec python3 -m vllm.entrypoints.openai.api_server"], "bash"),
+        (["/bin/bash", "-lc", "vllm serve"], "/bin/bash"),
+        (["exec", *SERVER], "exec"),
+        (["nice", "-n", "5", *SERVER], "nice"),
+        (["numactl", "--cpunodebind=0", *SERVER], "numactl"),
+        (["taskset", "-c", "0-7", *SERVER], "taskset"),
+        (["sudo", "-E", *SERVER], "sudo"),
+        (["PYTHONPATH=/x", *SERVER], "PYTHONPATH=/x"),
+        # the interpreter's own options re-interpret what runs, or skip the environment the plan sets
+        (["python3", "-c", "import runpy; runpy.run_module('vllm.entrypoints.openai.api_server')"], "-c"),
+        (["python3", "-I", "-m", "vllm.entrypoints.openai.api_server"], "-I"),
+        (["python3", "-E", "-m", "vllm.entrypoints.openai.api_server"], "-E"),
+        (["python3", "-S", "-m", "vllm.entrypoints.openai.api_server"], "-S"),
+        (["python3", "-X", "importtime", "-m", "vllm.entrypoints.openai.api_server"], "-X"),
+        (["python3", "/opt/other_server.py"], "/opt/other_server.py"),
+        (["python3", "-m", "other.server"], "other.server"),
+        (["python3", "-m", "vllm.entrypoints.openai.api_server", "--tool-call-parser", "hermes"], "--tool-call-parser"),
+        (["python3", "-mvllm.entrypoints.openai.api_server"], "-mvllm.entrypoints.openai.api_server"),
+        (["vllm", "serve", "--tool-call-parser", "hermes"], "--tool-call-parser"),
+        (["vllm", "bench"], "bench"),
+        (["./python3", "-m", "vllm.entrypoints.openai.api_server"], "./python3"),
+        (["python3;", "-m", "vllm.entrypoints.openai.api_server"], "python3;"),
+        (["/opt/venv/bin/python3-wrapper", "-m", "vllm.entrypoints.openai.api_server"], "/opt/venv/bin/python3-wrapper"),
+    ],
+)
+def test_a_command_whose_meaning_the_rules_do_not_know_is_refused(write_profile, series, command, word):
+    message = only(violations(write_profile, series, docker(command)), "launcher-command-known")
+    assert "launcher.command[" in message and repr(word) in message and "p.yaml:" in message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        SERVER,
+        ["python3.12", "-m", "vllm.entrypoints.openai.api_server"],
+        ["python", "-m", "vllm.entrypoints.openai.api_server"],
+        ["/usr/local/bin/python3", "-m", "vllm.entrypoints.openai.api_server"],
+        ["vllm", "serve"],
+        ["/usr/local/bin/vllm", "serve"],
+    ],
+)
+def test_the_known_server_commands_pass_in_an_image(write_profile, series, command):
+    assert violations(write_profile, series, docker(command)) == []
+
+
+def test_a_process_runs_an_absolute_interpreter_not_whatever_the_hosts_path_finds(write_profile, series):
+    """The process launcher keeps the host's PATH (launch.HOST_ENV_KEEP), which `env` may not set:
+    a bare ``python3`` would be whichever one the caller's PATH finds first."""
+    message = only(violations(write_profile, series, process(SERVER)), "launcher-command-known")
+    assert "'python3'" in message and "absolute" in message
+    assert violations(write_profile, series, process([sys.executable, "-m", "vllm.entrypoints.openai.api_server"])) == []
