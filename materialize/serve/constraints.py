@@ -184,9 +184,12 @@ def parse_docker_args(words: list[str]) -> list[DockerWord]:
     return out
 
 
-# Environment variables that change which code the interpreter imports, or the loader preloads: set in
-# a profile (or as a patch's flag) they would run other code than the patches the plan delivers, and
-# nothing checks it. Only the plan sets PYTHONPATH (sources: pythonpath). Any LD_* / DYLD_* counts.
+# Environment variables that change which code runs: what the interpreter imports, the loader preloads,
+# vLLM loads as plugins or frontend, or tt-metal compiles as device kernels. Set in a profile (or as a
+# patch's flag) they would run other code than the patches the plan delivers, and nothing checks it. Only
+# the plan sets PYTHONPATH (sources: pythonpath). Any LD_* / DYLD_* / TT_METAL_JIT_SERVER_* counts. The
+# profile's ``env`` is the only way a variable reaches the server: docker_args may not carry -e /
+# --env-file, and launcher.command may not be ``env`` or an assignment (launcher-command-known).
 CODE_SELECTING_ENV: dict[str, str] = {
     "PYTHONPATH": "puts folders first on sys.path, ahead of the install path the patches are mounted over",
     "PYTHONHOME": "moves the standard library and site-packages",
@@ -204,9 +207,40 @@ CODE_SELECTING_ENV: dict[str, str] = {
     "PYTHONCASEOK": "matches module names case-insensitively",
     "PATH": "decides which python3 (or server command) runs",
     "HOME": "moves the user site-packages (~/.local/lib/pythonX.Y/site-packages), searched before the install path",
+    "GCONV_PATH": "makes glibc load iconv modules (shared objects) from another folder",
+    # tt-metal (libtt_metal.so of the pinned ttnn wheel, its rtoptions): device kernels and firmware are
+    # JIT-compiled from sources found through these, so the patches' mounted .cpp kernels would not be
+    # what the device runs. TT_METAL_CACHE stays allowed: the JIT cache is keyed by a hash of each
+    # kernel's sources and dependencies (write_dependency_hashes / .dephash), so a changed kernel is rebuilt.
+    "TT_METAL_HOME": "moves the root tt-metal JIT-compiles device kernels and firmware from",
+    "TT_METAL_RUNTIME_ROOT": "moves the root tt-metal JIT-compiles device kernels and firmware from",
+    "TT_METAL_KERNEL_PATH": "adds a folder tt-metal searches for kernel sources",
+    "TT_METAL_FW_SRC_BRISC": "builds the BRISC firmware from another source",
+    "TT_METAL_FW_HEADER_BRISC": "builds the BRISC firmware from another header",
+    "TT_METAL_DISABLE_PRECOMPILED_FW": "builds firmware from the source root instead of the precompiled firmware",
+    "TT_METAL_SKIP_LOADING_FW": "runs whatever firmware the device holds instead of loading the build's",
+    "TT_METAL_NULL_KERNELS": "replaces every device kernel with an empty one",
+    "TT_METAL_KERNELS_EARLY_RETURN": "makes every device kernel return before its body runs",
+    "TT_METAL_SIMULATOR": "loads a simulator library in place of the device",
+    "TT_UMD_SIMULATOR_PATH": "loads a simulator library in place of the device",
+    "TT_METAL_MOCK_CLUSTER_DESC_PATH": "replaces the devices with a mock cluster (no kernel runs)",
+    # vLLM (vllm/envs.py of the pinned sdist).
+    "VLLM_PLUGINS": "selects which installed vLLM plugins (entry points: platform, general, parser plugins) are "
+                    "loaded; the plan never needs it (by default every installed plugin loads)",
+    "VLLM_USE_RUST_FRONTEND": "serves the API from the vllm-rs binary instead of the Python frontend where the "
+                              "patched tool parsers run",
+    "VLLM_RUST_FRONTEND_PATH": "names the binary that serves the API in place of the Python frontend",
+    "VLLM_LOGGING_CONFIG_PATH": "loads a logging dictConfig, whose '()' factories import code by name (and whose "
+                                "filters can drop the banners)",
+    "VLLM_NCCL_SO_PATH": "loads another NCCL shared library",
+    "VLLM_CUDART_SO_PATH": "loads another CUDA runtime shared library",
+    "VLLM_MODEL_REDIRECT_PATH": "serves another folder or repo under the model name the tool-call format was "
+                                "derived from",
 }
 CODE_SELECTING_PREFIXES = {"LD_": "the dynamic loader's preloads and library search path",
-                           "DYLD_": "the dynamic loader's preloads and library search path"}
+                           "DYLD_": "the dynamic loader's preloads and library search path",
+                           "TT_METAL_JIT_SERVER_": "compiles device kernels (and uploads firmware) on a remote JIT "
+                                                   "server, from its sources"}
 
 
 def code_selecting(name: str) -> str | None:
@@ -409,8 +443,9 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
         if why:
             where = profile.where("env", key) if key in spec.env else profile.where("enable")
             problems.append(_v(profile, "env-does-not-select-code", where,
-                               f"{key} {why}: it changes which code the interpreter imports or preloads, so the "
-                               f"server could run other code than the patches the plan delivers; the plan's "
+                               f"{key} {why}: it changes which code runs (imported, preloaded, loaded as a plugin or "
+                               f"compiled for the device), so the server could run other code than the patches the "
+                               f"plan delivers; the plan's "
                                f"sources (mounts / pythonpath) are the only way code reaches the server"))
     if spec.launcher.sources == "none" and series.patches:
         by_target: dict[str, list[str]] = {}

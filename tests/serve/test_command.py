@@ -141,3 +141,37 @@ def test_a_process_runs_an_absolute_interpreter_not_whatever_the_hosts_path_find
     message = only(violations(write_profile, series, process(SERVER)), "launcher-command-known")
     assert "'python3'" in message and "absolute" in message
     assert violations(write_profile, series, process([sys.executable, "-m", "vllm.entrypoints.openai.api_server"])) == []
+
+
+# -- D3: environment that selects which code or device kernels run -------------------------------------
+
+@pytest.mark.parametrize("name", ["TT_METAL_HOME", "VLLM_PLUGINS"])
+def test_red_team_env_is_refused_on_the_shipped_prod(shipped, name):
+    def change(data):
+        data["env"][name] = "/opt/tt-metal" if name == "TT_METAL_HOME" else "my_override_plugin"
+
+    result = shipped(change)
+    assert result.return_value == 1, result.output
+    assert "env-does-not-select-code" in result.output and name in result.output and "prod.yaml:" in result.output
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["TT_METAL_HOME", "TT_METAL_RUNTIME_ROOT", "TT_METAL_KERNEL_PATH", "TT_METAL_SIMULATOR", "TT_UMD_SIMULATOR_PATH",
+     "TT_METAL_JIT_SERVER_ENABLE", "TT_METAL_JIT_SERVER_ENDPOINT", "TT_METAL_JIT_SERVER_ENDPOINTS",
+     "TT_METAL_NULL_KERNELS", "TT_METAL_KERNELS_EARLY_RETURN", "TT_METAL_FW_SRC_BRISC", "TT_METAL_FW_HEADER_BRISC",
+     "TT_METAL_DISABLE_PRECOMPILED_FW", "TT_METAL_SKIP_LOADING_FW", "TT_METAL_MOCK_CLUSTER_DESC_PATH",
+     "VLLM_PLUGINS", "VLLM_USE_RUST_FRONTEND", "VLLM_RUST_FRONTEND_PATH", "VLLM_LOGGING_CONFIG_PATH",
+     "VLLM_NCCL_SO_PATH", "VLLM_CUDART_SO_PATH", "VLLM_MODEL_REDIRECT_PATH", "GCONV_PATH"],
+)
+def test_env_that_selects_which_code_or_kernels_run_is_refused(write_profile, series, name):
+    message = only(violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", name: "/x"})),
+                   "env-does-not-select-code")
+    assert f"{name} " in message and "p.yaml:" in message
+
+
+def test_the_shipped_env_still_passes(write_profile, series):
+    """TT_METAL_CACHE holds compiled kernels keyed by a hash of their sources and dependencies
+    (libtt_metal: write_dependency_hashes / .dephash), so a mounted kernel is recompiled, not served stale."""
+    data = base_profile(env={"TT_METAL_CACHE": "/var/cache/tt-metal", "HF_HOME": "/var/cache/huggingface"})
+    assert violations(write_profile, series, data) == []
