@@ -484,6 +484,44 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
             problems.append(_v(profile, "devices-by-stable-id", profile.where("devices", index),
                                f"{device} is not a stable path; numeric nodes are renumbered by a reset "
                                f"(tt-smi -r). Use /dev/tenstorrent/by-id/..."))
+        elif ":" in device or not device.startswith("/dev/") or any(
+                part in ("", ".", "..") for part in device[1:].split("/")):
+            # docker's --device is HOST[:CONTAINER[:PERMS]]: a mapping names the stable path only on one side
+            problems.append(_v(profile, "devices-by-stable-id", profile.where("devices", index),
+                               f"{device!r} is not one stable path under /dev/ (docker reads ':' as "
+                               f"host:container[:permissions], so the stable-looking side need not be the node "
+                               f"passed through; '..' leaves by-id); name the by-id node itself"))
+    problems.extend(_env_words(profile))
+    if spec.launcher.container_name is not None and not _CONTAINER_NAME.fullmatch(spec.launcher.container_name):
+        problems.append(_v(profile, "container-name-is-a-name", profile.where("launcher", "container_name"),
+                           f"launcher.container_name {spec.launcher.container_name!r} is not a docker container "
+                           f"name ([a-zA-Z0-9][a-zA-Z0-9_.-]+): it is a word of `docker run --name` and of the "
+                           f"unit's `docker stop -t N NAME`, where a leading '-' would be read as an option"))
+    return problems
+
+
+# docker's own pattern for container names (daemon/names: validContainerNamePattern, without the '/').
+_CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_words(profile: Profile) -> list[Violation]:
+    """An ``env`` key is a variable name and a value one line: ``docker run -e K=V`` splits at the first
+    '=' (so the key 'PYTHONPATH=/x:' sets PYTHONPATH past env-does-not-select-code), and the installed
+    unit's EnvironmentFile is one KEY="value" per line (a newline would start another variable)."""
+    problems = []
+    for key, value in profile.spec.env.items():
+        where = profile.where("env", key)
+        if not _ENV_NAME.fullmatch(key):
+            problems.append(_v(profile, "env-is-name-and-value", where,
+                               f"env key {key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*): "
+                               f"docker -e and the unit's environment file would read another variable out of it"))
+        bad = [what for what, char in (("a newline", "\n"), ("a carriage return", "\r"), ("a NUL", "\0"))
+               if char in value]
+        if bad:
+            problems.append(_v(profile, "env-is-name-and-value", where,
+                               f"env {key}: the value holds {' and '.join(bad)}; the unit's environment file is "
+                               f"one variable per line, so it could set another variable"))
     return problems
 
 

@@ -175,3 +175,43 @@ def test_the_shipped_env_still_passes(write_profile, series):
     (libtt_metal: write_dependency_hashes / .dephash), so a mounted kernel is recompiled, not served stale."""
     data = base_profile(env={"TT_METAL_CACHE": "/var/cache/tt-metal", "HF_HOME": "/var/cache/huggingface"})
     assert violations(write_profile, series, data) == []
+
+
+# -- siblings: other profile fields that reach the server's argv or environment ------------------------
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        # docker -e K=V splits at the first '=': this key sets PYTHONPATH=/opt/vllm-unpatched:=x
+        ({"PYTHONPATH=/opt/vllm-unpatched:": "x"}, "'PYTHONPATH=/opt/vllm-unpatched:'"),
+        # the installed unit's EnvironmentFile is one KEY="value" per line: a newline starts another line
+        ({'HF_HOME="/x"\nPYTHONPATH': "/opt/vllm-unpatched"}, "not an environment variable name"),
+        ({"HF_HOME": "/x\nPYTHONPATH=/opt/vllm-unpatched"}, "newline"),
+        ({"HF_HOME": "/x\0"}, "NUL"),
+    ],
+)
+def test_env_names_and_values_cannot_smuggle_another_variable(write_profile, series, env, text):
+    message = only(violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", **env})),
+                   "env-is-name-and-value")
+    assert text in message and "p.yaml:" in message
+
+
+@pytest.mark.parametrize(
+    "device",
+    ["/dev/tenstorrent/0:/dev/tenstorrent/by-id/p150a-0",  # a numeric node mapped under a stable-looking name
+     "/dev/mem:/dev/tenstorrent/by-id/p150a-0:rwm",
+     "/dev/tenstorrent/by-id/../0",
+     "relative/by-id/p150a-0"],
+)
+def test_a_device_is_one_stable_path_not_a_mapping(write_profile, series, device):
+    message = only(violations(write_profile, series, base_profile(devices=[device])), "devices-by-stable-id")
+    assert repr(device) in message or device in message
+
+
+@pytest.mark.parametrize("name", ["--privileged", "-t", "a b", "x/y", "_x"])
+def test_container_name_is_a_docker_name(write_profile, series, name):
+    """The name is a word of `docker run --name` and of ExecStop's `docker stop -t N NAME`, where
+    `--help` or `-t` would be an option (the server never stopped)."""
+    found = violations(write_profile, series, docker(SERVER, container_name=name))
+    message = only(found, "container-name-is-a-name")
+    assert repr(name) in message and "launcher.container_name" in message and "p.yaml:" in message
