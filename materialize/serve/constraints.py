@@ -87,6 +87,22 @@ MANAGED_VLLM_OPTIONS = frozenset({
     "--async-scheduling", "--enable-auto-tool-choice", "--tool-call-parser", "--override-tt-config",
     "--config", "--tool-parser-plugin",
 })
+# vLLM options (pinned vllm/engine/arg_utils.py, entrypoints/common/cli_args.py) that import code by name
+# or run code the model repo ships: in extra_args they would run around the patches the plan delivers,
+# as PYTHONPATH would (env-does-not-select-code). The chat template and tokenizer decide the tool-call
+# format the model emits, which the rules derive from the model (tool-call-format-from-model).
+CODE_SELECTING_VLLM_OPTIONS: dict[str, str] = {
+    **{o: "imports a class or module by its qualified name" for o in (
+        "--worker-cls", "--worker-extension-cls", "--scheduler-cls", "--logits-processors", "--middleware",
+        "--io-processor-plugin", "--reasoning-parser-plugin")},
+    "--trust-remote-code": "runs the Python code the model repository ships",
+    **{o: "names a connector module to import (kv_connector_module_path)" for o in (
+        "--kv-transfer-config", "--ec-transfer-config")},
+    **{o: "replaces the chat template the tool-call format was derived from" for o in (
+        "--chat-template", "--tokenizer", "--hf-config-path")},
+}
+# --distributed-executor-backend takes one of these, or a class by its qualified name (imported).
+EXECUTOR_BACKENDS = frozenset({"mp", "ray", "uni", "external_launcher"})
 # Short aliases the pinned vLLM (0.33.0, vllm/engine/arg_utils.py) declares for managed options; used
 # only without the source: a plan resolves every extra word through the materialized argparse.
 MANAGED_VLLM_ALIASES = {"-tp": "--tensor-parallel-size"}
@@ -582,6 +598,26 @@ def managed_vllm_option(word: str) -> str | None:
     return None
 
 
+def code_selecting_vllm_option(word: str, following: str | None = None) -> tuple[str, str] | None:
+    """(option, why) when ``word`` sets a vLLM option that selects code (spelled as managed_option
+    reads it: ``--x=v``, ``--x_y``, ``--no-x``, abbreviations, ``--x.key``); ``following`` is the next
+    word, the value of ``--distributed-executor-backend`` when not given with '='."""
+    if not word.startswith("--"):
+        return None
+    name, eq, value = word.partition("=")
+    name = name.split(".", 1)[0]
+    hit = managed_option(name, frozenset(CODE_SELECTING_VLLM_OPTIONS))
+    if hit:
+        return hit, CODE_SELECTING_VLLM_OPTIONS[hit]
+    if managed_option(name, frozenset({"--distributed-executor-backend"})):
+        value = value if eq else (following or "")
+        if value not in EXECUTOR_BACKENDS:
+            return ("--distributed-executor-backend",
+                    f"imports {value!r} by its qualified name (only {', '.join(sorted(EXECUTOR_BACKENDS))} are "
+                    f"built in)")
+    return None
+
+
 def _unmanaged_args(profile: Profile) -> list[Violation]:
     """extra_args / docker_args may add options, never re-set one the plan renders from checked fields."""
     problems = []
@@ -591,6 +627,13 @@ def _unmanaged_args(profile: Profile) -> list[Violation]:
             problems.append(_v(profile, "extra-args-not-managed", profile.where("vllm", "extra_args", index),
                                f"{word!r} sets {hit}, which the plan renders from the profile's fields (and the "
                                f"rules check); argparse lets the last value win, so set it there instead"))
+    extra = profile.spec.vllm.extra_args
+    for index, word in enumerate(extra):
+        hit = code_selecting_vllm_option(word, extra[index + 1] if index + 1 < len(extra) else None)
+        if hit:
+            problems.append(_v(profile, "extra-args-do-not-select-code", profile.where("vllm", "extra_args", index),
+                               f"{word!r} sets {hit[0]}, which {hit[1]}: the server would run code the plan does "
+                               f"not deliver or the rules did not check"))
     image = profile.spec.launcher.image or ""
     if profile.spec.launcher.kind == "docker" and (image.startswith("-") or not image.strip() or image != image.strip()
                                                    or any(c.isspace() for c in image)):

@@ -423,7 +423,7 @@ def check_options(profile: Any, server_argv: list[str], index: SourceIndex, decl
     option, or is the value of one, or names an option the profile declares unverified. An extra word
     that reaches a managed option, through any alias, is refused: argparse lets the last value win over
     the one the plan rendered and the rules checked."""
-    from materialize.serve.constraints import MANAGED_VLLM_OPTIONS
+    from materialize.serve.constraints import CODE_SELECTING_VLLM_OPTIONS, MANAGED_VLLM_OPTIONS
 
     table = index.cli_table()
     stand_ins = {n: CliOption(n, (n,), "value") for n in declared if n.startswith("-") and n not in table}
@@ -460,6 +460,11 @@ def check_options(profile: Any, server_argv: list[str], index: SourceIndex, decl
             problems.append(f"{where}: {w.word} reaches {managed[0]} ({', '.join(w.option.strings)} in the pinned "
                             f"vLLM's argparse), which the plan renders from the profile's fields and the rules "
                             f"check; argparse lets the last value win, so set it there (rule extra-args-not-managed)")
+        selecting = sorted(set(w.option.strings if w.option else ()) & set(CODE_SELECTING_VLLM_OPTIONS))
+        if selecting:
+            problems.append(f"{where}: {w.word} reaches {selecting[0]} ({', '.join(w.option.strings)} in the pinned "
+                            f"vLLM's argparse), which {CODE_SELECTING_VLLM_OPTIONS[selecting[0]]} "
+                            f"(rule extra-args-do-not-select-code)")
     return problems, unverified
 
 

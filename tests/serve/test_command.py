@@ -215,3 +215,30 @@ def test_container_name_is_a_docker_name(write_profile, series, name):
     found = violations(write_profile, series, docker(SERVER, container_name=name))
     message = only(found, "container-name-is-a-name")
     assert repr(name) in message and "launcher.container_name" in message and "p.yaml:" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--worker-cls", "mypkg.Worker"], "--worker-cls"),
+        (["--worker_extension_cls=mypkg.Ext"], "--worker-extension-cls"),
+        (["--logits-processors", "mypkg.LP"], "--logits-processors"),
+        (["--middleware", "mypkg.mw"], "--middleware"),
+        (["--reasoning-parser-plugin", "/tmp/p.py"], "--reasoning-parser-plugin"),
+        (["--trust-remote-code"], "--trust-remote-code"),
+        (["--kv-transfer-config", '{"kv_connector_module_path": "mypkg"}'], "--kv-transfer-config"),
+        (["--chat-template", "/tmp/hermes.jinja"], "--chat-template"),
+        (["--tokenizer=other/model"], "--tokenizer"),
+        (["--distributed-executor-backend", "mypkg.Executor"], "--distributed-executor-backend"),
+    ],
+)
+def test_extra_args_that_select_code_are_refused(write_profile, series, extra, option):
+    message = only(violations(write_profile, series, base_profile(vllm={"extra_args": extra})),
+                   "extra-args-do-not-select-code")
+    assert f"sets {option}" in message and "p.yaml:" in message
+
+
+def test_extra_args_that_pick_a_built_in_executor_pass(write_profile, series):
+    data = base_profile(vllm={"extra_args": ["--distributed-executor-backend", "mp", "--chat-template-content-format",
+                                             "string"]})
+    assert violations(write_profile, series, data) == []
