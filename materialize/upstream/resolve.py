@@ -9,10 +9,12 @@ cached in the store under a key made of the pin's verified identity (artifact sh
 # No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
 # process's first compile() costs ~10M instructions (tests/test_startup.py).
 import contextlib
+import errno
 import io
 import json
 import os
 import re
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -231,13 +233,28 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
                 changes[rel] = (SYMLINK, os.fsencode(target))  # bytes, as names are (surrogateescape)
             elif entry.is_file(follow_symlinks=False):
                 mode = EXECUTABLE if os.access(entry.path, os.X_OK) else REGULAR
-                with open(entry.path, "rb") as handle:
-                    changes[rel] = (mode, handle.read())
+                changes[rel] = (mode, _read_regular(entry.path))
             else:
                 raise UnsafePathError(f"{entry.path}: device, fifo or special file refused")
     links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
     check_links(links, {p for p in changes if p not in links}, origin=origin)  # chains of links
     return changes, sorted(empty)
+
+
+def _read_regular(path: str) -> bytes:
+    """A file the walk saw as a regular file, read only if it still is one when opened: a file swapped
+    for a symlink (to /etc/shadow) or a fifo meanwhile is refused, not read through (O_NOFOLLOW, and
+    O_NONBLOCK so a fifo cannot hang the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path}: became a symlink while the folder was read; refused") from None
+        raise
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{path}: no longer a regular file when opened (device, fifo or folder); refused")
+        return handle.read()
 
 
 def _directory_stamp(root: str) -> str | None:

@@ -56,3 +56,27 @@ def test_a_nul_in_a_pin_path_is_exit_2_naming_the_line(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "default.yaml:4: targets.t.pin.path.path: String should not contain a NUL" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_path_pin_file_swapped_for_a_link_while_read_is_refused(tmp_path, monkeypatch):
+    """The walk saw a regular file; if it is a symlink (to /etc/passwd) by the time it is opened, it is
+    refused, not read through into the tree."""
+    import importlib
+
+    from materialize.series import PathPin
+
+    resolve_module = importlib.import_module("materialize.upstream.resolve")
+    up = tmp_path / "up"
+    up.mkdir()
+    (up / "a.txt").write_text("a\n")
+    real_access = os.access
+
+    def swap_then_access(path, mode):  # noqa: ANN001, ANN202 - runs between the walk's stat and the open
+        if str(path).endswith("a.txt") and not os.path.islink(path):
+            os.unlink(path)
+            os.symlink("/etc/passwd", path)
+        return real_access(path, mode)
+
+    monkeypatch.setattr(resolve_module.os, "access", swap_then_access)
+    with pytest.raises(UnsafePathError, match="became a symlink"):
+        resolve(PathPin(kind="path", path=str(up)), Store.open(), base_dir=tmp_path)
