@@ -35,8 +35,11 @@ def run(keep: int, dry_run: bool, root: Path = DEFAULT_ROOT) -> int:
         from materialize.filecache import FileCache  # noqa: PLC0415 - the store only when collecting
         from materialize.store import Store  # noqa: PLC0415
 
-        files, size = FileCache(Store.open()).prune()
+        store = Store.open()
+        files, size = FileCache(store).prune()
         out.print(f"file cache: removed {files} files no output uses ({size / 1e6:.1f} MB)")
+        # The trees' link lists (Store.links_of) are memos: a tree whose list is gone is listed again.
+        shutil.rmtree(store.root / "links", ignore_errors=True)
     return 0
 
 

@@ -23,6 +23,13 @@ def test_gc_keeps_newest_and_latest(builder, tmp_path, monkeypatch):
     assert main(["gc", "--keep", "1"]) == 0
     assert [p.exists() for p in made] == [False, False, True, True]
     assert os.readlink(tmp_path / "build" / "materialized" / "latest") == made[-1].name
+    from materialize.store import Store
+
+    store = Store.open()
+    store.links_of(materialize(series).trees[next(iter(series.spec.targets))])  # a memo, as a link check leaves
+    assert (store.root / "links").is_dir()
+    assert main(["gc", "--keep", "1"]) == 0
+    assert not (store.root / "links").exists(), "gc leaves no memo of the trees' links behind"
 
 
 def test_gc_waits_for_a_publish_in_progress(builder, tmp_path, monkeypatch):
