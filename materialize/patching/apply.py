@@ -421,7 +421,9 @@ def _status(fuzz: int, offset: int) -> HunkStatus:
 def _creatable(fp: FilePatch) -> bool:
     """GNU creates a missing file when the patch says the old side is missing or empty (a first hunk
     from line 0, or git's index line naming the empty blob)."""
-    return fp.is_new or fp.may_be_missing or bool(fp.hunks and fp.hunks[0].source_start == 0 and not fp.normal)
+    if fp.is_new or fp.may_be_missing or not fp.hunks or fp.normal:
+        return fp.is_new or fp.may_be_missing
+    return fp.says_missing[0] if fp.says_missing is not None else fp.hunks[0].source_start == 0
 
 
 def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> FileResult:

@@ -138,6 +138,10 @@ class FilePatch(NamedTuple):
     normal: bool = False  # a normal diff's section (``2c2``): GNU never takes its file to be missing or new
     may_be_missing: bool = False  # git's index line names the empty blob: a missing file is patched as empty
     may_be_missing_after: bool = False  # ... on the new side (what -R reads)
+    # A context section's first hunk starts from nothing / ends in nothing by GNU's own tests ("*** 0",
+    # an empty replacing side before line 1), which its unified line numbers do not tell ("*** 1,0 ****"
+    # starts at unified line 0 too); None: a first side from line 0 does.
+    says_missing: tuple[bool, bool] | None = None
 
     @property
     def path(self) -> str | None:

@@ -645,7 +645,13 @@ class _Parser:
             hunk, i = self._context_hunk(i)
             hunks.append(hunk)
             i = self._past_comments(i)
-        return self._traditional(region, region.plus, region.minus, tuple(hunks), self._past_comments(stars + 1)), i
+        # GNU: the first "*** " line starts from nothing when it reads "0" then no digit; the first hunk ends
+        # in nothing when its replacing side is empty and goes before line 1
+        head = self.line(self._past_comments(stars + 1))[4:]
+        sides_gone = (head[:1] == b"0" and head[1:2] not in _DIGITS_B,
+                      hunks[0].target_length == 0 and hunks[0].target_start == 0)
+        return self._traditional(region, region.plus, region.minus, tuple(hunks), self._past_comments(stars + 1),
+                                 sides_gone=sides_gone), i
 
     def _context_hunk(self, stars: int) -> tuple[Hunk, int]:
         """One context hunk after its line of stars, read as GNU's ``another_hunk`` reads it.
@@ -793,7 +799,7 @@ class _Parser:
             if ptrn_missing:
                 fill = [x for x in new if x[0] == b" "]
                 if not some_context and old_length == 1:  # GNU: "*** 3 ****" alone inserts after line 3
-                    old, old_length = [], 0
+                    old, old_length, old_first = [], 0, old_first + 1
                 elif len(fill) != old_length:
                     raise self.error(header, "malformed patch: replacement text or line numbers mangled in "
                                              "the context hunk")
@@ -806,7 +812,9 @@ class _Parser:
         if prefix < 0 or suffix < 0:
             raise self.error(header, "malformed patch: replacement text or line numbers mangled in the "
                                      "context hunk")
-        hunk = self._unified_from_sides(stars, old_first, old_length, new_first, new_length,
+        # GNU's first line of an empty side is the line it goes before, a unified header's the one it follows
+        hunk = self._unified_from_sides(stars, old_first - (not old_length), old_length,
+                                        new_first - (not new_length), new_length,
                                         [k + t for k, t in old], [k + t for k, t in new])  # type: ignore[misc]
         kinds = hunk.kinds
         lead, trail = len(kinds) - len(kinds.lstrip(b" ")), len(kinds) - len(kinds.rstrip(b" "))
@@ -865,29 +873,38 @@ class _Parser:
         return i
 
     def _context_range(self, number: int, pattern: re.Pattern[bytes]) -> tuple[int, int]:
-        """(first line, number of lines) of a context hunk side's ``*** a,b ****``/``--- a,b ----``."""
+        """(first line, number of lines) of a context hunk side's ``*** a,b ****``/``--- a,b ----``, as
+        GNU's ``another_hunk`` reads them: "N" is one line (none for 0, then "before line 1"), "a,b" the
+        lines a..b (none for b = a-1: the side goes before line a, unlike a unified "-a,0"), and the
+        expected side's "0,0" is read as "0" (GNU drops "0," there)."""
         m = pattern.match(self.line(number))
         if m is None:
             raise self.error(number, "malformed patch: bad context hunk header")
-        first = int(m.group(1))
-        if m.group(2) is None:
-            return first, 1 if first else 0
-        last = int(m.group(2))
+        first_text, last_text = m.group(1), m.group(2)
+        if pattern is _CONTEXT_OLD and first_text == b"0" and last_text is not None and last_text[:1] == b"0":
+            first_text, last_text = last_text[1:] or b"0", None
+        first = int(first_text)
+        if last_text is None:
+            return (first, 1) if first else (1, 0)
+        last = int(last_text)
         if last < first - 1:
             raise self.error(number, "malformed patch: bad context hunk header")
         return first, last - first + 1
 
     def _traditional(self, region: _Region, old_line: int, new_line: int, hunks: tuple[Hunk, ...],
-                     cr_line: int, *, plain: bool = False) -> FilePatch:
+                     cr_line: int, *, plain: bool = False, sides_gone: tuple[bool, bool] | None = None) -> FilePatch:
         """The file section named by a region's header lines (0: no such line); ``cr_line`` is the
-        header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it)."""
+        header line whose CRLF says the patch's CRs are stripped (GNU: the last one that sets it).
+        ``sides_gone``: whether the first hunk starts from nothing and ends in nothing, where that is
+        not what its unified line numbers say (a context hunk's, by GNU's own tests)."""
         first = hunks[0]
+        from_nothing, to_nothing = sides_gone or (first.source_start == 0, first.target_start == 0)
         if region.earlier:  # several header lines of a kind: GNU's slots, line by line
             old_line, old_name, old_stamp, old_gone = self._slot(region, old_line)
             new_line, new_name, new_stamp, new_gone = self._slot(region, new_line)
             old_path, new_path = self._strip(old_name), self._strip(new_name)
-            is_new = not plain and first.source_start == 0 and old_gone
-            is_delete = not plain and first.target_start == 0 and new_gone
+            is_new = not plain and from_nothing and old_gone
+            is_delete = not plain and to_nothing and new_gone
         else:
             old_name, old_stamp = _fetchname(self._header_text(old_line)) if old_line else (None, None)
             new_name, new_stamp = _fetchname(self._header_text(new_line)) if new_line else (None, None)
@@ -897,9 +914,9 @@ class _Parser:
             new_path = None if new_name == DEV_NULL.encode() else self._strip(new_name)
             # A new (deleted) file: /dev/null, or the epoch beside a usable name, on its old (new) side, AND
             # a first hunk that starts from nothing (ends in nothing); otherwise GNU patches a file in place.
-            is_new = not plain and first.source_start == 0 and (
+            is_new = not plain and from_nothing and (
                 old_name == DEV_NULL.encode() or (old_path is not None and self._epoch(old_stamp, old_line)))
-            is_delete = not plain and first.target_start == 0 and (
+            is_delete = not plain and to_nothing and (
                 new_name == DEV_NULL.encode() or (new_path is not None and self._epoch(new_stamp, new_line)))
         start = self._preamble_start(region.first)
         # GNU: the rest of the last ``Index:`` line of the region that names a file (not /dev/null)
@@ -931,6 +948,7 @@ class _Parser:
             new_timestamp=new_stamp,
             index_path=index_path,
             normal=plain,
+            says_missing=sides_gone,
         )
         return fp
 

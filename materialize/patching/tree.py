@@ -167,6 +167,7 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
         old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks,
         old_timestamp=fp.new_timestamp, new_timestamp=fp.old_timestamp,
         may_be_missing=fp.may_be_missing_after, may_be_missing_after=fp.may_be_missing,
+        says_missing=fp.says_missing[::-1] if fp.says_missing is not None else None,
     )
 
 

@@ -25,7 +25,8 @@ def _tree(files: dict[str, bytes], dirs: tuple[str, ...] = ()) -> dict[str, tupl
     return {p: ("100644", data) for p, data in files.items()}
 
 
-def gnu(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = ()):
+def gnu(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = (), *,
+        fuzz: int = 0, reverse: bool = False):
     """(exit code, resulting files) of GNU patch on ``files``."""
     work = tmp / "gnu"
     work.mkdir()
@@ -35,7 +36,7 @@ def gnu(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int, dirs: tupl
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_bytes(data)
     proc = subprocess.run(
-        [GNU_PATCH, f"-p{strip}", "-f", "-F0", "--no-backup-if-mismatch", "-r", "-"],
+        [GNU_PATCH, f"-p{strip}", "-f", f"-F{fuzz}", "--no-backup-if-mismatch", "-r", "-", *(["-R"] if reverse else [])],
         input=patch, cwd=work, capture_output=True, env=dict(os.environ, LC_ALL="C"), check=False,
     )
     out = {}
@@ -45,11 +46,12 @@ def gnu(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int, dirs: tupl
     return proc.returncode, out, proc.stdout.decode(errors="replace")
 
 
-def ours(files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = ()):
+def ours(files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...] = (), *, fuzz: int = 0,
+         reverse: bool = False):
     view = DictView(_tree(files))
     for d in dirs:
         view.files.setdefault(f"{d}/.keep-dir", ("100644", b""))
-    result = apply_to_tree(view, patch, source="t.patch", strip=strip)
+    result = apply_to_tree(view, patch, source="t.patch", strip=strip, max_fuzz=fuzz, reverse=reverse)
     out = {p: c for p, (_m, c) in view.files.items() if not p.endswith(".keep-dir")}
     if result.ok:
         for path, content in result.changes.items():
@@ -60,9 +62,10 @@ def ours(files: dict[str, bytes], patch: bytes, strip: int, dirs: tuple[str, ...
     return result, out
 
 
-def compare(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int = 1, dirs: tuple[str, ...] = ()):
-    code, gnu_files, report = gnu(tmp, files, patch, strip, dirs)
-    result, our_files = ours(files, patch, strip, dirs)
+def compare(tmp: Path, files: dict[str, bytes], patch: bytes, strip: int = 1, dirs: tuple[str, ...] = (), *,
+            fuzz: int = 0, reverse: bool = False):
+    code, gnu_files, report = gnu(tmp, files, patch, strip, dirs, fuzz=fuzz, reverse=reverse)
+    result, our_files = ours(files, patch, strip, dirs, fuzz=fuzz, reverse=reverse)
     assert result.error is None, result.error
     assert result.ok == (code == 0), (code, report, [o.result for o in result.failed])
     if code == 0:
@@ -446,6 +449,38 @@ def test_an_index_name_is_read_as_gnu_reads_it(tmp_path: Path, index: bytes) -> 
 def test_empty_patch_is_an_empty_patch() -> None:
     result, _ = ours({"f": b"a\n"}, b"", 1)
     assert result.ok and not result.files
+
+
+# -- 6. exactness findings of a red team against quilt push -a -----------------------------------
+
+_ABC = {"f": b"a\nb\nc\n"}
+# A context hunk's explicit empty range "*** N,N-1 ****" says "before line N" to GNU (its "+1 for an
+# empty side" is the unified format's), and "--- N,N-1 ----" likewise on the replacing side.
+EMPTY_CONTEXT_RANGES = {
+    f"old {r}": (_ABC, b"*** a/f\n--- b/f\n***************\n*** " + r.encode() + b" ****\n--- 2,2 ----\n+ x\n")
+    for r in ("2,1", "1,0", "3,2", "4,3", "0,0")
+}
+EMPTY_CONTEXT_RANGES.update({
+    f"new {r}": (_ABC, b"*** a/f\n--- b/f\n***************\n*** 2 ****\n- b\n--- " + r.encode() + b" ----\n")
+    for r in ("2,1", "1,0", "3,2")
+})
+EMPTY_CONTEXT_RANGES.update({
+    # the replacing side "--- 1,0 ----" of a first hunk says the file is gone (GNU: newfirst 1, no lines)
+    "delete via 1,0": ({"f": b"a\n"}, b"*** a/f\tThu Jan  1 00:00:00 1970\n--- /dev/null\n***************\n"
+                                       b"*** 1 ****\n- a\n--- 1,0 ----\n"),
+    # "*** 1,0 ****" is no "*** 0": a missing file is not created
+    "create via 1,0": ({}, b"*** /dev/null\n--- b/f\n***************\n*** 1,0 ****\n--- 1 ----\n+ x\n"),
+    "create via 0": ({}, b"*** /dev/null\n--- b/f\n***************\n*** 0 ****\n--- 1 ----\n+ x\n"),
+})
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("case", sorted(EMPTY_CONTEXT_RANGES))
+def test_an_empty_context_range_inserts_where_gnu_does(tmp_path: Path, case: str, reverse: bool) -> None:
+    """Finding 1: "*** 2,1 ****" inserted after line 2 (as a unified "-2,0" would), GNU before it: a
+    silent difference."""
+    files, patch = EMPTY_CONTEXT_RANGES[case]
+    compare(tmp_path, files, patch, reverse=reverse)
 
 
 # -- differential: file-name selection and garbage between files, against GNU -------------------
