@@ -68,7 +68,9 @@ _GIT_EXT_HEADER = (
 )
 ALLOWED_MODES = frozenset({"100644", "100755", "120000"})
 _EMPTY_BLOB = b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
-_INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: +([0-7]+))?\s*$")
+# GNU's reading of an index line: hex digits, "..", hex digits, then the end or a blank; what follows the
+# blanks after it (if anything) is a mode, read by fetchmode
+_INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?=\s|$)\s*")
 # Line numbers of at most 18 digits: GNU keeps them in a ptrdiff_t and refuses a larger one ("line
 # number ... is too large"); an unbounded Python int would instead be "found" at a huge offset.
 # GNU's reading of a unified hunk header: "@@ -" N[,M], at most one space, "+" N[,M], at most one space,
@@ -1054,32 +1056,41 @@ class _Parser:
         words = line.split(b" ")
         if line.startswith(b"new file mode "):
             git.is_new = True
-            git.new_mode = self._mode(words[-1], number)
+            git.new_mode = self._mode(text[14:], number)
         elif line.startswith(b"deleted file mode "):
             git.is_delete = True
-            git.old_mode = self._mode(words[-1], number)
+            git.old_mode = self._mode(text[18:], number)
         elif line.startswith(b"old mode "):
-            git.old_mode = self._mode(words[-1], number)
+            git.old_mode = self._mode(text[9:], number)
         elif line.startswith(b"new mode "):
-            git.new_mode = self._mode(words[-1], number)
+            git.new_mode = self._mode(text[9:], number)
         elif line.startswith((b"rename from ", b"rename to ")):
             git.rename.add(words[1].decode())
         elif line.startswith((b"copy from ", b"copy to ")):
             git.copy.add(words[1].decode())
         elif line.startswith(b"GIT binary patch"):
             git.binary_payload = True
-        elif m := _INDEX.match(line):
-            old_sha, new_sha, mode = m.group(1), m.group(2), m.group(3)
+        elif m := _INDEX.match(text):
+            old_sha, new_sha, mode = m.group(1), m.group(2), text[m.end():]
             # GNU sets both sides from the hashes, over what a mode line before it said
             git.is_new = set(old_sha) == {ord("0")}
             git.is_delete = set(new_sha) == {ord("0")}
             # GNU: the empty blob's hash says "empty or missing" (a missing file is patched as empty)
             git.old_empty, git.new_empty = _EMPTY_BLOB.startswith(old_sha), _EMPTY_BLOB.startswith(new_sha)
-            if mode is not None:  # the mode of both sides, over any line before it (GNU 2.7's order)
+            if mode:  # the mode of both sides, over any line before it (GNU 2.7's order)
                 git.old_mode = git.new_mode = self._mode(mode, number)
 
-    def _mode(self, word: bytes, number: int) -> str:
-        text = word.decode("latin-1")
+    def _mode(self, rest: bytes, number: int) -> str | None:
+        """The mode GNU's ``fetchmode`` reads from the ``rest`` of a header line (its newline kept): blanks,
+        then exactly six octal digits, then the line's end ("\\n" or "\\r\\n"); anything else is mode 0,
+        no mode at all (None). A mode it reads must be one we accept."""
+        rest = rest.lstrip(_WS)
+        digits, end = rest[:6], rest[6:]
+        if len(digits) < 6 or not all(48 <= c <= 55 for c in digits) or end not in (b"\n", b"\r\n"):
+            return None
+        text = digits.decode()
+        if int(text, 8) == 0:
+            return None
         if text not in ALLOWED_MODES:
             raise self.error(
                 number, f"unsupported file mode {text!r} (only 100644, 100755 and 120000 are accepted)"

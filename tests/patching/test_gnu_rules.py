@@ -483,6 +483,55 @@ def test_an_empty_context_range_inserts_where_gnu_does(tmp_path: Path, case: str
     compare(tmp_path, files, patch, reverse=reverse)
 
 
+def compare_modes(tmp: Path, files: dict[str, bytes], patch: bytes, **kwargs):
+    """``compare``, and the executable bit of every file the patch left, GNU's on disk and ours."""
+    result, our_files = compare(tmp, files, patch, **kwargs)
+    if result.ok:
+        gnu_exec = {p for p in our_files if os.access(tmp / "gnu" / p, os.X_OK)}
+        our_exec = {p for p, c in result.changes.items() if c is not None and c[0] == "100755"}
+        assert our_exec == gnu_exec
+    return result, our_files
+
+
+# GNU's fetchmode: blanks before the mode, then exactly six octal digits, then "\n" or "\r\n"; anything
+# else is mode 0, no mode at all (the rest of the section applies)
+_MODE_SECTION = b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+GIT_MODE_TEXTS = {
+    "trailing blank": b"new mode 100755 \n",
+    "seven digits": b"new mode 0100755\n",
+    "a letter after": b"new mode 100755x\n",
+    "five digits": b"new mode 10075\n",
+    "blanks before": b"new mode  \t100755\n",
+    "CRLF": b"new mode 100755\r\n",
+    "two CRs": b"new mode 100755\r\r\n",
+    "empty": b"new mode \n",
+    "zero": b"new mode 000000\n",
+    "old mode with a trailing blank": b"old mode 100755 \nnew mode 100644\n",
+    "index, trailing blank": b"index 1111111..2222222 100755 \nnew mode 100755\n",
+    "index, a letter after": b"index 1111111..2222222 100755x\n",
+    "index, a letter after the hash": b"index 1111111..2222222x 100755\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(GIT_MODE_TEXTS))
+def test_a_git_mode_is_read_as_gnus_fetchmode_reads_it(tmp_path: Path, case: str) -> None:
+    """Finding 7: "new mode 100755 " was refused ("unsupported file mode ''"); GNU reads no mode and
+    applies the rest of the section."""
+    patch = b"diff --git a/f b/f\nold mode 100644\n" + GIT_MODE_TEXTS[case] + _MODE_SECTION
+    compare_modes(tmp_path, {"f": b"a\nb\n"}, patch)
+
+
+@pytest.mark.parametrize("line", [b"new file mode 100755 \n", b"new file mode 100755\r\n"])
+def test_a_new_files_mode_gnu_cannot_read_is_no_mode(tmp_path: Path, line: bytes) -> None:
+    patch = b"diff --git a/n b/n\n" + line + b"--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n"
+    compare_modes(tmp_path, {"f": b"a\n"}, patch)
+
+
+def test_a_deleted_files_mode_gnu_cannot_read_is_no_mode(tmp_path: Path) -> None:
+    patch = b"diff --git a/f b/f\ndeleted file mode 100644 \n--- a/f\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n"
+    compare_modes(tmp_path, {"f": b"a\n"}, patch)
+
+
 # -- differential: file-name selection and garbage between files, against GNU -------------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
