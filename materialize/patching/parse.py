@@ -760,12 +760,16 @@ class _Parser:
                 body, i = self._context_incomplete(body, i, p_end == (p_max if repl_beginning else old_length))
                 slots.append((c, body))
                 context = 0
-            elif c == b"\n" or text == b"\r\n":  # a context line whose spaces were eaten
+            elif c in (b"\n", b"\t") or text == b"\r\n":  # a context line whose spaces were eaten
                 if repl_beginning and could_be_missing:
                     repl_missing = True
                     break
-                body, i = self._context_incomplete(text, i, p_end == (p_max if repl_beginning else old_length))
-                if p_end != old_length + 1:
+                # GNU keeps a TAB-led line's TAB and drops its last byte (its newline) instead
+                body = text[:-1] if c == b"\t" else text
+                body, i = self._context_incomplete(body, i, p_end == (p_max if repl_beginning else old_length))
+                if c == b"\t" and p_end == old_length + 1:  # no line at all, and no blank one: "Overdue '---'"
+                    slots.append((c, body))
+                elif p_end != old_length + 1:
                     some_context = True
                     context += 1
                     copiable[bool(repl_beginning)] += 1
@@ -827,11 +831,12 @@ class _Parser:
         return hunk, i, consulted
 
     def _context_incomplete(self, body: bytes, i: int, last: bool) -> tuple[bytes, int]:
-        """GNU's ``incomplete_line``: only a side's last line may be followed by a "\\ No newline"
-        marker, which it consumes (the line then has no newline); after any other line, the marker
-        is read as a line of its own, and a malformed one."""
-        if last and len(body) > 0 and i <= self.n and self.raw[i - 1][:1] == b"\\":
-            return (body[:-1] if body.endswith(b"\n") else body), i + 1
+        """GNU's ``incomplete_line``: only a side's last line of more than one byte may be followed by
+        a "\\ No newline" marker, which it consumes, cutting the line's last byte (its newline, or the
+        last of a TAB-led line's text); after any other line, the marker is read as a line of its
+        own, and a malformed one."""
+        if last and len(body) > 1 and i <= self.n and self.raw[i - 1][:1] == b"\\":
+            return body[:-1], i + 1
         return body, i
 
     def _unified_from_sides(self, stars: int, old_first: int, old_length: int, new_first: int, new_length: int,

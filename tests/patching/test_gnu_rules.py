@@ -532,6 +532,47 @@ def test_a_deleted_files_mode_gnu_cannot_read_is_no_mode(tmp_path: Path) -> None
     compare_modes(tmp_path, {"f": b"a\n"}, patch)
 
 
+# A context line that lost its two-space prefix and starts with a TAB: context to GNU ("assume spaces got
+# eaten"), kept with its TAB and without its last byte (its newline): it matches no line but a last one
+# without a newline, so a hunk needs fuzz where it is among the first or last lines
+_TAB_CTX = b"*** a/f\n--- b/f\n***************\n"
+TAB_CONTEXT_LINES = {
+    "both sides": ({"f": b"a\n\tb\nc\n"}, _TAB_CTX + b"*** 1,3 ****\n  a\n\tb\n! c\n--- 1,3 ----\n  a\n\tb\n! C\n"),
+    "both sides, in the middle": ({"f": b"a\n\tb\nc\nd\n"},
+                                  _TAB_CTX + b"*** 1,4 ****\n  a\n! b\n\tb\n  d\n--- 1,4 ----\n  a\n! B\n\tb\n  d\n"),
+    "the file's last line, no newline": ({"f": b"a\nb\n\tc"},
+                                         _TAB_CTX + b"*** 1,3 ****\n  a\n! b\n\tc\n--- 1,3 ----\n  a\n! B\n\tc\n"),
+    "omitted new side": ({"f": b"a\n\tb\nc\n"}, _TAB_CTX + b"*** 1,3 ****\n- a\n\tb\n  c\n--- 1,2 ----\n"),
+    "omitted old side": ({"f": b"a\n\tb\nc\n"}, _TAB_CTX + b"*** 1,3 ****\n--- 1,4 ----\n  a\n+ x\n\tb\n  c\n"),
+    "a marker after it": ({"f": b"a\nb\n\t"},
+                          _TAB_CTX + b"*** 1,3 ****\n  a\n! b\n\tc\n\\ No newline at end of file\n--- 1,3 ----\n  a\n"
+                                     b"! B\n\tc\n\\ No newline at end of file\n"),
+}
+
+
+@pytest.mark.parametrize("fuzz", [0, 2])
+@pytest.mark.parametrize("case", sorted(TAB_CONTEXT_LINES))
+def test_a_tab_led_context_line_is_context_as_in_gnu(tmp_path: Path, case: str, fuzz: int) -> None:
+    """Finding 8: refused ("unexpected line b'\\tb\\n' in the context hunk"); GNU reads it as context."""
+    files, patch = TAB_CONTEXT_LINES[case]
+    compare(tmp_path, files, patch, fuzz=fuzz)
+
+
+@pytest.mark.parametrize("patch", [
+    # one line past the expected side: only a blank line may be that (GNU: "Overdue '---'")
+    _TAB_CTX + b"*** 1,2 ****\n  a\n! b\n\tx\n--- 1,2 ----\n  a\n! B\n",
+    # a marker after a context line with no text: GNU does not read it as one (no line to cut), so it is
+    # a line of its own, and malformed
+    _TAB_CTX + b"*** 1,2 ****\n  a\n  \n\\ No newline at end of file\n--- 1,3 ----\n  a\n+ x\n  \n",
+    _TAB_CTX + b"*** 1,2 ****\n  a\n\n\\ No newline at end of file\n--- 1,3 ----\n  a\n+ x\n\n",
+], ids=["tab line past the old side", "marker after an empty context line", "marker after a blank line"])
+def test_context_lines_gnu_finds_malformed_are_refused(tmp_path: Path, patch: bytes) -> None:
+    code, _files, report = gnu(tmp_path, {"f": b"a\n\n"}, patch, 1)
+    assert code == 2, report
+    result, _ = ours({"f": b"a\n\n"}, patch, 1)
+    assert isinstance(result.error, PatchFormatError)
+
+
 # -- differential: file-name selection and garbage between files, against GNU -------------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
