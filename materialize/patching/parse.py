@@ -193,6 +193,9 @@ class _Parser:
         # Hunks of the same shape share one kinds string: a large patch repeats a few shapes.
         self.kinds_seen: dict[bytes, bytes] = {}
         self.unheaded_normal = 0  # the first line of a normal diff with no header line before it
+        # The last line GNU's pget_line reads: a "\ No newline" line cut off by the end of the file is
+        # read only by incomplete_line (after a side's last line); read as a line, it is the end.
+        self.eof = self.n - 1 if raw and not raw[-1].endswith(b"\n") else self.n
 
     def error(self, line: int, message: str) -> PatchFormatError:
         """A PatchFormatError naming the patch file and line, as every parse error must."""
@@ -698,7 +701,7 @@ class _Parser:
         while p_max is None or len(slots) - 1 < p_max:
             i = self._past_comments(i)
             p_end = len(slots)
-            if i > n:
+            if i > self.eof:
                 if repl_beginning and could_be_missing:
                     repl_missing = True
                     break
@@ -1214,7 +1217,7 @@ class _Parser:
         raw = self.raw
         n = self.n
         while old_left > 0 or new_left > 0:
-            if i > n:
+            if i > self.eof:
                 if old_left == new_left and old_left <= 3:
                     # GNU assumes up to three blank context lines were chopped off the end (by an editor).
                     lines.extend(b" \n" for _ in range(old_left))
@@ -1259,6 +1262,10 @@ class _Parser:
                 raise self.error(i, f"malformed patch: unexpected line in hunk: {text[:40]!r}")
             if i < n and raw[i][0] == 92:  # "\\ No newline at end of file"
                 last_of_side = new_left == 0 if kind_s == "+" else old_left == 0
+                if not last_of_side and i >= self.eof:  # cut off by the end of the patch: the end, to GNU
+                    i += 1
+                    lines.append(kind_s.encode() + content + b"\n")
+                    continue
                 if not last_of_side:
                     raise self.error(i + 1, "malformed patch: misplaced '\\ No newline' marker")
                 unterminated.append(len(lines))

@@ -573,6 +573,39 @@ def test_context_lines_gnu_finds_malformed_are_refused(tmp_path: Path, patch: by
     assert isinstance(result.error, PatchFormatError)
 
 
+# A "\ No newline" line cut off by the end of the patch file (no newline of its own): GNU's
+# incomplete_line takes it after a side's last line, but read as a line of the hunk (pget_line) it is the
+# end of the patch, which pads a hunk one to three lines short with blank context lines
+CUT_MARKERS = {
+    "unified, hunk one line short": (b"a\nb\nc\nd\n", b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n"
+                                                      b"\\ No newline at end of file"),
+    "unified, a bare backslash": (b"a\nb\nc\nd\n", b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n\\"),
+    "unified, hunk two lines short": (b"a\nb\n\n\nd\n", b"--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n a\n-b\n+B\n"
+                                                        b"\\ No newline at end of file"),
+    "unified, after the last line": (b"a\nb", b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n"
+                                             b"\\ No newline at end of file\n+B\n\\ No newline at end of file"),
+    "context, old side one line short": (b"a\nb\nc\nd\n", b"*** a/f\n--- b/f\n***************\n*** 1,3 ****\n  a\n"
+                                                          b"! b\n\\ No newline at end of file"),
+    "context, new side one line short": (b"a\nb\n\nd\n", b"*** a/f\n--- b/f\n***************\n*** 1,3 ****\n  a\n! b\n"
+                                                         b"  \n--- 1,3 ----\n  a\n! B\n\\ No newline at end of file"),
+}
+
+
+@pytest.mark.parametrize("fuzz", [0, 1])
+@pytest.mark.parametrize("case", sorted(CUT_MARKERS))
+def test_a_marker_cut_off_by_the_end_of_the_patch_is_read_as_gnu_reads_it(tmp_path: Path, case: str,
+                                                                          fuzz: int) -> None:
+    """Finding 5: refused ("misplaced '\\ No newline' marker" at a line that does not exist)."""
+    original, patch = CUT_MARKERS[case]
+    code, _files, report = gnu(tmp_path, {"f": original}, patch, 1, fuzz=fuzz)
+    if code == 2:  # GNU: "unexpected end of file in patch"
+        result, _ = ours({"f": original}, patch, 1, fuzz=fuzz)
+        assert isinstance(result.error, PatchFormatError), report
+    else:
+        (tmp_path / "again").mkdir()
+        compare(tmp_path / "again", {"f": original}, patch, fuzz=fuzz)
+
+
 # -- differential: file-name selection and garbage between files, against GNU -------------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
