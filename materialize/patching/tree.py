@@ -116,34 +116,67 @@ class _Overlay:
 
 
 def _components(name: str) -> int:
-    return name.count("/")
+    """GNU ``prefix_components``: the slashes after the first byte that do not follow a slash."""
+    return sum(1 for k in range(1, len(name)) if name[k] == "/" and name[k - 1] != "/")
 
 
-def best_name(names: list[str]) -> str:
-    """GNU ``best_name``: fewest components, then shortest basename, then shortest, then first."""
-    return min(names, key=lambda n: (_components(n), len(n.rsplit("/", 1)[-1]), len(n)))
+def gnu_dangerous(name: str) -> bool:
+    """GNU's ``filename_is_safe``, negated: an absolute name, or one with a ".." component. GNU ignores
+    such a name ("Ignoring potentially dangerous file name") and chooses among the others."""
+    return name.startswith("/") or ".." in name.split("/")
 
 
-def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[str], bool]) -> str:
+def best_name(names: list[str | None]) -> str | None:
+    """GNU ``best_name`` over the candidates (None: ignored), in order: it keeps the least number of
+    components, then of basename length, then of length, each as it goes (a later name with fewer
+    components does not reset the least basename an earlier one set), then takes the first safe name
+    holding all three; None when there is none (GNU then finds no file to patch)."""
+    least = [1 << 62] * 3
+    keys: list[list[int]] = []
+    for name in names:
+        key: list[int] = []
+        keys.append(key)
+        if name is None:
+            continue
+        for k, value in enumerate((_components(name), len(name.rstrip("/").rsplit("/", 1)[-1]), len(name))):
+            key.append(value)
+            if least[k] < value:
+                break
+            least[k] = value
+    for name, key in zip(names, keys, strict=True):
+        if name is not None and key == least and not gnu_dangerous(name):
+            return name
+    return None
+
+
+def choose_name(fp: FilePatch, exists: Callable[[str], bool], is_dir: Callable[[str], bool]) -> str | None:
     """The file a plain section patches, as GNU 2.7 picks it from the old and new names.
 
     An existing file wins (best of those); otherwise the best of the names that would create the
     fewest new folders (GNU counts a name's leading folders that exist). An ``Index:`` name counts
-    only when neither ``---`` nor ``+++`` gives one (GNU without POSIXLY_CORRECT).
+    only when neither ``---`` nor ``+++`` gives one (GNU without POSIXLY_CORRECT). A dangerous name
+    (``gnu_dangerous``) is never looked up and never chosen, but counts in ``best_name`` as in GNU;
+    None: GNU finds no file to patch.
     """
     names = [n for n in (fp.old_path, fp.new_path) if n is not None] or [n for n in (fp.index_path,) if n]
-    present = [n for n in names if exists(n)]
-    if present:
+    if not names:
+        return None
+    present = [n if not gnu_dangerous(n) and exists(n) else None for n in names]
+    if any(present):
         return best_name(present)
 
     def new_folders(name: str) -> int:
+        # (a dangerous name's folders are outside the tree: an absolute one's taken as missing, "..": there)
         folders = name.split("/")[:-1]
-        there = next((k for k in range(len(folders)) if not is_dir("/".join(folders[: k + 1]))), len(folders))
-        return len(folders) - there
+        if name.startswith("/"):
+            return _components(name)
+        there = next((k for k in range(len(folders))
+                      if folders[k] != ".." and not is_dir("/".join(folders[: k + 1]))), len(folders))
+        return _components(name) - min(there, _components(name))
 
-    counts = {n: new_folders(n) for n in names}
-    fewest = min(counts.values())
-    return best_name([n for n in names if counts[n] == fewest])
+    counts = [new_folders(n) for n in names]
+    fewest = min(counts)
+    return best_name([n if count == fewest else None for n, count in zip(names, counts, strict=True)])
 
 
 _SWAP = bytes.maketrans(b"+-", b"-+")
@@ -284,8 +317,11 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     """One file section: choose and check its paths, apply its hunks, check what it leaves."""
     where = f"{source}:{fp.patch_line}"
     for name in (fp.old_path, fp.new_path, fp.index_path):
-        if name is not None:
+        if name is not None and not gnu_dangerous(name):  # (GNU ignores those: choose_name)
             safe_relpath(name, origin=where)  # every candidate, before the tree is even asked about it
+    names = [n for n in (fp.old_path, fp.new_path) if n is not None] or [n for n in (fp.index_path,) if n]
+    if names and all(map(gnu_dangerous, names)):  # GNU finds no file to patch either: refused, naming it
+        safe_relpath(names[0], origin=where)
     # GNU reads the best of the names that exist (choose_name), taken in the patch's own order: its
     # tie-break ignores -R. A git section chooses when its two names differ; one that creates or
     # deletes a file (not a rename or copy) is then one file, as a plain section is.
@@ -293,12 +329,19 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     chosen = None
     if single or (fp.old_path is not None and fp.new_path is not None and fp.old_path != fp.new_path):
         chosen = choose_name(fp, lambda p: overlay.get(safe_relpath(p, origin=where)) is not None, overlay.is_dir)
+        if chosen is None and not (fp.is_rename or fp.is_copy):  # GNU: "can't find file to patch", skipped
+            return FileOutcome(fp, None, None, None, None, error=(
+                "can't find file to patch: GNU patch chooses none of its names (it ignores a dangerous one, "
+                "absolute or with '..', and takes only a name with the fewest components, the shortest "
+                "basename and the shortest length at once)"))
     if reverse:
         fp = reverse_file_patch(fp)
     if single:
         fp = fp._replace(
             old_path=None if fp.is_new else chosen, new_path=None if fp.is_delete else chosen
         )
+    elif chosen is not None and not (fp.is_rename or fp.is_copy):  # patched in place: the chosen file
+        fp = fp._replace(old_path=chosen, new_path=chosen)
     old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
     if (fp.is_rename or fp.is_copy) and old is not None and old == new:  # GNU would write it, then remove it

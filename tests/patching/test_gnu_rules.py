@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from materialize.errors import PatchFormatError
+from materialize.errors import PatchFormatError, UnsafePathError
 from materialize.patching.tree import apply_to_tree
 
 from .gnu import GNU_PATCH, DictView, gnu_available
@@ -604,6 +604,46 @@ def test_a_marker_cut_off_by_the_end_of_the_patch_is_read_as_gnu_reads_it(tmp_pa
     else:
         (tmp_path / "again").mkdir()
         compare(tmp_path / "again", {"f": original}, patch, fuzz=fuzz)
+
+
+# GNU ignores a name that is absolute or climbs with ".." ("Ignoring potentially dangerous file name")
+# and chooses among the others; its best_name still counts the ignored name's components and lengths,
+# and finds no name at all where an ignored (or a later, longer) name set the least of them
+_HUNK = b"@@ -1 +1 @@\n-a\n+b\n"
+_NEW_HUNK = b"@@ -0,0 +1 @@\n+b\n"
+DANGEROUS_NAMES = {
+    "absolute old name": ({"f": b"a\n"}, b"--- /nonexistent-rt/f\n+++ f\n" + _HUNK, 0),
+    "absolute new name": ({"f": b"a\n"}, b"--- f\n+++ /nonexistent-rt/f\n" + _HUNK, 0),
+    "absolute old name, a new file": ({}, b"--- /nonexistent-rt/f\t1970-01-01 00:00:00 +0000\n+++ f\n" + _NEW_HUNK, 0),
+    "dotdot new name": ({"f": b"a\n"}, b"--- a/f\n+++ b/../f\n" + _HUNK, 1),
+    "dotdot old name": ({"f": b"a\n"}, b"--- a/../f\n+++ b/f\n" + _HUNK, 1),
+    "dotdot new name, a new file": ({}, b"--- /dev/null\n+++ b/../f\n" + _NEW_HUNK, 1),
+    "dotdot inside": ({"f": b"a\n", "d/f": b"a\n"}, b"--- a/d/../f\n+++ b/f\n" + _HUNK, 1),
+    "an absolute Index line": ({"f": b"a\n"}, b"Index: /nonexistent-rt/f\n--- f\n+++ f\n" + _HUNK, 0),
+    "only an absolute Index line": ({"f": b"a\n"}, b"Index: /nonexistent-rt/f\n@@ -1 +1 @@\n-a\n+b\n", 0),
+    "git, dotdot new name": ({"f": b"a\n"}, b"diff --git a/f b/../f\n--- a/f\n+++ b/../f\n" + _HUNK, 1),
+    "git, absolute old name, a new file": (
+        {}, b"diff --git a/f b/f\nnew file mode 100644\n--- /nonexistent-rt/f\n+++ f\n" + _NEW_HUNK, 0),
+    "both dangerous": ({"f": b"a\n"}, b"--- /nonexistent-rt/f\n+++ ../f\n" + _HUNK, 0),
+    # best_name's quirk: the old name sets the least basename, the new one the fewest components
+    "a later name with fewer components and a longer basename": (
+        {"x/y": b"a\n", "longname": b"a\n"}, b"--- a/x/y\n+++ b/longname\n" + _HUNK, 1),
+    "double slashes count once": ({"x/y": b"a\n", "z/w": b"a\n"}, b"--- a/x//y\n+++ b/z/w\n" + _HUNK, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DANGEROUS_NAMES))
+def test_a_dangerous_name_is_ignored_as_gnu_ignores_it(tmp_path: Path, case: str) -> None:
+    """Finding 6: a patch naming /abs/f beside f (diff -u /tmp/orig/f f, applied at -p0) was refused as a
+    whole; GNU ignores the dangerous name and patches f (and never writes the dangerous one)."""
+    files, patch, strip = DANGEROUS_NAMES[case]
+    result, _ = ours(files, patch, strip)
+    if isinstance(result.error, UnsafePathError):  # every name dangerous: GNU finds no file, we refuse
+        assert gnu(tmp_path, files, patch, strip)[0] != 0
+        return
+    result, _ = compare(tmp_path, files, patch, strip=strip)
+    for outcome in result.files:
+        assert outcome.path is None or not (outcome.path.startswith("/") or ".." in outcome.path.split("/"))
 
 
 # -- differential: file-name selection and garbage between files, against GNU -------------------
