@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from materialize.errors import MaterializeError, PatchApplyError, PatchFormatError, UnsafePathError
-from materialize.patching.apply import apply_file
+from materialize.patching.apply import _creatable, apply_file
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
 from materialize.paths import MAX_LINK_TARGET, check_link_name, resolve_link, safe_relpath
@@ -277,6 +277,28 @@ class _GnuQueue:
     def __init__(self) -> None:
         self.held: set[str] = set()  # files whose new state GNU holds back: on its disk they are as before
         self.gone: set[str] = set()  # of those, files a rename has since removed from its disk
+        # GNU deletes files (any section's deletion, a git rename's source) at the end of the patch only:
+        # until then they stay on its disk, and nothing can be written below one ("Invalid file name");
+        # a plain section that creates or deletes a file a git section deleted reads it as it was.
+        self.doomed: set[str] = set()
+        self.git_deleted: dict[str, Content] = {}
+
+    def below_doomed(self, overlay: _Overlay, path: str) -> str | None:
+        """A file GNU still has on its disk where ``path`` needs a folder (None: there is none)."""
+        if not self.doomed:
+            return None
+        parts = path.split("/")
+        for k in range(1, len(parts)):
+            parent = "/".join(parts[:k])
+            if parent in self.doomed and overlay.get(parent) is None:
+                return parent
+        return None
+
+    def deleted(self, fp: FilePatch, path: str, before: Content | None) -> None:
+        """``path`` was deleted by section ``fp`` (before: what it held)."""
+        self.doomed.add(path)
+        if fp.is_git and before is not None:
+            self.git_deleted[path] = before
 
     def write_out(self) -> None:
         self.held.clear()
@@ -362,12 +384,19 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         _check_no_link_on_the_way(overlay, path, where)
         if overlay.get(path) is None and overlay.is_dir(path):  # GNU patch's wording and outcome
             return FileOutcome(fp, dest, old, None, None, error=f"File {path} is not a regular file -- refusing to patch")
+    if queue is not None and (doomed := queue.below_doomed(overlay, dest)):
+        return FileOutcome(fp, dest, old, None, None, error=(
+            f"Invalid file name {dest} -- skipping patch (GNU patch deletes {doomed} only at the end of the patch)"))
     if fp.is_binary:
         return FileOutcome(fp, dest, old, None, None, error=f"File {dest}: git binary diffs are not supported.")
     read_from = old if (old is not None and (fp.is_rename or fp.is_copy or overlay.get(old) is not None)) else new
     if already:
         read_from = dest
     before = overlay.get(read_from) if read_from else None
+    if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
+            and (fp.is_delete or _creatable(fp))):  # still on GNU's disk: read as it was
+        read_from = read_from or old
+        before = queue.git_deleted[read_from]  # type: ignore[index]
     if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
         raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
     # GNU's file type: the modes' (a section whose two modes are of two types changes none: git writes
@@ -391,8 +420,12 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             return outcome
     if fp.is_rename and old is not None and old != dest and not already:
         overlay.changes[old] = None
+        if queue is not None:
+            queue.deleted(fp, old, None)
     if result.content is None:
         overlay.changes[dest] = None
+        if queue is not None:
+            queue.deleted(fp, dest, before)
         return outcome
     # GNU patch 2.7.6 sets a mode only where the patch changes it (an old and a new mode that differ,
     # or a new file's mode): the mode on an ``index`` line only says what both sides were.

@@ -646,6 +646,40 @@ def test_a_dangerous_name_is_ignored_as_gnu_ignores_it(tmp_path: Path, case: str
         assert outcome.path is None or not (outcome.path.startswith("/") or ".." in outcome.path.split("/"))
 
 
+# GNU deletes files (a plain or a git section's deletion, a git rename's source) only at the end of the
+# patch: until then a later section cannot write below such a file ("Invalid file name e/x -- skipping
+# patch"), and a plain section after a git deletion reads the deleted file as it was (its name counts as
+# missing: a creation over it fails, the same deletion again applies)
+_DEL_E = b"diff --git a/e b/e\ndeleted file mode 100644\n--- a/e\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"
+_PLAIN_DEL_E = b"--- a/e\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"
+_NEW_EX = b"diff --git a/e/x b/e/x\nnew file mode 100644\n--- /dev/null\n+++ b/e/x\n@@ -0,0 +1 @@\n+x\n"
+_PLAIN_NEW_EX = b"--- /dev/null\n+++ b/e/x\n@@ -0,0 +1 @@\n+x\n"
+_RENAME_E = b"diff --git a/e b/g\nsimilarity index 100%\nrename from e\nrename to g\n"
+DELAYED_DELETIONS = {
+    "git: delete e, create e/x": _DEL_E + _NEW_EX,
+    "plain: delete e, create e/x": _PLAIN_DEL_E + _PLAIN_NEW_EX,
+    "git delete, plain create": _DEL_E + _PLAIN_NEW_EX,
+    "plain delete, git create": _PLAIN_DEL_E + _NEW_EX,
+    "delete e, create e/x/y": _DEL_E + _NEW_EX.replace(b"e/x", b"e/x/y"),
+    "rename e away, create e/x": _RENAME_E + _NEW_EX,
+    "delete e, create e again": _DEL_E + b"diff --git a/e b/e\nnew file mode 100644\n--- /dev/null\n+++ b/e\n"
+                                        b"@@ -0,0 +1 @@\n+z\n",
+    # a plain section after a git deletion of the same file
+    "git delete, plain create of the same file": _DEL_E + b"--- /dev/null\n+++ b/e\n@@ -0,0 +1 @@\n+new\n",
+    "git delete, the same deletion again, plain": _DEL_E + _PLAIN_DEL_E,
+    "git delete, a plain edit": _DEL_E + b"--- a/e\n+++ b/e\n@@ -1 +1 @@\n-y\n+z\n",
+    "plain delete, the same deletion again": _PLAIN_DEL_E + _PLAIN_DEL_E,
+    "plain delete, plain create of the same file": _PLAIN_DEL_E + b"--- /dev/null\n+++ b/e\n@@ -0,0 +1 @@\n+new\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(DELAYED_DELETIONS))
+def test_deletions_wait_for_the_end_of_the_patch_as_in_gnu(tmp_path: Path, case: str) -> None:
+    """Findings 3 and 4: a file turned into a folder within one patch applied (GNU: "Invalid file name"),
+    and a plain section after a git deletion read the file as gone."""
+    compare(tmp_path, {"e": b"y\n", "k": b"k\n"}, DELAYED_DELETIONS[case])
+
+
 # -- differential: file-name selection and garbage between files, against GNU -------------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
