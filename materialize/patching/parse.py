@@ -20,7 +20,8 @@ wrong tree:
   refused at apply time with GNU's wording.
 * Which file a plain section patches is decided at apply time from the tree (``choose_name``).
 * Only the git modes 100644, 100755 and 120000 are accepted; anything else (a tree, a submodule, a
-  setuid bit) is a format error naming the line, before anything is written.
+  setuid bit) is a format error naming the line, before anything is written. A mode GNU's
+  ``fetchmode`` cannot read (a trailing blank, seven digits) is no mode, as to GNU.
 * Lines that start with ``#`` are not lines at all (``pget_line``), inside hunks too.
 * A section is read past the indent of its first hunk line (``p_indent``) and past the RFC 934 ``- ``
   prefixes its last timed ``---`` line had (``p_rfc934_nesting``); header lines past any indent.
