@@ -64,9 +64,20 @@ def plan_cmd(obj: dict, profile: str, output_dir: Path | None, as_json: bool) ->
         return 0
     write(f"profile {plan.profile}  materialization {plan.materialization_id}  launcher {plan.launcher}")
     write(f"url {plan.url}  model {plan.served_model}  plan {plan.hash()[:16]}")
-    write("environment (flags of enabled patches + profile env):")
+    from materialize.serve.constraints import PLAN_ENV
+    from materialize.serve.launch import PROCESS_ENV_KEEP
+
+    fixed = [*PLAN_ENV, *(["PATH"] if "PATH" in plan.env else [])]
+    write(f"environment (flags of enabled patches + profile env + set by the plan: {', '.join(fixed)}):")
     for key, value in plan.env.items():
         write(f"  {key}={value}")
+    if plan.launcher == "process":
+        write(f"  (the process gets exactly these, plus the caller's {', '.join(PROCESS_ENV_KEEP)}; not the "
+              f"caller's PATH, HOME or anything else)")
+        write(f"working directory: {plan.workdir}")
+    else:
+        write(f"working directory: {plan.workdir} (--workdir; not the image's WORKDIR)")
+        write(f"entrypoint: {plan.server_argv[0]} (--entrypoint; not the image's ENTRYPOINT)")
     write(f"flags left off: {', '.join(plan.disabled_flags) or 'none'}")
     write("banners that must appear:")
     for b in plan.banners:

@@ -399,11 +399,19 @@ def resolve_enabled(profile: Profile, series: Series) -> tuple[list[PatchEntry],
     return found, problems
 
 
+# What the plan itself sets for every server, last (the profile cannot re-set them): no bytecode written
+# next to the mounted sources (seed 000); no user site-packages (``~/.local/lib/pythonX.Y/site-packages``
+# of HOME, PYTHONUSERBASE or the passwd entry's home, and its ``.pth`` files, searched before the install
+# path); and no working directory (or script folder) put first on sys.path (``python -m`` would import a
+# ``vllm/`` there ahead of the patched tree; Python >= 3.11, and the plan's working directory covers older).
+PLAN_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1"}
+
+
 def server_env(profile: Profile, enabled: list[PatchEntry]) -> dict[str, str]:
-    """The environment the server gets: flags of enabled patches, the profile's env, no bytecode."""
+    """The environment the server gets: flags of enabled patches, the profile's env, then PLAN_ENV."""
     env = {p.flag: "1" for p in enabled if p.flag}
     env.update(profile.spec.env)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(PLAN_ENV)
     return dict(sorted(env.items()))
 
 
@@ -454,7 +462,7 @@ def check_profile(profile: Profile, series: Series, plugin_tree: Tree | None = N
                                f"{key} is the flag of patch {declared[key].name}; list the patch under "
                                f"'enable' instead of setting the variable by hand"))
 
-    for key in sorted(set(env) - {"PYTHONDONTWRITEBYTECODE"}):
+    for key in sorted({p.flag for p in enabled if p.flag} | set(spec.env)):
         why = code_selecting(key)
         if why:
             where = profile.where("env", key) if key in spec.env else profile.where("enable")

@@ -106,6 +106,12 @@ def checker_argv(plan: Plan, *, pre: bool) -> list[str]:
     return [*head, "--pre", plan_path(plan)] if pre else [*head, plan_path(plan), "--log", log_path(plan)]
 
 
+def unit_workdir(plan: Plan) -> str:
+    """The unit's WorkingDirectory=: a process's is the server's own (``python -m`` puts it first on
+    sys.path); for docker the unit runs the client, and the server's is the rendered ``--workdir``."""
+    return plan.workdir if plan.launcher == "process" else "/"
+
+
 def start_budget_s(plan: Plan) -> int:
     """TimeoutStartSec: readiness, banner grace and every gate at its concurrency, worst case."""
     gates = sum(float(g.get("timeout_s", 300)) * math.ceil(int(g.get("requests") or 1) / int(g.get("concurrency") or 1))
@@ -143,6 +149,7 @@ def render_unit(plan: Plan) -> str:
         f"[Service]\n"
         f"Type=simple\n"
         f"EnvironmentFile={env_path(plan)}\n"
+        f"WorkingDirectory={unit_workdir(plan)}\n"
         f"ExecStartPre={quote(systemd_quote(a) for a in checker_argv(plan, pre=True))}\n"
         f"ExecStart={quote(systemd_quote(a) for a in exec_argv(plan))}\n"
         f"ExecStartPost={quote(systemd_quote(a) for a in checker_argv(plan, pre=False))}\n"

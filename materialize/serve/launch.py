@@ -1,9 +1,11 @@
 """Start the server a plan describes, stream its log to a file, wait for readiness, watch for banners.
 
 Two launchers, one shape: the plan's ``argv`` is exec'd (``docker run`` in the foreground for docker,
-the server command itself for a process) with its output appended to a log file. The process gets a
-*clean* environment (a few host basics plus the plan's env), so a flag exported in someone's shell
-can never switch a patch on behind the plan's back. Stopping uses ``docker stop -t N`` (never
+the server command itself for a process) with its output appended to a log file. A server process gets
+the plan's env and the caller's locale (``LANG``, ``LC_ALL``, ``TZ``) and nothing else, in the plan's
+working directory: a flag, ``PATH``, ``HOME``, ``PYTHONSTARTUP``... exported in someone's shell, or the
+checkout they stand in, never decides what runs. The docker client gets the caller's basics (which
+``docker``, its config), and the container gets the plan through its rendered argv. Stopping uses ``docker stop -t N`` (never
 ``rm -f``, seed 003) or SIGTERM to the process group, then SIGKILL after the timeout.
 """
 
@@ -22,15 +24,22 @@ import httpx
 
 from materialize.serve.plan import Banner, Plan
 
-HOST_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+# What the docker client needs from the caller (to find ``docker`` and its config); it is not the server.
+DOCKER_CLIENT_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+# The only variables a server process takes from the caller: its locale and time zone (they select no code:
+# GCONV_PATH / LOCPATH are not passed). PATH is the plan's (interpreter folder + a fixed default); HOME,
+# TMPDIR, USER are not passed, as in the installed unit (a system unit without User= has none of them).
+PROCESS_ENV_KEEP = ("LANG", "LC_ALL", "TZ")
 
 
 def process_env(plan: Plan, host_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The exact environment the child gets: host basics, then the plan (the plan wins)."""
+    """The exact environment the child gets: for a process, the caller's locale then the plan (the plan
+    wins); for docker, the client's basics (the container's environment is the argv's ``-e`` words)."""
     host_env = dict(os.environ if host_env is None else host_env)
-    env = {k: host_env[k] for k in HOST_ENV_KEEP if k in host_env}
-    if plan.launcher == "process":
-        env.update(plan.env)
+    if plan.launcher != "process":
+        return {k: host_env[k] for k in DOCKER_CLIENT_ENV_KEEP if k in host_env}
+    env = {k: host_env[k] for k in PROCESS_ENV_KEEP if k in host_env}
+    env.update(plan.env)
     return env
 
 
@@ -90,6 +99,7 @@ def launch(plan: Plan, log_path: Path) -> Running:
         popen = subprocess.Popen(
             plan.argv,
             env=process_env(plan),
+            cwd=plan.workdir if plan.launcher == "process" else "/",
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

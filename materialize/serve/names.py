@@ -32,8 +32,10 @@ from materialize.errors import MaterializeError
 from materialize.store import Store
 
 # Read by the Python interpreter itself, never by the served code: not looked up in the source. A profile
-# may not set the ones that select code (constraints.CODE_SELECTING_ENV); PYTHONPATH comes from the plan.
-INTERPRETER_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED"})
+# may not set the ones that select code (constraints.CODE_SELECTING_ENV); PYTHONPATH, PYTHONNOUSERSITE,
+# PYTHONSAFEPATH and a process's PATH come from the plan.
+INTERPRETER_ENV = frozenset({"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
+                             "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PATH"})
 VLLM_ROOT = "vllm/"
 
 

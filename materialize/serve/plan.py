@@ -29,7 +29,18 @@ from materialize.serve.names import SourceIndex, check_names
 from materialize.serve.profile import Profile, ProfileError
 from materialize.tree import Tree
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2  # 2: workdir; docker's --workdir / --entrypoint; a process's PATH and PLAN_ENV in env
+
+# The server's working directory. ``python -m`` puts it first on sys.path, ahead of the install path the
+# patches are mounted over (and of PYTHONPATH), so it is never the caller's (a checkout holding an
+# unpatched ``vllm/``) nor the image's WORKDIR (many vLLM images keep a source tree there). A process runs
+# in ``/``; a container in a folder no image has, which docker creates empty. PYTHONSAFEPATH=1 (PLAN_ENV)
+# keeps it off sys.path altogether on Python >= 3.11.
+PROCESS_WORKDIR = "/"
+CONTAINER_WORKDIR = "/var/empty/materialize-serve"
+# A process launcher's PATH: the interpreter's (virtualenv's) folder, then systemd's default. Never the
+# caller's, which decides which tools (compilers, ``ninja``, ``vllm``) the server's subprocesses run.
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class PlanError(MaterializeError):
@@ -76,6 +87,7 @@ class Plan:
     readiness: dict[str, float]
     gates: list[dict[str, Any]]
     stop_timeout_s: int
+    workdir: str
     docker_args: list[str] = field(default_factory=list)
     disabled_flags: list[str] = field(default_factory=list)
     unobservable: list[dict[str, str]] = field(default_factory=list)
@@ -244,7 +256,10 @@ def build_plan(
                 raise PlanError(f"{profile.where('launcher', 'sources')}: sources: pythonpath needs a full "
                                 f"output; an overlay holds only the changed files")
             env["PYTHONPATH"] = ":".join(str(out_dir / t) for t in sorted(manifest.get("targets", {})))
-            env = dict(sorted(env.items()))
+    if launcher.kind == "process":
+        # launcher-command-known: command[0] is an absolute path here
+        env["PATH"] = f"{Path(launcher.command[0]).parent}:{SAFE_PATH}"
+    env = dict(sorted(env.items()))
 
     server_argv = list(launcher.command) + vllm_args(profile)
     unverified: list[dict[str, str]] = []
@@ -256,9 +271,11 @@ def build_plan(
     container = None
     if launcher.kind == "docker":
         container = launcher.container_name or f"materialize-serve-{profile.name}"
+        workdir = CONTAINER_WORKDIR
         argv = docker_run_argv(container, launcher.image or "", env, mounts, spec.devices,
-                               launcher.docker_args, server_argv)
+                               launcher.docker_args, server_argv, workdir)
     else:
+        workdir = PROCESS_WORKDIR
         argv = list(server_argv)
 
     plan = Plan(
@@ -281,6 +298,7 @@ def build_plan(
         readiness=spec.readiness.model_dump(),
         gates=resolved_gates(profile),
         stop_timeout_s=launcher.stop_timeout_s,
+        workdir=workdir,
         docker_args=list(launcher.docker_args),
         unverified=unverified,
         sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,
@@ -356,16 +374,20 @@ def docker_run_argv(
     devices: list[str],
     docker_args: list[str],
     server_argv: list[str],
+    workdir: str,
 ) -> list[str]:
-    """``docker run`` in the foreground (the supervisor owns the lifetime), every value explicit."""
-    argv = ["docker", "run", "--rm", "--name", name, "--init"]
+    """``docker run`` in the foreground (the supervisor owns the lifetime), every value explicit. The
+    image's WORKDIR and ENTRYPOINT do not decide: ``--workdir`` is the plan's, and ``--entrypoint`` is the
+    server command's first word with the rest after the image, so what docker execs (Entrypoint + Cmd)
+    is exactly ``server_argv`` (an image entrypoint would otherwise wrap it, with its own grammar)."""
+    argv = ["docker", "run", "--rm", "--name", name, "--init", "--workdir", workdir, "--entrypoint", server_argv[0]]
     for device in devices:
         argv += ["--device", device]
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
     for m in mounts:
         argv += ["-v", f"{m.source}:{m.target}{':ro' if m.read_only else ''}"]
-    return argv + list(docker_args) + [image] + list(server_argv)
+    return argv + list(docker_args) + [image] + list(server_argv[1:])
 
 
 def _connect_host(host: str) -> str:

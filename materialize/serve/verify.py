@@ -3,7 +3,9 @@
 A unit-level check proves the override was read, not that the server behaves; a live request proves
 behaviour, not which code. So each layer is checked against the same rendered plan:
   unit     the installed unit and env file match the current plan (hash and content); no drop-ins
-  process  the running process's real argv and environment (psutil, or ``docker inspect``)
+  process  the running process's real argv, environment and working directory (psutil, or ``docker
+           inspect``: Entrypoint + Cmd, Env, WorkingDir); a variable that selects code and that the plan
+           did not set (the caller's PYTHONSTARTUP, an image's TT_METAL_HOME) fails
   live     the gates, sent to the URL now
 Any mismatch fails; nothing is reported as verified that was not read back.
 """
@@ -35,6 +37,7 @@ from materialize.serve.install import (
     systemd_unquote,
     unit_fields,
     unit_name,
+    unit_workdir,
 )
 from materialize.serve.plan import Plan
 
@@ -67,8 +70,15 @@ def compare_argv(layer: str, expected: list[str], actual: list[str]) -> Check:
     return Check(layer, "argv", False, _argv_diff(expected, actual))
 
 
-def compare_env(layer: str, plan: Plan, actual: dict[str, str]) -> list[Check]:
+def compare_env(layer: str, plan: Plan, actual: dict[str, str], image_owned: frozenset[str] = frozenset()) -> list[Check]:
+    """Every plan variable with its value; no flag the profile left off; and no variable that selects code
+    (constraints.code_selecting) that the plan did not set, except ``image_owned`` (a container's PATH
+    and HOME, which the image decides for its own interpreter)."""
+    from materialize.serve.constraints import code_selecting
+
     wrong = [f"{k}: plan {v!r}, running {actual.get(k, '<unset>')!r}" for k, v in plan.env.items() if actual.get(k) != v]
+    wrong += [f"{k}={actual[k]!r} is set but not by the plan, and {code_selecting(k)}" for k in sorted(actual)
+              if k not in plan.env and k not in image_owned and code_selecting(k)]
     engaged = [f for f in plan.disabled_flags if actual.get(f, "0") not in ("", "0")]
     checks = [Check(layer, "env", not wrong, "; ".join(wrong) or f"{len(plan.env)} variables match the plan")]
     if engaged:
@@ -101,6 +111,10 @@ def verify_unit(plan: Plan, root: Path) -> list[Check]:
     else:
         checks.append(Check("unit", "plan-hash", True, f"unit is for the current plan {plan.hash()[:12]}"))
     checks.append(compare_argv("unit", exec_argv(plan), systemd_unquote(fields.get("ExecStart", ""))))
+    workdir = fields.get("WorkingDirectory", "<unset>")
+    checks.append(Check("unit", "cwd", workdir == unit_workdir(plan),
+                        f"WorkingDirectory={workdir}" + ("" if workdir == unit_workdir(plan)
+                                                         else f", plan {unit_workdir(plan)}")))
     if text != render_unit(plan) and installed_hash == plan.hash():
         checks.append(Check("unit", "content", False, "unit was edited by hand after install"))
     env_file = root / env_path(plan).lstrip("/")
@@ -177,7 +191,16 @@ def verify_pid(plan: Plan, pid: int) -> list[Check]:
     expected = plan.argv if plan.launcher == "process" or is_docker_cli else plan.server_argv
     checks = [compare_argv("process", expected, cmdline)]
     if is_docker_cli:
-        return checks  # the container's environment is in its -e words, compared above
+        return checks  # the container's environment and --workdir are in its words, compared above
+    if plan.launcher == "process":
+        try:
+            cwd = proc.cwd()
+            checks.append(Check("process", "cwd", cwd == plan.workdir,
+                                f"working directory {cwd}" + ("" if cwd == plan.workdir else
+                                                              f", plan {plan.workdir} (python -m imports from it "
+                                                              f"first)")))
+        except psutil.AccessDenied:
+            checks.append(Check("process", "cwd", False, f"cannot read /proc/{pid}/cwd (run as root)"))
     try:
         environ = proc.environ()
     except psutil.AccessDenied:
@@ -198,7 +221,10 @@ def verify_container_data(plan: Plan, inspect: dict[str, Any]) -> list[Check]:
     """Cmd, Env, image, devices and every mount (none extra, none writable that the plan mounts ro)."""
     argv, env, mounts = container_view(inspect)
     checks = [compare_argv("process", plan.server_argv, argv)]
-    checks += compare_env("process", plan, env)
+    workdir = (inspect.get("Config") or {}).get("WorkingDir") or "<image default>"
+    checks.append(Check("process", "cwd", workdir == plan.workdir,
+                        f"working directory {workdir}" + ("" if workdir == plan.workdir else f", plan {plan.workdir}")))
+    checks += compare_env("process", plan, env, frozenset({"PATH", "HOME"}))
     want = {m.target: m for m in plan.mounts}
     have = {m.get("Destination"): m for m in inspect.get("Mounts") or []}
     problems = []

@@ -48,6 +48,10 @@ def test_plan_text_lists_flags_banners_mounts(cli):
     assert "QWEN36_SDPA_STREAMING=1" in result.output
     assert "banners that must appear:\n  QWEN36_SDPA_STREAMING (0001-sdpa-streaming)" in result.output
     assert "flags left off: QWEN36_DEVICE_RESIDENT, QWEN36_PREFIX_PREFILL_TRACE" in result.output
+    # what the image or the caller would otherwise decide is stated (tests/serve/test_launch_env.py)
+    assert "working directory: /var/empty/materialize-serve (--workdir; not the image's WORKDIR)" in result.output
+    assert "entrypoint: python3 (--entrypoint; not the image's ENTRYPOINT)" in result.output
+    assert "set by the plan: PYTHONDONTWRITEBYTECODE, PYTHONNOUSERSITE, PYTHONSAFEPATH)" in result.output
 
 
 def test_diff_between_profiles(cli):

@@ -38,8 +38,8 @@ def plan_for(write_profile, series_root, data, output):
 
 def test_env_is_the_enabled_flags_never_a_hand_list(write_profile, series_root, outputs):
     one = plan_for(write_profile, series_root, base_profile(), outputs["overlay"])
-    assert one.env == {"PYTHONDONTWRITEBYTECODE": "1", "QWEN36_SDPA_STREAMING": "1",
-                       "TT_METAL_CACHE": "/var/cache/tt-metal"}
+    assert one.env == {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1",
+                       "QWEN36_SDPA_STREAMING": "1", "TT_METAL_CACHE": "/var/cache/tt-metal"}
     both = plan_for(write_profile, series_root, base_profile(enable=["0001-sdpa-streaming", "0002-prefix-prefill-trace"]),
                     outputs["overlay"])
     assert both.env["QWEN36_PREFIX_PREFILL_TRACE"] == "1"
@@ -128,10 +128,12 @@ def test_docker_argv_shape(write_profile, series_root, outputs):
                                   "docker_args": ["--network", "host"]})
     plan = plan_for(write_profile, series_root, data, outputs["overlay"])
     image_at = plan.argv.index("img:1")
-    assert plan.argv[:6] == ["docker", "run", "--rm", "--name", "tt-serving", "--init"]
-    assert plan.argv[image_at + 1:] == plan.server_argv
+    assert plan.argv[:10] == ["docker", "run", "--rm", "--name", "tt-serving", "--init", "--workdir", plan.workdir,
+                              "--entrypoint", plan.server_argv[0]]
+    # docker execs Entrypoint + Cmd: the server argv, whatever the image's ENTRYPOINT and WORKDIR are
+    assert plan.argv[image_at + 1:] == plan.server_argv[1:]
     assert plan.argv[image_at - 2:image_at] == ["--network", "host"]
-    head = plan.argv[6:image_at - 2]
+    head = plan.argv[10:image_at - 2]
     pairs = list(zip(head[::2], head[1::2], strict=True))
     assert [v for k, v in pairs if k == "--device"] == plan.devices
     assert [v for k, v in pairs if k == "-e"] == [f"{k}={v}" for k, v in plan.env.items()]

@@ -117,7 +117,8 @@ def test_what_a_running_systemd_loaded_is_compared(installed):
 
 def inspect_of(plan):
     return {
-        "Config": {"Entrypoint": None, "Cmd": plan.server_argv, "Image": plan.image,
+        "Config": {"Entrypoint": plan.server_argv[:1], "Cmd": plan.server_argv[1:], "Image": plan.image,
+                   "WorkingDir": plan.workdir,
                    "Env": [f"{k}={v}" for k, v in plan.env.items()] + ["PATH=/usr/bin"]},
         "Mounts": [{"Type": "bind", "Source": m.source, "Destination": m.target, "RW": not m.read_only}
                    for m in plan.mounts],

@@ -126,10 +126,11 @@ def test_flags_in_the_callers_shell_never_reach_the_server(up, monkeypatch):
     assert "chunk trace captured" not in result.log_path.read_text()
 
 
-def test_process_env_is_host_basics_plus_plan(write_profile, tmp_path):
+def test_process_env_is_the_callers_locale_plus_plan(write_profile, tmp_path):
     prep = prepare(write_profile("env", process_profile(free_port())), sources_dir=tmp_path / "out")
-    env = process_env(prep.plan, {"PATH": "/bin", "QWEN36_DEVICE_RESIDENT": "1", "SECRET": "x"})
-    assert env == {"PATH": "/bin", **prep.plan.env}
+    env = process_env(prep.plan, {"PATH": "/bin", "HOME": "/home/u", "LANG": "C.UTF-8",
+                                  "QWEN36_DEVICE_RESIDENT": "1", "SECRET": "x"})
+    assert env == {"LANG": "C.UTF-8", **prep.plan.env} and env["PATH"] != "/bin" and "HOME" not in env
 
 
 def test_mount_sources_are_checked_before_launch(write_profile, tmp_path):

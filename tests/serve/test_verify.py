@@ -117,8 +117,8 @@ def test_nothing_to_verify_is_not_a_pass(prepared):
 def test_container_inspect_layer(prepared):
     plan = prepared().plan
     inspect = {
-        "Config": {"Entrypoint": None, "Cmd": plan.server_argv,
-                   "Env": [f"{k}={v}" for k, v in plan.env.items()] + ["PATH=/usr/bin"]},
+        "Config": {"Entrypoint": None, "Cmd": plan.server_argv, "WorkingDir": plan.workdir,
+                   "Env": [f"{k}={v}" for k, v in plan.env.items()] + ["LANG=C.UTF-8"]},
         "Mounts": [{"Source": m.source, "Destination": m.target} for m in plan.mounts],
     }
     assert container_view(json.loads(json.dumps(inspect)))[0] == plan.server_argv
