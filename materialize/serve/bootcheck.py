@@ -47,6 +47,33 @@ def check_sources(plan: Plan) -> list[str]:
     return missing
 
 
+def importable_names(folder: Path) -> set[str]:
+    """Top-level names ``folder`` serves on sys.path: packages (``name/__init__.py``) and modules."""
+    names: set[str] = set()
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return names
+    for entry in entries:
+        if entry.is_dir() and (entry / "__init__.py").is_file():
+            names.add(entry.name)
+        elif entry.suffix in (".py", ".so", ".pyc") and entry.is_file():
+            names.add(entry.name.split(".", 1)[0])
+    return names
+
+
+def shadowing(plan: Plan) -> list[str]:
+    """Entries of a process's working directory that would shadow the plan's code if the interpreter put
+    it first on sys.path (``python -m`` does, before Python 3.11 or without PYTHONSAFEPATH): a package or
+    module there named like one on the plan's PYTHONPATH, or ``vllm``."""
+    if plan.launcher != "process":
+        return []
+    wanted = {"vllm"}
+    for entry in filter(None, plan.env.get("PYTHONPATH", "").split(":")):
+        wanted |= importable_names(Path(entry))
+    return sorted(f"{plan.workdir.rstrip('/')}/{n}" for n in wanted & importable_names(Path(plan.workdir)))
+
+
 def _read(log: Path | None) -> str:
     if log is None:
         return ""

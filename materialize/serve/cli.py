@@ -228,7 +228,7 @@ def install_cmd(obj: dict, profile: str, systemd: bool, root: Path, output_dir: 
 @option("--log", dest="log", type=Path, help="this start's server output")
 def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> int:
     """Run by the installed unit (ExecStartPre / ExecStartPost): fail the service closed."""
-    from materialize.serve.bootcheck import boot_check, check_sources, load_plan
+    from materialize.serve.bootcheck import boot_check, check_sources, load_plan, shadowing
 
     if not plan_file.is_file():
         write(f"FAILED: {plan_file} is missing: the unit cannot know what it was installed to serve")
@@ -239,6 +239,10 @@ def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> i
         if missing:
             write(f"FAILED: {len(missing)} source(s) missing (was the content-addressed folder removed?): "
                   + ", ".join(missing[:5]))
+            return 1
+        shadows = shadowing(plan)
+        if shadows:
+            write(f"FAILED: {', '.join(shadows)} in the working directory would shadow the plan's code")
             return 1
         write(f"ok: {len(plan.mounts)} mount source(s) present for materialization {plan.materialization_id}")
         return 0

@@ -112,6 +112,23 @@ def unit_workdir(plan: Plan) -> str:
     return plan.workdir if plan.launcher == "process" else "/"
 
 
+# Loader variables UnsetEnvironment= names (it takes names, not patterns; constraints counts any LD_*).
+LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_BIND_NOW", "LD_PROFILE", "LD_DEBUG_OUTPUT")
+
+
+def unset_line(plan: Plan) -> str:
+    """For a process: ``UnsetEnvironment=`` every variable that selects code and the plan does not set.
+    systemd passes its manager's environment (DefaultEnvironment=, ``systemctl set-environment``) to every
+    service, and applies this list last, after EnvironmentFile=. For docker the unit runs the client; the
+    container's environment is the argv's ``-e`` words."""
+    if plan.launcher != "process":
+        return ""
+    from materialize.serve.constraints import CODE_SELECTING_ENV
+
+    names = sorted((set(CODE_SELECTING_ENV) | set(LOADER_ENV)) - set(plan.env))
+    return f"UnsetEnvironment={' '.join(names)}\n"
+
+
 def start_budget_s(plan: Plan) -> int:
     """TimeoutStartSec: readiness, banner grace and every gate at its concurrency, worst case."""
     gates = sum(float(g.get("timeout_s", 300)) * math.ceil(int(g.get("requests") or 1) / int(g.get("concurrency") or 1))
@@ -150,6 +167,7 @@ def render_unit(plan: Plan) -> str:
         f"Type=simple\n"
         f"EnvironmentFile={env_path(plan)}\n"
         f"WorkingDirectory={unit_workdir(plan)}\n"
+        f"{unset_line(plan)}"
         f"ExecStartPre={quote(systemd_quote(a) for a in checker_argv(plan, pre=True))}\n"
         f"ExecStart={quote(systemd_quote(a) for a in exec_argv(plan))}\n"
         f"ExecStartPost={quote(systemd_quote(a) for a in checker_argv(plan, pre=False))}\n"

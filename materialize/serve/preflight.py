@@ -98,10 +98,17 @@ def check_launcher(profile: Profile) -> Check:
 
 
 def check_sources(plan: Plan) -> list[Check]:
+    from materialize.serve.bootcheck import shadowing
+
     missing = [m.source for m in plan.mounts if not Path(m.source).is_file()]
-    if missing:
-        return [Check("sources", False, f"{len(missing)} mount source(s) missing, e.g. {missing[0]}")]
-    return [Check("sources", True, f"{len(plan.mounts)} mount source(s) present")]
+    checks = [Check("sources", False, f"{len(missing)} mount source(s) missing, e.g. {missing[0]}") if missing
+              else Check("sources", True, f"{len(plan.mounts)} mount source(s) present")]
+    shadows = shadowing(plan)
+    if shadows:
+        checks.append(Check("workdir", False, f"{', '.join(shadows)} in the server's working directory would be "
+                                              f"imported ahead of the plan's code by an interpreter that puts it "
+                                              f"first on sys.path"))
+    return checks
 
 
 def host_checks(profile: Profile) -> list[Check]:

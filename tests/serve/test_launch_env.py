@@ -207,3 +207,45 @@ def test_os_environ_is_untouched(write_profile, tmp_path):
     before = dict(os.environ)
     prepare(write_profile("e", process_profile(free_port())), sources_dir=tmp_path / "out")
     assert dict(os.environ) == before
+
+
+def test_a_working_directory_that_would_shadow_the_plans_code_is_refused(write_profile, tmp_path, invoke):
+    """An interpreter older than 3.11 ignores PYTHONSAFEPATH and still puts the working directory first:
+    ``serve up`` and the unit's ExecStartPre refuse to start while it holds a package the plan serves."""
+    from materialize.serve.preflight import PreflightError, check_sources
+
+    prep = prepare(write_profile("sh", process_profile(free_port())), sources_dir=tmp_path / "out")
+    publish_sources(prep)
+    assert [c for c in check_sources(prep.plan) if not c.ok] == []
+    plan = dataclasses.replace(prep.plan, workdir=str(shadow_checkout(tmp_path / "root")))
+    bad = [c for c in check_sources(plan) if not c.ok]
+    assert [c.name for c in bad] == ["workdir"] and f"{tmp_path}/root/vllm" in bad[0].detail
+    (tmp_path / "root/vllm.txt").write_text("not importable")
+    with pytest.raises(PreflightError, match="workdir"):
+        serve_up(dataclasses.replace(prep, plan=plan), log_dir=tmp_path / "logs", ledger_dir=None,
+                 echo=lambda _: None)
+    assert not (tmp_path / "logs").exists()  # nothing was started
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(plan.to_json())
+    result = invoke("serve", "boot-check", "--pre", plan_file)
+    assert result.return_value == 1 and "would shadow" in result.output
+    plan_file.write_text(prep.plan.to_json())
+    assert invoke("serve", "boot-check", "--pre", plan_file).return_value == 0
+
+
+def test_the_process_unit_unsets_what_the_managers_environment_could_add(write_profile, tmp_path):
+    """systemd passes its manager's environment (DefaultEnvironment=, ``systemctl set-environment``) to
+    every service; the unit of a process removes each variable that selects code and the plan did not set."""
+    import subprocess
+
+    from materialize.serve.constraints import CODE_SELECTING_ENV
+    from materialize.serve.install import install_systemd
+
+    plan = prepare(write_profile("un", process_profile(free_port())), sources_dir=tmp_path / "out").plan
+    unset = unit_fields(render_unit(plan))["UnsetEnvironment"].split()
+    assert {"PYTHONSTARTUP", "PYTHONUSERBASE", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "TT_METAL_HOME",
+            "VLLM_PLUGINS"} <= set(unset)
+    assert set(unset).isdisjoint(plan.env) and set(CODE_SELECTING_ENV) - set(plan.env) <= set(unset)
+    unit, *_ = install_systemd(plan, tmp_path / "root")
+    out = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False)
+    assert [line for line in (out.stdout + out.stderr).splitlines() if unit.name in line] == []
