@@ -6,7 +6,8 @@ installed unit runs this twice, from the plan it was installed with (a content-a
 no series or repository needed at boot):
 
   ExecStartPre   ``boot-check --pre PLAN``: every source the plan mounts (or puts on PYTHONPATH) is
-                 there; a missing one refuses the start.
+                 there, and a process's working directory holds no package the plan serves; either
+                 refuses the start.
   ExecStartPost  ``boot-check PLAN --log LOG``: readiness, every expected banner in this start's log
                  (the unit truncates it on each start), then the gates. A failure exits 1, and
                  systemd marks the service failed and stops it.
