@@ -25,6 +25,7 @@ Load with ``-p materialize.offline.plugin`` or ``pytest_plugins`` in a conftest.
 from __future__ import annotations
 
 import importlib.machinery
+import inspect
 import os
 import shutil
 import sys
@@ -311,15 +312,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{metafunc.definition.nodeid}: uses the 'tree' fixture but is bound to no patch; list its file under "
             "the patch's `tests:` in the series or mark it @pytest.mark.patch('NNNN-name')"
         )
+    _refuse_arm_readers(metafunc)
     arms = ["patched", "control"]
     if metafunc.config.getoption("offline_at") == "tip":
         arms.append("tip")
     metafunc.parametrize("offline_arm", arms, indirect=True)
 
 
+def _refuse_arm_readers(metafunc: pytest.Metafunc) -> None:
+    """A test must tell the trees apart by their code, never by the name of the arm it runs in.
+
+    ``assert offline_arm != "control"`` fails every control by the test's own assertion without ever
+    looking at the tree. The test function and every fixture it uses, except the plugin's ``tree``,
+    are refused when they ask for ``offline_arm`` (other ways of reading the arm, the node's name or
+    ``PYTEST_CURRENT_TEST``, are caught by the control's probe: see ``_Probe``).
+    """
+    readers = []
+    if "offline_arm" in inspect.signature(metafunc.function).parameters:
+        readers.append(f"the test {metafunc.definition.originalname}()")
+    for name in metafunc.fixturenames:
+        for fixturedef in metafunc._arg2fixturedefs.get(name, ()):
+            ours = name == "tree" and getattr(fixturedef.func, "__module__", None) == __name__
+            if "offline_arm" in fixturedef.argnames and not ours:
+                readers.append(f"its fixture {name!r}")
+    if readers:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: {' and '.join(readers)} ask for `offline_arm`: a test must not see "
+            "which arm it runs in (an assertion on the arm's name fails every control without looking at the "
+            "tree); tell the trees apart by their code"
+        )
+
+
 @pytest.fixture
 def offline_arm(request: pytest.FixtureRequest) -> str:
-    """Which arm this run is: patched, control or tip."""
+    """Which arm this run is: patched, control or tip. Only ``tree`` may use it (see ``_refuse_arm_readers``)."""
     return request.param
 
 

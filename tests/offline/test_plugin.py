@@ -364,8 +364,8 @@ NOT_RUN = {
         import pytest
         from materialize.offline import extract
 
-        def test_clamps(tree, offline_arm):
-            if offline_arm == "patched":
+        def test_clamps(tree, request):
+            if request.node.name.endswith("[patched]"):
                 pytest.skip("flaky")
             assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
     """,
@@ -505,3 +505,154 @@ def test_a_missing_definition_the_control_caught_is_a_weak_control(workspace):
     assert "WEAK CONTROL" in undeclared.stdout
     declared = _run(workspace, {"test_bound_by_series.py": dressed.format(marker='@pytest.mark.weak_control("new")')})
     assert declared.returncode == 0, declared.stdout
+
+
+# A control counts only when the TREE makes its assertion fail (red team, C1-C3) -------------------
+
+def _repatch(ws: Path, old: str, new: str) -> None:
+    """Upstream calc.py is ``old`` and 0001-clamp turns it into ``new``."""
+    (ws / "up" / "demo" / "demo" / "calc.py").write_text(old)
+    (ws / "patches" / "tt-metal" / "0001-clamp.patch").write_text(_diff(ws / "re", "demo/calc.py", old, new))
+
+
+SIGNATURE_V1 = "def clamp(x, lo, hi, *, wrap=False):\n    return max(lo, min(hi, x))\n\n\nLIMIT = 3\n"
+
+CAUGHT = {
+    # the patch adds a keyword: the control's TypeError only says the keyword is not there yet
+    "signature TypeError": ("""
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            try:
+                value = extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5, wrap=False)
+            except TypeError:
+                value = None
+            assert value == 5
+    """, "TypeError"),
+    # an IndexError the test's own code raised on the control's value, swallowed
+    "own IndexError": ("""
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            try:
+                value = [0, 1, 2, 3, 4, 5][extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5)]
+            except Exception:
+                value = None
+            assert value == 5
+    """, "IndexError"),
+    # an implicit error inside the kept code (a KeyError), swallowed by contextlib.suppress
+    "KeyError in kept code": ("""
+        import contextlib
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            value = None
+            with contextlib.suppress(KeyError):
+                value = extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5)
+            assert value == 5
+    """, "KeyError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CAUGHT))
+def test_an_error_the_control_caught_is_not_a_failing_control(workspace, case):
+    """Catching an error on the way and then asserting does not turn an errored control into a proven one."""
+    if case == "signature TypeError":
+        _repatch(workspace, CALC_V0, SIGNATURE_V1)
+    elif case == "KeyError in kept code":
+        _repatch(workspace, "def clamp(x, lo, hi):\n    return {0: 0}[x]\n", CALC_V1)
+    body, name = CAUGHT[case]
+    proc = _run(workspace, {"test_bound_by_series.py": body})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "CONTROL ERRORED" in proc.stdout and f"raised {name}" in proc.stdout, proc.stdout
+    assert "(caught by the test)" in proc.stdout
+    row = _row(proc.stdout, "0001-clamp").split()
+    assert row[3:8] == ["1/1", "0/1", "0", "-", "1"] and row[-1] == "FAIL", row
+
+
+def test_a_refusal_the_control_tree_raises_and_the_test_catches_is_behaviour(workspace):
+    """The old code said no (an explicit `raise` in the tree): the test observed the tree's answer."""
+    _repatch(workspace, 'def clamp(x, lo, hi):\n    if x > hi:\n        raise ValueError("out of range")\n    return x\n',
+             CALC_V1)
+    body = """
+        import pytest
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            clamp = extract(tree, "demo/calc.py", "clamp").clamp
+            with pytest.raises(TypeError):
+                clamp(None, 0, 5)  # expected in both arms: not an error on the way
+            try:
+                value = clamp(9, 0, 5)
+            except ValueError:
+                value = None
+            assert value == 5
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": body})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _row(proc.stdout, "0001-clamp").split()[3:8] == ["1/1", "1/1", "0", "-", "0"]
+
+
+def test_a_test_may_not_ask_which_arm_it_runs_in(workspace):
+    tautology = """
+        def test_tautology(tree, offline_arm):
+            assert offline_arm != "control"
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": tautology})
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "test_tautology" in proc.stdout + proc.stderr and "offline_arm" in proc.stdout + proc.stderr
+    assert "must not see which arm" in proc.stdout + proc.stderr
+    # nor through a fixture of its own
+    through = """
+        import pytest
+
+        @pytest.fixture
+        def arm(offline_arm):
+            return offline_arm
+
+        def test_tautology(tree, arm):
+            assert arm != "control"
+    """
+    proc = _run(workspace, {"test_bound_by_series.py": through})
+    assert proc.returncode != 0 and "must not see which arm" in proc.stdout + proc.stderr
+
+
+NOT_THE_TREE = {
+    # the arm read another way than the fixture
+    "node name": """
+        def test_clamps(tree, request):
+            assert "[control]" not in request.node.name
+    """,
+    "environment": """
+        import os
+
+        def test_clamps(tree):
+            assert "[control]" not in os.environ["PYTEST_CURRENT_TEST"]
+    """,
+    # the test's own module state: the second run in the process fails, whatever the tree
+    "module state": """
+        _RUNS = []
+
+        def test_clamps(tree):
+            _RUNS.append(tree)
+            assert len(_RUNS) == 1
+    """,
+    "state of another module": """
+        import json
+
+        def test_clamps(tree):
+            json.__dict__.setdefault("_runs", []).append(tree)
+            assert len(json._runs) == 1
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_THE_TREE))
+def test_a_control_that_fails_whatever_the_tree_is_not_proven(workspace, case):
+    """The control's failure must be the tree's doing: run from the same process state with the
+    patched tree in the control's place, the test must pass."""
+    proc = _run(workspace, {"test_bound_by_series.py": NOT_THE_TREE[case]})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "CONTROL NOT CAUSED BY THE TREE" in proc.stdout, proc.stdout
+    row = _row(proc.stdout, "0001-clamp").split()
+    assert row[3:8] == ["1/1", "0/1", "0", "-", "1"] and row[-1] == "FAIL", row
