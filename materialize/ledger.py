@@ -142,6 +142,18 @@ class RunRecord(BaseModel):
             raise ValueError(f"unknown key(s) {', '.join(unknown)} (harness extras must start with 'x_')")
         return self
 
+    @model_validator(mode="after")
+    def _one_unit_per_metric(self) -> RunRecord:
+        units: dict[str, str] = {}
+        for index, m in enumerate(self.metrics):
+            first = units.setdefault(m.name, m.unit)
+            if m.unit != first:
+                raise ValueError(
+                    f"metrics.{index}: metric {m.name!r} is in unit {m.unit!r} here and {first!r} in an earlier "
+                    "entry of this record (one unit per metric; samples are never converted)"
+                )
+        return self
+
     @property
     def position(self) -> int:
         """Number of patches in the prefix that ran (0 = upstream alone)."""
@@ -170,6 +182,7 @@ class RunRecord(BaseModel):
         )
 
     def metric(self, name: str) -> Metric | None:
+        """Every sample of ``name`` in this record (its entries share one unit: the record is refused otherwise)."""
         samples = [s for m in self.metrics if m.name == name for s in m.samples]
         if not samples:
             return None

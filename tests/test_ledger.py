@@ -186,3 +186,12 @@ def test_integral_samples_are_numbers() -> None:
         295.0,
         294.5,
     ]
+
+
+def test_one_metric_in_two_units_in_one_record_is_refused() -> None:
+    """0.3 s and 300 ms of one metric were merged into one sample list under the first unit."""
+    mixed = [{"name": "latency", "unit": "s", "samples": [0.3]}, {"name": "latency", "unit": "ms", "samples": [300.0]}]
+    with pytest.raises(ValueError, match=r"metrics.1: metric 'latency' is in unit 'ms' here and 's'"):
+        parse_record(record(metrics=mixed))
+    same = [{"name": "latency", "unit": "s", "samples": [0.3]}, {"name": "latency", "unit": "s", "samples": [0.4]}]
+    assert parse_record(record(metrics=same)).metric("latency").samples == [0.3, 0.4]

@@ -444,6 +444,7 @@ def _feed(state: BisectState, checked: list[Checked]) -> tuple[int, int, int]:
                 materialization_id=rec.materialization_id,
                 samples=m.samples,
                 records=[rid],
+                unit=m.unit,
             )
             used += 1
         else:
@@ -464,8 +465,9 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> int:
     with store.locked():
         state = store.load()
         series = _state_series(state, series_opt)
+        units = {state.metric: (state.unit, state.unit_source)} if state.metric and state.unit is not None else None
         checked = check_records(
-            iter_ledger(runfiles), _candidates.SeriesIndex(series), id_checker(series, state, check_ids)
+            iter_ledger(runfiles), _candidates.SeriesIndex(series), id_checker(series, state, check_ids), units
         )
         bad = [c for c in checked if not c.ok]
         _print_problems(bad)

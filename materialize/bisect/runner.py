@@ -216,6 +216,7 @@ class Outcome:
     censored: bool = False
     samples: list[float] = field(default_factory=list)
     records: list[RunRecord] = field(default_factory=list)
+    unit: str | None = None  # a metric's unit (one per run: mixed units are refused)
     note: str = ""
     source: str = "exit"  # where the result came from: "run records", "JSON lines" or "exit" (the code)
 
@@ -285,7 +286,13 @@ def _from_records(state: BisectState, result: TaskResult) -> Outcome | None:
                 f"but the candidate was {cand.materialization_id[:12]}"
             )
         if want_metric and (m := rec.metric(state.metric or "")):
+            if out.unit is not None and m.unit != out.unit:
+                raise HarnessError(
+                    f"{result.task.ledger}: the run's records give {state.metric!r} in {out.unit!r} and in "
+                    f"{m.unit!r} (one unit per metric; samples are never converted)"
+                )
             out.kind = "metric"
+            out.unit = m.unit
             out.samples.extend(m.samples)
         elif not want_metric and (g := rec.gate(state.gate)):
             out.kind = "gate"
@@ -330,6 +337,11 @@ def _from_stdout(state: BisectState, result: TaskResult) -> Outcome | None:
             raise HarnessError(f"{_where(result)}: invalid result line {line[:200]!r}: {exc}{_tail(result)}") from None
         if found is None:
             found = got
+        elif got.unit != found.unit:
+            raise HarnessError(
+                f"{_where(result)}: result line {line[:200]!r} gives {state.metric!r} in {got.unit!r}, an earlier "
+                f"line in {found.unit!r} (one unit per metric; samples are never converted){_tail(result)}"
+            )
         else:
             found.requests += got.requests
             found.failures += got.failures
@@ -369,7 +381,7 @@ def _validate_line(state: BisectState, obj: dict) -> Outcome:
         if "metric" in obj:
             msg = msg.replace("samples.0", "value")
         raise ValueError(msg) from None
-    return Outcome("metric", samples=list(m.samples), source="JSON lines", note="JSON line")
+    return Outcome("metric", samples=list(m.samples), unit=m.unit, source="JSON lines", note="JSON line")
 
 
 def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
@@ -408,7 +420,7 @@ def make_record(
             {"name": state.gate, "requests": out.requests, "failures": out.failures, "censored": out.censored}
         ]
     elif out.kind == "metric":
-        rec["metrics"] = [{"name": state.metric, "unit": "", "samples": out.samples}]
+        rec["metrics"] = [{"name": state.metric, "unit": out.unit or "", "samples": out.samples}]
     return rec
 
 
@@ -544,7 +556,9 @@ def _record(
         )
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {verdict}")
     elif out.kind == "metric":
-        session.observe(state, pos, source=src, materialization_id=cid, samples=out.samples, records=records)
+        session.observe(
+            state, pos, source=src, materialization_id=cid, samples=out.samples, records=records, unit=out.unit
+        )
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: {state.metric}={out.samples}")
     else:
         echo(f"position {pos} [{cid[:12]}] slot {result.task.slot}: skip ({out.note})")

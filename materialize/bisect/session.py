@@ -185,6 +185,7 @@ def observe(
     censored: bool = False,
     samples: list[float] | None = None,
     records: list[str] | None = None,
+    unit: str | None = None,
 ) -> Observation:
     """A result from a run record or an automated run, logged with its numbers so replay needs no files.
 
@@ -195,8 +196,18 @@ def observe(
     if samples:
         if state.mode != "metric":
             raise BisectError("metric samples given to a gate bisect")
+        if unit is not None:
+            if state.unit is None:
+                state.unit, state.unit_source = unit, source
+            elif unit != state.unit:
+                raise BisectError(
+                    f"{source}: metric {state.metric!r} in unit {unit!r}, but this bisect's samples are in "
+                    f"{state.unit!r} (since {state.unit_source}); one unit per metric, samples are never converted"
+                )
         obs = Observation(position, source, materialization_id, samples=[float(s) for s in samples])
         line = f"sample {position} --values {','.join(repr(float(s)) for s in samples)}"
+        if unit is not None:
+            line += f" --unit {shlex.quote(unit)}"
     else:
         if state.mode != "gate":
             raise BisectError("gate counts given to a metric bisect")
@@ -637,6 +648,7 @@ def apply_line(
                 materialization_id=mid,
                 samples=values,
                 records=_records_opt(opts),
+                unit=str(opts["unit"]) if "unit" in opts else None,
             )
         else:
             raise BisectError(f"{source}: unknown bisect command {verb!r}")

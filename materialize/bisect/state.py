@@ -57,6 +57,8 @@ class BisectState:
     n_patches: int
     gate: str = "exit"
     metric: str | None = None
+    unit: str | None = None  # the metric's unit, fixed by the first samples that name one (never converted)
+    unit_source: str = ""  # where that unit was first given (a record's FILE:LINE, "run")
     direction: Literal["lower", "higher"] = "lower"
     threshold: float = 0.01
     confidence: float = 0.95

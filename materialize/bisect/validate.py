@@ -85,12 +85,33 @@ def output_problems(record: RunRecord) -> list[str]:
     return problems
 
 
+def unit_problems(record: RunRecord, where: str, seen: dict[str, tuple[str, str]]) -> list[str]:
+    """A metric of ``record`` in another unit than ``seen`` holds for it (``seen`` learns the new ones)."""
+    problems = []
+    for m in record.metrics:
+        unit, first = seen.setdefault(m.name, (m.unit, where))
+        if m.unit != unit:
+            problems.append(
+                f"metric {m.name!r} is in unit {m.unit!r} but in {unit!r} at {first} "
+                "(one unit per metric; samples are never converted)"
+            )
+    return problems
+
+
 def check_records(
     lines: Iterable[LedgerLine],
     index: SeriesIndex | None,
     id_of: Callable[[int], str | None] | None = None,
+    units: dict[str, tuple[str, str]] | None = None,
 ) -> list[Checked]:
-    """Validate every ledger line; ``id_of(position)`` (optional) gives the expected materialization id."""
+    """Validate every ledger line; ``id_of(position)`` (optional) gives the expected materialization id.
+
+    A metric has one unit across every record checked together: the first record that gives a metric
+    fixes its unit (or ``units``: metric name -> (unit, where it was fixed), e.g. a bisect's), and a
+    record that gives it in another unit is invalid, naming both places (samples are never converted:
+    0.3 s and 300 ms would be a 1000x "regression").
+    """
+    seen_units: dict[str, tuple[str, str]] = dict(units or {})
     flagged_by_pos: list[tuple[str, str, str]] = []
     if index is not None:
         flagged_by_pos = [(p.name, p.flag, p.banner) for p in index.series.patches if p.flag and p.banner]
@@ -103,6 +124,7 @@ def check_records(
             checked.problems.append(f"schema: {line.error}")
             continue
         checked.problems.extend(output_problems(rec))
+        checked.problems.extend(unit_problems(rec, line.where, seen_units))
         if index is None:
             continue
         pos = index.position_of_prefix([(e.name, e.sha256) for e in rec.series_prefix])

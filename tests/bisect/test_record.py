@@ -128,3 +128,63 @@ def test_infer_exits_1_when_it_ignored_invalid_records(invoke, six, tmp_path: Pa
     assert "used 1 past run(s)" in res.output and "1 invalid record(s) ignored" in res.output
     (runs / "a.jsonl").write_text(rec(6, 3) + "\n")
     assert invoke("bisect", "infer", *common, "--runs", runs).exit_code == 0
+
+
+def test_a_metric_in_another_unit_is_refused_never_merged(invoke, gen_series, tmp_path: Path) -> None:
+    """The red team's repro: the good end in s, the bad end the same latency in ms -> 'culprit, +99900%'."""
+    series, _ = gen_series(2)
+    from materialize.bisect.candidates import SeriesIndex
+    from materialize.engine import materialize
+    from materialize.series import load_series
+
+    s = load_series(series)
+    index = SeriesIndex(s)
+
+    def rec(pos: int, unit: str, value: float, i: int) -> str:
+        return json.dumps({
+            "schema": 1, "materialization_id": materialize(s, upto=pos).id, "series_prefix": index.prefix_entries(pos),
+            "host": "h", "time": f"2026-01-01T0{pos}:{i:02d}:00Z",
+            "metrics": [{"name": "latency", "unit": unit, "samples": [value + i * 1e-4 * (1000 if unit == "ms" else 1)]}],
+        })  # fmt: skip
+
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    assert invoke("bisect", "start", *common, "--good", "0", "--bad", "2", "--metric", "latency").exit_code == 0
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(rec(0, "s", 0.3, i) + "\n" + rec(2, "ms", 300.0, i) + "\n" for i in range(10)))
+    res = invoke("runs", "validate", "--series", series, mixed)
+    assert res.exit_code == 1, res.output
+    assert f"{mixed}:2: invalid: metric 'latency' is in unit 'ms' but in 's' at {mixed}:1" in res.output
+    res = invoke("bisect", "record", *common, mixed)
+    assert res.exit_code == 1 and "recorded 10 run(s)" in res.output and "10 invalid" in res.output, res.output
+    state = StateStore(tmp_path / "work").load()
+    assert (state.unit, state.unit_source) == ("s", f"record {mixed}:1")
+    assert all(o.position == 0 for o in state.observations)
+    # a later command: the bisect's unit holds across commands (and replays from its log)
+    later = tmp_path / "later.jsonl"
+    later.write_text(rec(2, "ms", 300.0, 30) + "\n")
+    res = invoke("bisect", "record", *common, later)
+    assert res.exit_code == 1 and f"{later}:1: invalid: metric 'latency' is in unit 'ms' but in 's' at record {mixed}:1" in (
+        res.output
+    ), res.output
+    assert any("--unit s" in line for line in state.log)
+    good = tmp_path / "good.jsonl"
+    good.write_text(rec(2, "s", 0.3, 31) + "\n")
+    assert invoke("bisect", "record", *common, good).exit_code == 0
+    log = invoke("bisect", "log", *common)
+    replayed = tmp_path / "replayed.log"
+    replayed.write_text(log.output)
+    res = invoke("bisect", "replay", *common, replayed)
+    assert res.exit_code == 0, res.output
+    assert StateStore(tmp_path / "work").load().unit == "s"
+
+
+def test_a_sample_in_another_unit_is_refused_by_the_session() -> None:
+    from materialize.bisect import session
+    from materialize.bisect.state import BisectError
+
+    state = session.start(series="s.yaml", n_patches=2, good=0, bad=2, metric="latency")
+    session.observe(state, 0, source="record a.jsonl:1", samples=[0.3], unit="s")
+    with pytest.raises(BisectError, match=r"record b.jsonl:4: metric 'latency' in unit 'ms', but this bisect's samples "
+                                          r"are in 's' \(since record a.jsonl:1\)"):
+        session.observe(state, 2, source="record b.jsonl:4", samples=[300.0], unit="ms")
+    assert [o.position for o in state.observations] == [0]

@@ -182,3 +182,18 @@ def test_a_harness_that_reported_counts_and_then_crashes_silently_stops_the_bise
     state = StateStore(work).load()
     assert state.run_results == "reported"
     assert {o.position for o in state.observations} == {0, 6}  # the silent crash was not recorded
+
+
+def test_a_run_that_gives_its_metric_in_two_units_stops_the_bisect(tmp_path: Path) -> None:
+    """Result lines (or a run's own records) of one metric in s and in ms were merged as one sample list."""
+    st = metric_state()
+    with pytest.raises(HarnessError, match=r"gives 'makespan' in 'ms', an earlier line in 's'"):
+        interpret(st, result(tmp_path, 0, '{"metric": "makespan", "value": 0.3, "unit": "s"}\n'
+                                          '{"metric": "makespan", "value": 300, "unit": "ms"}\n'))
+    rec = {"schema": 1, "materialization_id": MID, "series_prefix": [], "host": "h", "time": "2026-01-01T00:00:00Z"}
+    records = [{**rec, "metrics": [{"name": "makespan", "unit": u, "samples": [v]}]} for u, v in (("s", 0.3), ("ms", 300))]
+    with pytest.raises(HarnessError, match=r"give 'makespan' in 's' and in 'ms'"):
+        interpret(st, result(tmp_path, 0, records=records))
+    (tmp_path / "own.jsonl").unlink()
+    out = interpret(st, result(tmp_path, 0, '{"metric": "makespan", "value": 0.3, "unit": "s"}\n'))
+    assert (out.samples, out.unit) == ([0.3], "s")
