@@ -12,7 +12,10 @@ A test bound to a patch (listed in the series entry's ``tests``, or marked
   find the definition (``MissingDefinition``) is *weak*, allowed only for tests marked
   ``@pytest.mark.weak_control("why")``. Anything else (an extractor error, a ``NameError`` in kept
   code, an ``assert`` inside the tree's code or the extractor) makes the control *errored*: reported
-  as such, and the run fails.
+  as such, and the run fails. The failure must be the tree's doing: an error the test caught on the
+  way counts as if uncaught (``_errors_on_the_way``, ``caught.py``); a test may not ask for
+  ``offline_arm``; and the control's probe (``probe.py``), forked from the state the control starts
+  in, must pass with the patched tree in the control's place.
 - ``tip`` (with ``--at tip``): the full series; must pass, so a later patch that breaks an earlier
   patch's behaviour is caught.
 
@@ -38,8 +41,10 @@ import pytest
 sys.dont_write_bytecode = True  # a __pycache__ in a source tree once broke a deployment
 
 from materialize.offline import errors as offline_errors  # noqa: E402
+from materialize.offline.caught import CaughtByTest  # noqa: E402
 from materialize.offline.errors import ExtractError, MissingDefinition  # noqa: E402
 from materialize.offline.extract import DEFAULT_HEAVY  # noqa: E402
+from materialize.offline.probe import Probe  # noqa: E402
 from materialize.offline.report import ArmResult, Ledger, results_json  # noqa: E402
 from materialize.offline.trees import EngineSource, PatchDirSource, TreeSource  # noqa: E402
 from materialize.series import PatchEntry, Series, load_series  # noqa: E402
@@ -66,6 +71,7 @@ class _OfflineState:
         self.collected: set[tuple[Path, str]] = set()  # (file, function) of every test collected
         self.deselected = 0  # tests -k, -m, --lf ... left out: the session validates a subset by choice
         self.extract_errors: list[ExtractError] = []  # every ExtractError created, caught or not
+        self.probe_tree: object | None = None  # set only in a control's probe process: the patched tree
 
     def unrun_refs(self, args: list[Path]) -> list[str]:
         """The series' ``tests:`` entries this session should have collected but did not (a renamed
@@ -361,6 +367,8 @@ def patch_entry(request: pytest.FixtureRequest) -> PatchEntry:
 def tree(request: pytest.FixtureRequest, offline_arm: str, patch_entry: PatchEntry):
     """The bound patch's target tree for this arm (read from the store; never a hard-coded path)."""
     state = _state(request.config)
+    if state.probe_tree is not None and offline_arm == "control":
+        return state.probe_tree  # the probe: the control's run with the patched tree in its place
     series = state.load_series()
     position = {
         "patched": patch_entry.position,
@@ -419,6 +427,51 @@ def _missing(exc: BaseException) -> MissingDefinition | None:
 
 
 _ERRORS_MARK = pytest.StashKey[int]()
+_PROBE = pytest.StashKey["Probe | str"]()
+_CAUGHT = pytest.StashKey[CaughtByTest]()
+
+
+def _arm(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("offline_arm") if callspec is not None else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # noqa: ARG001
+    """Before a control starts, fork its probe (``materialize.offline.probe``): the same process state,
+    waiting to run the test with the patched tree if the control fails by assertion."""
+    state = _state(item.config)
+    probe = None
+    if _arm(item) == "control" and state.probe_tree is None:
+        entry = state.binding(item)
+        try:
+            assert entry is not None
+            patched = state.tree_source().tree(entry.position, entry.target)
+            probe = item.stash[_PROBE] = Probe(item, patched, _enter_probe(state))
+        except Exception as exc:  # noqa: BLE001 - the control cannot be shown to be the tree's doing
+            item.stash[_PROBE] = f"{type(exc).__name__}: {exc}"
+    try:
+        yield
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+def _enter_probe(state: _OfflineState):
+    def enter(patched_tree: object) -> None:
+        state.probe_tree = patched_tree
+    return enter
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A control's body runs watched: the exceptions the test's own code catches are recorded."""
+    if _arm(item) != "control" or _state(item.config).probe_tree is not None:
+        yield
+        return
+    watch = item.stash[_CAUGHT] = CaughtByTest(Path(str(item.path)).resolve().parent)
+    with watch:
+        yield
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -431,10 +484,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    arm = getattr(item, "callspec", None) and item.callspec.params.get("offline_arm")
-    if not arm:
-        return
+    arm = _arm(item)
     state = _state(item.config)
+    if not arm or state.probe_tree is not None:
+        return  # in the probe process only the raw outcome counts
     state.ledger.add_duration(item.nodeid, report.duration)
     attempts = state.blocker.attempts[state.reported_attempts :]
     if report.when in ("setup", "call") and attempts:
@@ -492,6 +545,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             missing = hidden[0]  # the weak case, however the test dressed it
         else:
             exc = hidden[0]
+    # any other error the test's own code caught on the way (`except TypeError:`, contextlib.suppress):
+    # judged as if it had not been caught (see _errors_on_the_way)
+    on_the_way = _errors_on_the_way(item, exc, test_dir) if own else []
+    if on_the_way:
+        own, exc, hidden = False, on_the_way[0], on_the_way
+    not_the_tree = _probe_failure(item, call) if own else None
     if exc is None:
         report.outcome = "failed"
         report.longrepr = (
@@ -499,6 +558,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             "Assert on the behaviour the patch changes."
         )
         _record(item, arm, ok=False, outcome="passed", detail="control passed: the test cannot see its patch")
+    elif own and not_the_tree is not None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CONTROL NOT CAUSED BY THE TREE: {item.nodeid} failed its assertion on the control tree, but run "
+            "again from the same process state, as the same arm, with the PATCHED tree in the control's place, "
+            f"it did not pass either ({not_the_tree}). Its failure comes from the test (the arm it runs in, "
+            "state it keeps between runs), not from the tree without the patch.\n\n"
+            f"{report.longrepr}"
+        )
+        _record(
+            item, arm, ok=False, outcome="errored",
+            detail=f"control failed, but not because of the tree: with the patched tree in its place {not_the_tree}",
+        )  # fmt: skip
     elif own:
         report.outcome, report.longrepr = "passed", None
         _record(item, arm, ok=True, outcome="failed", detail="control failed by assertion")
@@ -527,6 +599,68 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             item, arm, ok=False, outcome="errored",
             detail=f"control errored ({type(exc).__name__}{_where(exc)}, not the test's assertion): {exc}",
         )  # fmt: skip
+
+
+def _errors_on_the_way(item: pytest.Item, final: BaseException | None, test_dir: Path) -> list[BaseException]:
+    """The exceptions the test's own code caught during the control that make it errored.
+
+    The rule: a control is judged by what was raised on the way to its assertion, caught or not. An
+    exception the test's code caught (``except``, ``contextlib.suppress``) counts as if it had not been
+    caught, so it makes the control errored, unless it is one of:
+
+    - what a ``pytest.raises`` block matched (the test declared it), ``StopIteration`` (iteration), the
+      test's own failed assertion (its own logic);
+    - an ``ExtractError`` (judged as before: errored, or weak for a ``MissingDefinition`` only);
+    - the tree's own answer: raised by a ``raise`` statement, with the tree's code in its traceback
+      (``raise ValueError("not aligned")`` in the control tree's code is behaviour the patch changed,
+      and the test observed it).
+
+    Everything else is an error on the way: a ``TypeError`` because the control's function does not
+    take the patch's new argument (the patched definition is not there yet: that proves no behaviour),
+    a ``KeyError``/``AttributeError``/``NameError`` raised inside the kept code, an ``IndexError`` in the
+    test's own code.
+    """
+    watch = item.stash.get(_CAUGHT, None)
+    if watch is None:
+        return []
+    funcargs = getattr(item, "funcargs", {}) or {}
+    tree_prefix = _tree_prefix(funcargs.get("tree"))
+    out = []
+    for exc in watch.result(final):
+        if isinstance(exc, ExtractError) or _own_failure(exc, test_dir) or _tree_refusal(exc, tree_prefix):
+            continue
+        out.append(exc)
+    return out
+
+
+def _tree_prefix(tree: object) -> str | None:
+    display = getattr(tree, "display_path", None)
+    if display is None:
+        return None
+    probe = "__materialize_probe__"
+    return display(probe)[: -len(probe)]
+
+
+def _tree_refusal(exc: BaseException, tree_prefix: str | None) -> bool:
+    """``exc`` was raised by a ``raise`` statement and the tree's code is in its traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or tree_prefix is None or not any(f.filename.startswith(tree_prefix) for f in frames):
+        return False
+    line = frames[-1].line or ""
+    return line.startswith("raise ") or line == "raise"
+
+
+def _probe_failure(item: pytest.Item, call: pytest.CallInfo) -> str | None:
+    """None when the probe passed (the tree made the control fail), else what happened there."""
+    probe = item.stash.get(_PROBE, None)
+    if probe is None:
+        return "no probe was run"
+    if isinstance(probe, str):
+        return f"the probe could not start: {probe}"
+    result = probe.run(timeout=max(300.0, 20 * call.duration))
+    if result.get("passed"):
+        return None
+    return result.get("detail") or "it failed"
 
 
 def _first_breaking_patch(item: pytest.Item, state: _OfflineState) -> PatchEntry | None:

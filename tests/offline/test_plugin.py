@@ -551,6 +551,19 @@ CAUGHT = {
                 value = extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5)
             assert value == 5
     """, "KeyError"),
+    # the watcher switched off, then the error swallowed
+    "trace removed": ("""
+        import sys
+        from materialize.offline import extract
+
+        def test_clamps(tree):
+            sys.settrace(None)
+            try:
+                value = [0, 1, 2, 3, 4, 5][extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5)]
+            except IndexError:
+                value = None
+            assert value == 5
+    """, "RuntimeError"),
 }
 
 
