@@ -163,14 +163,17 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
                 )
     if not plan.changed:
         return plan
+    series_bytes = None
+    if entry.reverse:  # written forward (see plan_refresh): the entry is no longer reversed
+        doc = _series_doc(ws)
+        doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
+        series_bytes = doc.render("refresh")  # checked before anything is written
     with Journal.run(ws.meta, "refresh", ([ref] if ref else []) + (["--force"] if force else [])) as journal:
         if edited:  # --force writes over a file changed since it was pushed: the change is kept aside
             plan.kept = ws.keep_patch(entry, time.strftime("%Y%m%dT%H%M%SZ-refresh", time.gmtime()))
         journal.write(entry.path, entry.encode(plan.new))
-        if entry.reverse:  # written forward (see plan_refresh): the entry is no longer reversed
-            doc = _series_doc(ws)
-            doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
-            journal.write(ws.series.path, doc.render())
+        if series_bytes is not None:
+            journal.write(ws.series.path, series_bytes)
         ws.reload_series()
         # Through the engine even for the top: it records the new prefix, so popping and pushing the
         # refreshed patch again (quilt's daily loop) finds it cached instead of applying it again.
@@ -552,13 +555,14 @@ def rename(ws: Workspace, new_name: str, ref: str | None = None) -> PatchEntry:
     if new_path.exists():
         raise MaterializeError(f"rename: {new_path} already exists")
     doc = _series_doc(ws)
+    doc.set_field(doc.index_of(old_rel), "patch", new_rel)
+    if entry.spec.name is not None:  # an entry named apart from its file (see PatchSpec.name)
+        doc.set_field(doc.index_of(new_rel), "name", stem)
+    series_bytes = doc.render("rename")  # checked before anything is written
     with Journal.run(ws.meta, "rename", [new_name] + (["-P", ref] if ref else [])) as journal:
         journal.write(new_path, entry.raw())
         journal.remove(entry.path)
-        doc.set_field(doc.index_of(old_rel), "patch", new_rel)
-        if entry.spec.name is not None:  # an entry named apart from its file (see PatchSpec.name)
-            doc.set_field(doc.index_of(new_rel), "name", stem)
-        journal.write(ws.series.path, doc.render())
+        journal.write(ws.series.path, series_bytes)
         ws.reload_series()
         for item in state.applied:
             if item["name"] == entry.name:
@@ -589,15 +593,16 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
         raise MaterializeError(f"delete: {entry.name} is applied below the top ({state.top}); pop to it first")
     args = [entry.name] + (["-r"] if remove_file else []) + (["--force"] if force else [])
     saved_to = kept = None
+    doc = _series_doc(ws)
+    doc.remove(doc.index_of(entry.spec.patch))
+    series_bytes = doc.render("delete")  # checked before anything (the pop too) is done
     with Journal.run(ws.meta, "delete", args) as journal:  # the pop too: a kill rolls back both
         if entry.position == state.position:
             saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal).saved_to
             state = ws.load(in_journal=True)
         if remove_file and entry.path.exists():  # the file and its entry, before the series loses it
             kept = ws.keep_entry(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
-        doc = _series_doc(ws)
-        doc.remove(doc.index_of(entry.spec.patch))
-        journal.write(ws.series.path, doc.render())
+        journal.write(ws.series.path, series_bytes)
         if kept is not None:
             journal.remove(entry.path)
         ws.reload_series()
@@ -631,12 +636,12 @@ def move(ws: Workspace, ref: str, after: str) -> Series:
     except PatchApplyError as exc:
         raise PatchApplyError(f"move {entry.name} after {after} refused: the series would no longer apply:\n{exc}") from None
     doc = _series_doc(ws)
+    index = doc.index_of(entry.spec.patch)
+    doc.move(index, after_pos if after_pos < entry.position else after_pos - 1)
+    series_bytes = doc.render("move")  # checked before it is written: never a file nothing reads
     with Journal.run(ws.meta, "move", [ref, "--after", after]) as journal:
-        index = doc.index_of(entry.spec.patch)
-        new_index = after_pos if after_pos < entry.position else after_pos - 1
-        doc.move(index, new_index)
-        journal.write(ws.series.path, doc.render())
-    ws.reload_series()
+        journal.write(ws.series.path, series_bytes)
+        ws.reload_series()  # inside: whatever it refuses is rolled back
     return ws.series
 
 

@@ -300,7 +300,7 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
                 result.pruned.append(entry.name)
             result.saved_to = str(keep)
         _place_entries(doc, target, [rel for rel, _d, _n in planned])
-        new_yaml = doc.render()
+        new_yaml = doc.render("import-git")
         if new_yaml != series.path.read_bytes():
             journal.write(series.path, new_yaml)
         ws.reload_series()  # inside: a series it would leave invalid is rolled back

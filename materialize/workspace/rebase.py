@@ -418,7 +418,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
         }
         doc = SeriesDoc.load(ws.series.path)
         doc.set_pin(target, _pin_fields(pin, ws.series.base_dir))
-        rb.write(journal, ws.series.path, doc.render())
+        rb.write(journal, ws.series.path, doc.render("rebase"))
         ws.reload_series()
         state.bases[target] = state.trees[target] = new_base  # at position 0 the tree is the (new) base
         state.pins = ws.pins()
@@ -490,7 +490,7 @@ def _write_patch(rb: Rebase, entry: PatchEntry, new: bytes, journal: Journal) ->
     if entry.reverse:
         doc = SeriesDoc.load(rb.ws.series.path)
         doc.drop_field(doc.index_of(entry.spec.patch), "reverse")
-        rb.write(journal, rb.ws.series.path, doc.render())
+        rb.write(journal, rb.ws.series.path, doc.render("rebase"))
 
 
 def _drop(rb: Rebase, entry: PatchEntry, journal: Journal) -> Path:
@@ -499,7 +499,7 @@ def _drop(rb: Rebase, entry: PatchEntry, journal: Journal) -> Path:
     kept = rb.ws.keep_entry(entry, "rebase-dropped")  # (before the series loses the entry)
     doc = SeriesDoc.load(rb.ws.series.path)
     doc.remove(doc.index_of(entry.spec.patch))
-    rb.write(journal, rb.ws.series.path, doc.render())
+    rb.write(journal, rb.ws.series.path, doc.render("rebase"))
     journal.remove(entry.path)
     return kept
 

@@ -1,8 +1,14 @@
 """Round-trip edits of the series YAML: comments, key order and quoting survive.
 
 The series file is reviewed like code, so ``new``, ``rename``, ``move``, ``delete`` and ``rebase``
-change only the lines they must. ``ruamel.yaml`` keeps comments and layout; the result is validated
-by ``load_series`` before anyone relies on it.
+change only the lines they must. ``ruamel.yaml`` keeps comments and layout. ``SeriesDoc.render`` checks
+its bytes before it hands them out (``check_render``): they must parse, load as a series
+(``load_series``) and say exactly what the edited document says; else the command is refused before
+anything is written, so a round-trip bug of ruamel's can never leave a series file nothing reads.
+
+Comment lines at the very end of the file (column 0, after the last entry) belong to no entry: they
+are taken off before ruamel reads the file and put back at the end of what it writes, so ``delete``
+of the last entry keeps them and ``move`` of the last entry does not carry them along.
 """
 
 from __future__ import annotations
@@ -13,17 +19,39 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from materialize.errors import SeriesError
+from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # ruamel loads when a SeriesDoc is made: `new` edits by lines (insert_entry)
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedSeq
 
 
+def _emitter() -> type:
+    """ruamel's round-trip emitter, with one bug fixed (ruamel.yaml 0.19): after a sequence's
+    pre-comment (``patches:`` then ``# a comment`` then the first ``-``) the emitter sets
+    ``no_newline`` for the first item, and only a block node's first line break clears it. A flow
+    mapping or flow sequence as that item (``- {patch: x, target: t}``) never clears it, so the next
+    block mapping lost the line break before its second key (``- target: t patch: y``: invalid YAML).
+    A flow node starts on the dash's line, which is what the flag asked for: it is cleared there."""
+    from ruamel.yaml.emitter import RoundTripEmitter
+
+    class Emitter(RoundTripEmitter):  # type: ignore[misc]
+        def expect_flow_sequence(self, *args: Any, **kwargs: Any) -> None:
+            self.no_newline = False
+            super().expect_flow_sequence(*args, **kwargs)
+
+        def expect_flow_mapping(self, *args: Any, **kwargs: Any) -> None:
+            self.no_newline = False
+            super().expect_flow_mapping(*args, **kwargs)
+
+    return Emitter
+
+
 def _yaml() -> YAML:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="rt")
+    yaml.Emitter = _emitter()
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
@@ -36,6 +64,7 @@ class SeriesDoc:
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
         self._yaml = _yaml()
+        text, self._tail = split_tail(text)
         self.doc = self._yaml.load(text)
         from ruamel.yaml.comments import CommentedMap
 
@@ -91,9 +120,14 @@ class SeriesDoc:
         return item
 
     def move(self, index: int, new_index: int) -> None:
-        item = self.patches[index]
-        del self.patches[index]
-        self.patches.insert(new_index, item)
+        """A flow entry's comment (``- {patch: …}   # why``) is the list's, kept by index: it moves too."""
+        seq = self.patches
+        item = seq[index]
+        comment = seq.ca.items.get(index)
+        del seq[index]
+        seq.insert(new_index, item)
+        if comment is not None:
+            seq.ca.items[new_index] = comment
 
     def set_field(self, index: int, key: str, value: Any) -> None:
         self.patches[index][key] = value
@@ -114,12 +148,112 @@ class SeriesDoc:
                 new[key] = value
         if getattr(old, "ca", None) is not None:
             new.ca.comment = old.ca.comment
+        if getattr(old, "fa", None) is not None and old.fa.flow_style():
+            new.fa.set_flow_style()  # `pin: {kind: path, …}` stays on its line
         spec["pin"] = new
 
-    def render(self) -> bytes:
+    def render(self, op: str) -> bytes:
+        """The new file bytes, checked (``check_render``) for ``op``, the command named when refused."""
         buf = io.StringIO()
         self._yaml.dump(self.doc, buf)
-        return buf.getvalue().encode("utf-8")
+        text = buf.getvalue()
+        if self._tail:
+            text = (text if text.endswith("\n") else text + "\n") + self._tail
+        data = text.encode("utf-8")
+        check_render(self.path, data, op, _plain(self.doc))
+        return data
+
+
+def split_tail(text: str) -> tuple[str, str]:
+    """(``text`` without its trailing comment block, that block): the blank lines and column-0 comment
+    lines after the last line of content. An indented comment there stays with the entry above it."""
+    lines = text.splitlines(keepends=True)
+    cut = len(lines)
+    while cut and (not lines[cut - 1].strip() or lines[cut - 1].startswith("#")):
+        cut -= 1
+    tail = "".join(lines[cut:])
+    if not tail.strip():  # blank lines only: ruamel keeps those as they were
+        return text, ""
+    return "".join(lines[:cut]), tail
+
+
+def _plain(node: Any) -> Any:
+    """A ruamel document as the plain values a safe load gives (comments and styles dropped)."""
+    if isinstance(node, dict):
+        return {_plain(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _same(meant: Any, got: Any) -> bool:
+    """``got`` (the safe loader's YAML 1.1 reading) says what ``meant`` (ruamel's YAML 1.2 document)
+    does: the same mappings, keys and lists, and equal strings. A plain scalar the two versions read
+    as different types (``yes``, ``0755``) is not a change the edit made."""
+    if isinstance(meant, dict) or isinstance(got, dict):
+        return (isinstance(meant, dict) and isinstance(got, dict)
+                and sorted(map(str, meant)) == sorted(map(str, got))
+                and all(_same(v, got[k] if k in got else got.get(str(k))) for k, v in meant.items()))
+    if isinstance(meant, list) or isinstance(got, list):
+        return (isinstance(meant, list) and isinstance(got, list) and len(meant) == len(got)
+                and all(_same(a, b) for a, b in zip(meant, got, strict=True)))
+    if isinstance(meant, str) and isinstance(got, str):
+        return meant == got
+    return meant == got or type(meant) is not type(got)
+
+
+class RenderError(MaterializeError):
+    """A series edit whose bytes would not read back as what was meant: refused, nothing written."""
+
+    exit_code = 1
+
+
+def check_render(path: Path, data: bytes, op: str, meant: Any = None) -> None:
+    """Refuse ``data`` as the new bytes of the series file ``path`` unless they parse, load as a series
+    (the model's every rule: names, targets, paths inside patches_dir) and, when ``meant`` is given,
+    parse to exactly ``meant``. Called before anything is written (``render`` calls it), so a refused
+    edit leaves the file byte-identical. The bytes are parsed from a temporary file beside ``path`` (the
+    series' relative paths mean the same there); its kept parse then becomes that of ``path``, so the
+    reload after the write parses nothing again."""
+    import contextlib
+    import os
+
+    from materialize.atomic import new_temporary
+    from materialize.series import load_series
+    from materialize.yamlpos import _parsed_file, load_located
+
+    fd, name = new_temporary(path.parent)
+    tmp = Path(name)
+    source = str(tmp.resolve())
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        try:
+            load_series(tmp)
+            got = load_located(tmp.resolve()).data
+        except MaterializeError as exc:
+            problem = str(exc).replace(source, f"{path} (as {op} would write it)")
+            raise RenderError(f"{op} refused: the series file it would write does not read back, so nothing was "
+                              f"written and {path} is as it was (please report this with the file):\n  {problem}"
+                              ) from None
+        if meant is not None and not _same(meant, got):
+            raise RenderError(f"{op} refused: the series file it would write reads back as something else than the "
+                              f"edit meant, so nothing was written and {path} is as it was (please report this "
+                              "with the file)")
+        with contextlib.suppress(OSError):
+            os.replace(_parsed_file(source), _parsed_file(str(path.resolve())))
+    finally:
+        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(_parsed_file(source))
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]*")
@@ -205,7 +339,7 @@ def with_entry(path: Path, index: int, entry: dict[str, str]) -> bytes:
     if found is None:
         doc = SeriesDoc(path, raw.decode("utf-8").replace("\r\n", "\n"))
         doc.insert(index, entry)
-        return doc.render()
+        return doc.render("new")
     text, at, count = found
     old = load_located(path)
     first = at + 1  # the 1-based line of the entry's first line

@@ -54,13 +54,13 @@ def test_values_yaml_would_misread_are_quoted(value: str) -> None:
 @pytest.mark.parametrize("text", [
     HEAD + "patches: []\n",
     HEAD,
-    HEAD + "patches: [{patch: a.patch, target: t}]\n",
+    HEAD + "patches: [{patch: a.patch, target: tt-metal}]\n",
     HEAD + "patches:\n\t- patch: a.patch\n",
     FLUSH + "- patch: tt-metal/x.patch\n  target: tt-metal\n  tests:\n    - a\n",  # a nested value
     FLUSH + "- patch: \"tt-metal/q.patch\"\n  target: tt-metal\n",  # quoting
-    FLUSH + "- patch: tt-metal/y.patch\n  target: tt-metal\n  note: |\n    - patch: z\n",  # a block scalar
+    FLUSH + "- patch: tt-metal/y.patch\n  target: tt-metal\n  why: |\n    - patch: z\n",  # a block scalar
     FLUSH + "- &a\n  patch: tt-metal/z.patch\n  target: tt-metal\n",  # an anchor
-    FLUSH + "- patch: tt-metal/w.patch\n  target: -1\n",
+    FLUSH + "- patch: tt-metal/w.patch\n  target: tt-metal\n  why: -x\n",
 ])
 def test_layouts_it_does_not_handle_are_left_to_ruamel(text: str, tmp_path: Path) -> None:
     assert insert_entry(text, 0, ENTRY) is None
