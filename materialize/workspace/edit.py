@@ -678,6 +678,9 @@ def set_header(ws: Workspace, text: bytes, ref: str | PatchEntry | None = None) 
         text += b"\n"
     if text and parsed.sections and not text.endswith(b"\n\n"):
         text += b"\n"
+    diff = parsed.render()[len(parsed.header):]
+    # prose only: a quoted diff in it would be applied by the next push (GNU patch reads it as one)
+    patchtext.check_description(text, diff, source=str(entry.path), strip=entry.strip, what=f"header {entry.name}")
     parsed.header = text
     # the new description is kept beside the journal until the command ends: `recover --resume` runs
     # `header --set` with it (a resume of `header NAME` only showed the old one)

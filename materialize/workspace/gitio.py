@@ -208,8 +208,13 @@ def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry |
     strip = old_entry.strip if old_entry is not None else 1
     if old is not None:
         old.header = header
-        return regenerate(old, changes, strip=strip, source=str(old_entry.path) if old_entry is not None else "<patch>")
-    return regenerate(None, changes, strip=strip, header=header)
+        data = regenerate(old, changes, strip=strip, source=str(old_entry.path) if old_entry is not None else "<patch>")
+    else:
+        data = regenerate(None, changes, strip=strip, header=header)
+    # a commit message that quotes a diff would be applied as part of the patch by the next push
+    patchtext.check_description(header, data[len(header):], source=str(old_entry.path) if old_entry else "<patch>",
+                                strip=strip, what=f"import-git: the message of commit {commit.hexsha[:12]}")
+    return data
 
 
 def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, prune: bool = False) -> ImportResult:

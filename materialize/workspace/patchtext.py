@@ -310,3 +310,49 @@ def touched(data: bytes, *, source: str = "<patch>", strip: int = 1) -> list[tup
         if dest:
             out.append((sec.old_path or dest, dest))
     return out
+
+
+def check_description(description: bytes, diff: bytes, *, source: str, strip: int, what: str) -> None:
+    """Refuse a description (``header --set``/``-e``, an imported commit message) that GNU patch would
+    read as part of the diff below it: a quoted ``---``/``+++`` pair with a hunk, a ``diff --git`` line,
+    an ``Index:`` line or a context diff's ``***`` header would patch files (or change which file the
+    real diff patches) on the next push. Decided by the applier's own parser (``parse_patch``, which
+    reads headers as GNU's ``intuit_diff_type`` does): the description with the diff must parse to
+    exactly the sections the diff alone parses to. Refused (exit 2) naming the first line of the
+    description that the parser read as a diff (``what``: the file or commit the text is meant for).
+    A ``-- `` or ``---`` line alone (git format-patch's separators), prose and diffstats pass."""
+    from materialize.patching.parse import parse_patch
+
+    n = len(split_lines(description))
+    try:
+        alone = parse_patch(diff, source=source, strip=strip).files if diff.strip() else ()
+    except PatchFormatError:
+        return  # the diff itself is what it is: no description makes it readable (push names it)
+    problem = ""
+    try:
+        together = parse_patch(description + diff, source=source, strip=strip).files
+    except PatchFormatError as exc:
+        if not alone and "Only garbage" in str(exc):
+            return  # no diff anywhere: prose (a header with nothing else is an empty patch)
+        together = None
+        problem = f" ({exc})"
+
+    def moved(f):  # a section of the parse of both, as the parse of the diff alone numbers it
+        return f._replace(patch_line=f.patch_line - n, hunks=tuple(h._replace(patch_line=h.patch_line - n)
+                                                                  for h in f.hunks))
+
+    if together is not None and tuple(moved(f) for f in together) == tuple(alone):
+        return
+    lines = split_lines(description)
+    at = next((f.patch_line for f in together or () if f.patch_line <= n), None)
+    if at is None:  # the description changes how the real diff is read: name its first header-like line
+        at = next((i + 1 for i, line in enumerate(lines) if _DIFFISH.match(line.lstrip(b" \t"))), n)
+    quoted = lines[at - 1].rstrip(b"\r\n").decode("utf-8", "replace") if 0 < at <= n else ""
+    raise PatchFormatError(
+        f"{what}: the description's line {at} ({quoted!r}) is read by GNU patch as part of the diff{problem}: "
+        "the next push would apply it. Quote it with '> ' before each line (indented lines are still read as "
+        "diff), or cut it; nothing was written")
+
+
+# Only to name a line once the parser said the description is read as diff (never to decide it).
+_DIFFISH = re.compile(rb"(---|\+\+\+|\*\*\*|@@|diff |Index:|Only in |={5,}|\d+(,\d+)?[acd]\d+)")

@@ -1,0 +1,99 @@
+"""Red team findings on the workspace (rt-ws 02, 03, 04, 06, 07): each from its reproducer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+import pytest
+
+from materialize.errors import MaterializeError, PatchFormatError
+from materialize.store import Store
+from materialize.workspace import gitio
+from materialize.workspace.state import Workspace
+
+from .test_edit import ATTN, patch_file, run, wfile
+from .test_gitio import ENV
+
+GEN = "models/tt/generator.py"
+QUOTED = (b"Subject: fix attention\n\nAn earlier attempt patched the generator instead:\n\n"
+          b"--- a/models/tt/generator.py\n+++ b/models/tt/generator.py\n@@ -1 +1 @@\n-x\n+OOPS\n\nwhich was wrong.\n")
+
+
+def _one_patch(project: Path, name: str = "a", path: str = ATTN, old: str = "ID_LENGTH = 16",
+               new: str = "ID_LENGTH = 20") -> None:
+    run(project, "new", name, "--target", "tt-metal", "-m", name)
+    run(project, "add", path)
+    f = wfile(project, path)
+    f.write_text(f.read_text().replace(old, new, 1))
+    run(project, "refresh")
+
+
+# -- 04: a description that quotes a diff ------------------------------------------------------------
+
+@pytest.mark.parametrize("quoted", [
+    QUOTED,
+    b"Subject: x\n\nlike this:\n\ndiff --git a/models/tt/generator.py b/models/tt/generator.py\n"
+    b"--- a/models/tt/generator.py\n+++ b/models/tt/generator.py\n@@ -1 +1 @@\n-x\n+y\n",
+    b"Subject: x\n\n    --- a/models/tt/generator.py\n    +++ b/models/tt/generator.py\n    @@ -1 +1 @@\n    -x\n    +y\n",
+    b"Subject: x\n\n*** a/models/tt/generator.py\n--- b/models/tt/generator.py\n***************\n*** 1 ****\n! x\n"
+    b"--- 1 ----\n! y\n",
+])
+def test_header_set_refuses_a_description_gnu_patch_reads_as_a_diff(project: Path, tmp_path: Path, quoted) -> None:
+    _one_patch(project)
+    before = patch_file(project, "a").read_bytes()
+    text = tmp_path / "h.txt"
+    text.write_bytes(quoted)
+    with pytest.raises(PatchFormatError, match=r"header a: the description's line \d+ \('.*(---|diff|\*\*\*)"):
+        run(project, "header", "--set", str(text))
+    assert patch_file(project, "a").read_bytes() == before
+    assert not (project / "work" / ".materialize" / "header-input.txt").exists()
+
+
+@pytest.mark.parametrize("prose", [
+    QUOTED.replace(b"\n-", b"\n> -").replace(b"\n+", b"\n> +").replace(b"\n@", b"\n> @"),
+    b"Subject: x\n\nplain words\n---\n models/tt/attention.py | 2 +-\n 1 file changed\n",
+    b"Subject: x\n\n-- \nsignature\n",
+])
+def test_header_set_keeps_a_description_that_is_prose(project: Path, tmp_path: Path, prose) -> None:
+    _one_patch(project)
+    text = tmp_path / "h.txt"
+    text.write_bytes(prose)
+    assert run(project, "header", "--set", str(text)) == 0
+    assert patch_file(project, "a").read_bytes().startswith(prose)
+
+
+def test_header_e_refuses_a_quoted_diff_and_keeps_the_text(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from materialize.workspace import edit
+
+    _one_patch(project)
+    before = patch_file(project, "a").read_bytes()
+    monkeypatch.setattr(edit, "open_editor", lambda files: Path(files[0]).write_bytes(QUOTED))
+    with pytest.raises(MaterializeError, match="read by GNU patch as part of the diff.*kept in") as caught:
+        run(project, "header", "-e")
+    assert caught.value.exit_code == 2
+    assert patch_file(project, "a").read_bytes() == before
+    assert [p.read_bytes() for p in (project / "work" / ".materialize" / "saved").glob("*-header/a.txt")] == [QUOTED]
+
+
+def test_a_quoted_diff_on_an_empty_patch_is_refused_too(project: Path, tmp_path: Path) -> None:
+    run(project, "new", "a", "--target", "tt-metal")
+    text = tmp_path / "h.txt"
+    text.write_bytes(QUOTED)
+    with pytest.raises(PatchFormatError, match="line 5"):
+        run(project, "header", "--set", str(text))
+
+
+def test_import_git_refuses_a_commit_message_that_quotes_a_diff(project: Path, store: Store, tmp_path: Path) -> None:
+    _one_patch(project)
+    ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
+    gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    repo = git.Repo(tmp_path / "out")
+    before = patch_file(project, "a").read_bytes()
+    with repo.git.custom_environment(**ENV):
+        repo.git.checkout("-q", "pq")
+        message = repo.head.commit.message.replace("\n\n", "\n\n" + QUOTED.decode().split("\n\n", 1)[1] + "\n", 1)
+        repo.git.commit("-q", "--amend", "-m", message)
+    with pytest.raises(PatchFormatError, match=r"message of commit [0-9a-f]{12}: the description's line \d+"):
+        gitio.import_git(ws, "tt-metal", "pq~1..HEAD", tmp_path / "out")
+    assert patch_file(project, "a").read_bytes() == before
