@@ -136,10 +136,13 @@ def unapplied(series_path: Path | None, verbose: bool) -> int:
 @option("-v", dest="verbose", action="store_true", help="mark applied (+) and top (=) patches")
 def series_cmd(series_path: Path | None, verbose: bool) -> int:
     """Print every patch of the series."""
+    from materialize.workspace import stack
+
     with _session(series_path, "series") as ws:
         state = ws.load(allow_pending=True)
+        applied = stack.applied_names(ws, state) if verbose else []
     for p in ws.series.patches:
-        mark = "=" if p.position == state.position else "+" if p.position < state.position else " "
+        mark = "=" if applied and p.name == applied[-1] else "+" if p.name in applied else " "
         write(f"{mark} {p.name}" if verbose else p.name)
     return 0
 

@@ -25,7 +25,7 @@ from materialize.engine import materialize
 from materialize.errors import MaterializeError, SeriesError, UnsafePathError
 from materialize.patching import parse_patch
 from materialize.patching.tree import apply_to_tree
-from materialize.series import PatchEntry, Series, check_patch_file, encode_patch
+from materialize.series import PatchEntry, Series, check_patch_file, encode_patch, patch_name
 from materialize.store import REGULAR, Store
 from materialize.workspace import mailheader, patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -274,7 +274,13 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
             raise MaterializeError(f"import-git --prune: {', '.join(applied)} applied in {ws.root}; "
                                    f"`materialize goto {applied[0]}` then pop it first")
     patches_dir = series.resolve(series.spec.patches_dir)
+    # the new series file, planned (and checked: render) before anything is written
     doc = SeriesDoc.load(series.path)
+    for entry in gone:
+        doc.remove(doc.index_of(entry.spec.patch))
+    _place_entries(doc, target, [rel for rel, _d, _n in planned])
+    new_yaml = doc.render("import-git")
+    _refuse_reordering_applied(ws, series, [item.get("name") or patch_name(item.get("patch")) for item in doc.patches])
     args = [target, rev_range, "--repo", str(Path(repo_path).absolute())] + (["--prune"] if prune else [])
     with Journal.run(ws.meta, "import-git", args) as journal:
         for rel, text, is_new in planned:
@@ -298,18 +304,37 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
             folder = time.strftime("%Y%m%dT%H%M%SZ-import-git-prune", time.gmtime())
             keep = ws.meta / "saved" / folder
             for entry in gone:
-                doc.remove(doc.index_of(entry.spec.patch))
                 if entry.path.exists():
                     ws.keep_entry(entry, folder)
                     journal.remove(entry.path)
                 result.pruned.append(entry.name)
             result.saved_to = str(keep)
-        _place_entries(doc, target, [rel for rel, _d, _n in planned])
-        new_yaml = doc.render("import-git")
         if new_yaml != series.path.read_bytes():
             journal.write(series.path, new_yaml)
         ws.reload_series()  # inside: a series it would leave invalid is rolled back
     return result
+
+
+def _refuse_reordering_applied(ws: Workspace, series: Series, names: list[str]) -> None:
+    """The applied patches must stay the series' first entries, in their order: a commit inserted or moved
+    below the top (``git rebase -i``) made the series disagree with work/, and every later push, pop and
+    refresh refused ("the series changed under the workspace") while ``top``/``applied`` disagreed.
+    Refused, naming how far to pop (as ``--prune`` refuses to drop an applied patch)."""
+    state = ws.load()
+    applied = [p.name for p in series.patches[: state.position]]
+    if names[: len(applied)] == applied:
+        return
+    keep = 0
+    while keep < len(applied) and names[keep] == applied[keep]:
+        keep += 1
+    moved = applied[keep:]
+    to = series.patches[keep - 1].name if keep else "0"
+    raise MaterializeError(
+        f"import-git: the import changes the series below the top ({state.top}): the applied "
+        f"{', '.join(moved)} would no longer be patch {keep + 1}{'' if len(moved) == 1 else f'..{len(applied)}'} "
+        f"(a commit inserted before or moved among the applied ones) while work/ holds {'it' if len(moved) == 1 else 'them'} "
+        f"applied; nothing was written. Pop {'it' if len(moved) == 1 else 'them'} first: `materialize goto {to}` "
+        "(unrefreshed edits: refresh, or `--force` saves them), then import again and push")
 
 
 def _place_entries(doc: SeriesDoc, target: str, order: list[str]) -> None:

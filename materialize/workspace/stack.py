@@ -186,5 +186,22 @@ def _args(ref: str | None, all_: bool, force: bool) -> list[str]:
 
 def listing(ws: Workspace) -> dict[str, list[PatchEntry]]:
     state = ws.load(allow_pending=True)
-    return {"applied": list(ws.series.patches[: state.position]),
-            "unapplied": list(ws.series.patches[state.position :])}
+    applied = applied_names(ws, state)
+    return {"applied": [p for p in ws.series.patches if p.name in applied],
+            "unapplied": [p for p in ws.series.patches if p.name not in applied]}
+
+
+def applied_names(ws: Workspace, state: State) -> list[str]:
+    """The patches work/ holds applied: the series' first ``position`` entries, or, when the series
+    changed under the workspace (edited by hand, a checkout), the ones on record, with a warning on
+    stderr, so that ``applied`` and ``series -v`` never call an unapplied patch applied."""
+    names = [p.name for p in ws.series.patches[: state.position]]
+    recorded = [a["name"] for a in state.applied]
+    if names != recorded:
+        import sys
+
+        print(f"materialize: warning: the series changed under the workspace: work/ holds {recorded} applied, "
+              f"but the series now starts {names}; `materialize goto 0 --force` resets the workspace",
+              file=sys.stderr)
+        return recorded
+    return names

@@ -97,3 +97,59 @@ def test_import_git_refuses_a_commit_message_that_quotes_a_diff(project: Path, s
     with pytest.raises(PatchFormatError, match=r"message of commit [0-9a-f]{12}: the description's line \d+"):
         gitio.import_git(ws, "tt-metal", "pq~1..HEAD", tmp_path / "out")
     assert patch_file(project, "a").read_bytes() == before
+
+
+# -- 03: import-git that inserts a commit below the top ---------------------------------------------
+
+def _two_applied_and_an_inserted_commit(project: Path, store: Store, tmp_path: Path) -> tuple[Workspace, git.Repo]:
+    _one_patch(project, "a")
+    _one_patch(project, "b", GEN, "TARGETS =", "TARGETS  =")
+    ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
+    gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    repo = git.Repo(tmp_path / "out")
+    with repo.git.custom_environment(**ENV):
+        repo.git.checkout("-q", "-b", "edited", "pq~1")
+        (tmp_path / "out" / "new.txt").write_text("new\n")
+        repo.git.add("new.txt")
+        repo.git.commit("-q", "-m", "c: new commit")
+        repo.git.cherry_pick("pq")
+    return ws, repo
+
+
+def test_import_git_refuses_to_insert_a_commit_below_the_top_and_names_what_to_pop(
+        project: Path, store: Store, tmp_path: Path, capsys) -> None:
+    ws, _repo = _two_applied_and_an_inserted_commit(project, store, tmp_path)
+    series = project / "series" / "default.yaml"
+    before = (series.read_bytes(), sorted((project / "patches" / "tt-metal").iterdir()))
+    with pytest.raises(MaterializeError, match=r"the applied b would no longer be patch 2 .*`materialize goto a`"):
+        gitio.import_git(ws, "tt-metal", "pq~2..edited", tmp_path / "out")
+    assert (series.read_bytes(), sorted((project / "patches" / "tt-metal").iterdir())) == before
+    capsys.readouterr()
+    run(project, "applied")
+    assert capsys.readouterr().out.split() == ["a", "b"]
+    # popped as told, the import goes through and the stack pushes
+    run(project, "goto", "a")
+    ws.reload_series()
+    result = gitio.import_git(ws, "tt-metal", "pq~2..edited", tmp_path / "out")
+    assert len(result.created) == 1
+    assert run(project, "push", "-a") == 0
+    capsys.readouterr()
+    run(project, "applied")
+    assert capsys.readouterr().out.split()[::2] == ["a", "b"]
+
+
+def test_applied_and_series_v_follow_the_record_when_the_series_changed_by_hand(project: Path, capsys) -> None:
+    _one_patch(project, "a")
+    _one_patch(project, "b", GEN, "TARGETS =", "TARGETS  =")
+    run(project, "pop")
+    series = project / "series" / "default.yaml"
+    text = series.read_text()
+    a = "  - patch: tt-metal/a.patch\n    target: tt-metal\n"
+    assert a in text
+    series.write_text(text.replace(a, "") + a)  # b, a: a hand edit while a is applied
+    capsys.readouterr()
+    run(project, "applied")
+    out = capsys.readouterr()
+    assert out.out.split() == ["a"] and "the series changed under the workspace" in out.err
+    run(project, "series", "-v")
+    assert capsys.readouterr().out.splitlines() == ["  b", "= a"]
