@@ -154,12 +154,19 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
 @option("--subject", "-m", help="description subject (default: NAME)")
 @option("name")
 def new(series_path: Path | None, name: str, target: str | None, after: str | None, subject: str | None) -> int:
-    """Create a new empty patch after the top (it becomes the top) or after --after."""
+    """Create a new empty patch after the top (it becomes the top) or after --after (a patch above the
+    top: inserted unapplied, and said so; `goto NAME` pushes up to it)."""
     from materialize.workspace import edit
 
     with _session(series_path, "new") as ws:
         entry = edit.new_patch(ws, name, target=target, after=after, subject=subject)
-    write(f"Patch {entry.spec.patch} is now on top" if entry else "")
+        top = ws.load().top
+    if top == entry.name:
+        write(f"Patch {entry.spec.patch} is now on top")
+    else:  # --after a patch above the top: inserted, not pushed (pushing the ones between could fail)
+        below = ws.series.patches[entry.position - 2].name if entry.position > 1 else "0"
+        write(f"Patch {entry.spec.patch} inserted after {below}, not applied; the top is "
+              f"{top if top else 'none (no patch is applied)'}: `materialize goto {entry.name}` pushes up to it")
     return 0
 
 

@@ -388,8 +388,8 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     if pos < state.position:
         raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
     if target is None:
-        if state.position > 0:
-            target = ws.series.patches[state.position - 1].target
+        if pos > 0:  # the top's, or the patch it goes after
+            target = ws.series.patches[pos - 1].target
         elif len(ws.series.targets) == 1:
             (target,) = ws.series.targets  # the only one there is: quilt has one tree, too
         else:

@@ -153,3 +153,26 @@ def test_applied_and_series_v_follow_the_record_when_the_series_changed_by_hand(
     assert out.out.split() == ["a"] and "the series changed under the workspace" in out.err
     run(project, "series", "-v")
     assert capsys.readouterr().out.splitlines() == ["  b", "= a"]
+
+
+# -- 06: new --after a patch above the top -----------------------------------------------------------
+
+def test_new_after_a_patch_above_the_top_says_it_is_not_applied(project: Path, capsys) -> None:
+    for n in "abc":
+        run(project, "new", n, "--target", "tt-metal")
+    run(project, "goto", "a")
+    capsys.readouterr()
+    run(project, "new", "n", "--after", "b")
+    out = capsys.readouterr().out
+    assert "now on top" not in out
+    assert "Patch tt-metal/n.patch inserted after b, not applied; the top is a: `materialize goto n`" in out
+    run(project, "top")
+    assert capsys.readouterr().out.strip() == "a"
+    run(project, "goto", "0")
+    capsys.readouterr()
+    run(project, "new", "x", "--after", "a")
+    assert "inserted after a, not applied; the top is none (no patch is applied)" in capsys.readouterr().out
+    run(project, "new", "y", "--after", "0", "-t", "tt-metal")  # at the top (position 0): pushed, as quilt's new
+    assert capsys.readouterr().out.strip() == "Patch tt-metal/y.patch is now on top"
+    run(project, "new", "z")
+    assert capsys.readouterr().out.strip() == "Patch tt-metal/z.patch is now on top"
