@@ -135,6 +135,24 @@ def _raw_changes(repo: git.Repo, parent: str, commit: str) -> list[tuple[str, st
     return rows
 
 
+def _as_the_patch_moves(rows: list[tuple[str, str, str, str, str, str | None]], deleted: set[str | None],
+                        created: set[str | None]) -> list[tuple[str, str, str, str, str, str | None]]:
+    """``rows`` with each rename git found (``-M``) that the patch wrote as a deletion of its source and
+    a creation of its destination split back into those two: ``refresh`` writes a file moved with ``mv``
+    so, and an unchanged export came back as a rename (``updated``, and ``refresh`` then refused the
+    applied patch). GNU patch reads both forms alike; the patch's bytes say which one it has, and a move
+    new to the patch stays git's rename."""
+    out = []
+    for row in rows:
+        status, old_mode, new_mode, sha, path, old_path = row
+        if status == "R" and old_path in deleted and path in created:
+            out.append(("D", old_mode, "000000", sha, old_path or path, None))
+            out.append(("A", "000000", new_mode, "0" * 40, path, None))
+        else:
+            out.append(row)
+    return out
+
+
 def _blob(repo: git.Repo, commit: str, path: str) -> bytes | None:
     try:
         return (repo.commit(commit).tree / path).data_stream.read()
@@ -196,7 +214,11 @@ def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry |
     else:
         header = mailheader.render(desc)
     changes: list[FileChange] = []
-    for status, old_mode, new_mode, _sha, path, old_path in _raw_changes(repo, parent, commit.hexsha):
+    rows = _raw_changes(repo, parent, commit.hexsha)
+    if old is not None:  # the patch's own form of a move: a deletion and a creation where it wrote those
+        rows = _as_the_patch_moves(rows, {sec.old_path for sec in old.sections if sec.new_path is None},
+                                   {sec.new_path for sec in old.sections if sec.old_path is None})
+    for status, old_mode, new_mode, _sha, path, old_path in rows:
         src = old_path or path
         base = _blob(repo, parent, src) if status != "A" else None
         cur = _blob(repo, commit.hexsha, path) if status != "D" else None

@@ -176,3 +176,22 @@ def test_new_after_a_patch_above_the_top_says_it_is_not_applied(project: Path, c
     assert capsys.readouterr().out.strip() == "Patch tt-metal/y.patch is now on top"
     run(project, "new", "z")
     assert capsys.readouterr().out.strip() == "Patch tt-metal/z.patch is now on top"
+
+
+# -- 02: an unchanged round trip of a patch that moved a file ----------------------------------------
+
+def test_an_unchanged_export_of_a_moved_file_imports_byte_identical(project: Path, store: Store,
+                                                                     tmp_path: Path) -> None:
+    run(project, "new", "a", "--target", "tt-metal", "-m", "move the generator")
+    run(project, "add", GEN, "models/tt/gen9.py")
+    wfile(project, GEN).rename(wfile(project, "models/tt/gen9.py"))
+    run(project, "refresh")
+    before = patch_file(project, "a").read_bytes()
+    assert b"deleted file mode" in before and b"new file mode" in before and b"rename from" not in before
+    ws = Workspace(Workspace.open(project / "series" / "default.yaml").series, store)
+    gitio.export_git(ws.series, store, "tt-metal", "pq", tmp_path / "out")
+    result = gitio.import_git(ws, "tt-metal", "pq~1..pq", tmp_path / "out")
+    assert result.unchanged == ["a"] and not result.updated
+    assert patch_file(project, "a").read_bytes() == before
+    assert run(project, "refresh") == 0  # not "changed since it was pushed"
+    assert patch_file(project, "a").read_bytes() == before
