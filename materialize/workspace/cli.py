@@ -470,6 +470,11 @@ def recover(series_path: Path | None, mode: str | None) -> int:
             if kept.dir is not None:
                 write(f"the files it had changed, as they were before the rollback (what it wrote, or what was "
                       f"typed since), are kept in {kept.dir}", stderr=True)
+            given = ws.meta / "header-input.txt"  # `header --set`'s text, kept for --resume
+            if mode == "rollback" and pending["op"] == "header" and given.exists():
+                kept.dir = kept.dir or ws.saved_dir("recover")
+                given.replace(kept.dir / given.name)
+                write(f"the description `{command}` was given is kept in {kept.dir / given.name}", stderr=True)
         if mode == "resume":
             cmd = next((c for c in COMMANDS if c.name == pending["op"]), None)
             if cmd is None:

@@ -195,3 +195,34 @@ def test_an_unchanged_export_of_a_moved_file_imports_byte_identical(project: Pat
     assert patch_file(project, "a").read_bytes() == before
     assert run(project, "refresh") == 0  # not "changed since it was pushed"
     assert patch_file(project, "a").read_bytes() == before
+
+
+# -- 07: recover --rollback of an interrupted `header --set` -----------------------------------------
+
+def test_rollback_of_an_interrupted_header_set_keeps_the_text_under_saved_and_names_it(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from materialize.workspace.journal import Journal
+
+    _one_patch(project)
+    before = patch_file(project, "a").read_bytes()
+    text = tmp_path / "h.txt"
+    text.write_bytes(b"Subject: new words\n")
+    real = Journal.write
+
+    def killed(self, path, data, **kw):
+        real(self, path, data, **kw)
+        raise KeyboardInterrupt  # as a kill -9 after the patch file was written: the journal stays
+
+    monkeypatch.setattr(Journal, "write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(project, "header", "--set", str(text))
+    monkeypatch.setattr(Journal, "write", real)
+    given = project / "work" / ".materialize" / "header-input.txt"
+    assert given.exists()
+    capsys.readouterr()
+    assert run(project, "recover", "--rollback") == 0
+    err = capsys.readouterr().err
+    assert not given.exists()
+    assert patch_file(project, "a").read_bytes() == before
+    saved = list((project / "work" / ".materialize" / "saved").glob("*-recover/header-input.txt"))
+    assert [p.read_bytes() for p in saved] == [b"Subject: new words\n\n"] and str(saved[0]) in err
