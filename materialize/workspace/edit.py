@@ -412,10 +412,16 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         raise MaterializeError(f"new: {path} already exists")
     from materialize.workspace.seriesedit import with_entry
 
+    header = new_header(ws.series.base_dir, subject or Path(stem).name)
+    if subject and "\n" in subject:  # a -m text of several lines that quotes a diff: applied by the next push
+        from materialize.workspace import patchtext
+
+        patchtext.check_description(header, b"", source=str(path), strip=ws.series.spec.defaults.strip,
+                                    what=f"new {name}")
     series_bytes = with_entry(ws.series.path, pos, {"patch": rel, "target": target})
     args = [name, "--target", target] + (["--after", after] if after else []) + (["-m", subject] if subject else [])
     with Journal.run(ws.meta, "new", args) as journal:
-        journal.write(path, new_header(ws.series.base_dir, subject or Path(stem).name))
+        journal.write(path, header)
         journal.write(ws.series.path, series_bytes)
         ws.reload_series()
         if pos == state.position:

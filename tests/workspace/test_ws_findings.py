@@ -226,3 +226,9 @@ def test_rollback_of_an_interrupted_header_set_keeps_the_text_under_saved_and_na
     assert patch_file(project, "a").read_bytes() == before
     saved = list((project / "work" / ".materialize" / "saved").glob("*-recover/header-input.txt"))
     assert [p.read_bytes() for p in saved] == [b"Subject: new words\n\n"] and str(saved[0]) in err
+
+
+def test_new_refuses_a_subject_of_several_lines_that_quotes_a_diff(project: Path) -> None:
+    with pytest.raises(PatchFormatError, match=r"new a: the description's line \d+ \('--- a/models"):
+        run(project, "new", "a", "--target", "tt-metal", "-m", QUOTED.decode().split("\n", 1)[1])
+    assert not patch_file(project, "a").exists()
