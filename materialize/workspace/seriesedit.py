@@ -218,42 +218,48 @@ class RenderError(MaterializeError):
 
 def check_render(path: Path, data: bytes, op: str, meant: Any = None) -> None:
     """Refuse ``data`` as the new bytes of the series file ``path`` unless they parse, load as a series
-    (the model's every rule: names, targets, paths inside patches_dir) and, when ``meant`` is given,
-    parse to exactly ``meant``. Called before anything is written (``render`` calls it), so a refused
-    edit leaves the file byte-identical. The bytes are parsed from a temporary file beside ``path`` (the
-    series' relative paths mean the same there); its kept parse then becomes that of ``path``, so the
-    reload after the write parses nothing again."""
+    (``load_series``: the model's every rule, names, targets, paths inside patches_dir) and, when
+    ``meant`` is given, parse to exactly ``meant``. Called before anything is written (``render`` calls
+    it), so a refused edit leaves the file byte-identical.
+
+    The bytes are parsed by the series' own parser from a temporary file in the cache's ``parsed/``
+    folder (outside the project: a kill leaves nothing beside the series, and the next write there
+    sweeps it), then ``load_series`` validates that parse as the file at ``path`` (its folder is what
+    the series' relative paths mean)."""
     import contextlib
     import os
 
+    from materialize import series as series_module
     from materialize.atomic import new_temporary
-    from materialize.series import load_series
-    from materialize.yamlpos import _parsed_file, load_located
+    from materialize.yamlpos import LocatedYaml, _parsed_file, load_located
 
-    fd, name = new_temporary(path.parent)
+    folder = _parsed_file(str(path)).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = new_temporary(folder)
     tmp = Path(name)
-    source = str(tmp.resolve())
+    real = series_module.load_located
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         try:
-            load_series(tmp)
-            got = load_located(tmp.resolve()).data
+            parsed = load_located(tmp)
+            series_module.load_located = lambda _p: LocatedYaml(parsed.data, str(path.resolve()), parsed.lines)
+            series_module.load_series(path)
         except MaterializeError as exc:
-            problem = str(exc).replace(source, f"{path} (as {op} would write it)")
+            problem = str(exc).replace(str(tmp), str(path)).replace(str(path), f"{path} (as {op} would write it)", 1)
             raise RenderError(f"{op} refused: the series file it would write does not read back, so nothing was "
                               f"written and {path} is as it was (please report this with the file):\n  {problem}"
                               ) from None
-        if meant is not None and not _same(meant, got):
+        finally:
+            series_module.load_located = real
+        if meant is not None and not _same(meant, parsed.data):
             raise RenderError(f"{op} refused: the series file it would write reads back as something else than the "
                               f"edit meant, so nothing was written and {path} is as it was (please report this "
                               "with the file)")
-        with contextlib.suppress(OSError):
-            os.replace(_parsed_file(source), _parsed_file(str(path.resolve())))
     finally:
         tmp.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
-            os.unlink(_parsed_file(source))
+            os.unlink(_parsed_file(str(tmp)))
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]*")
