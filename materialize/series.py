@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from materialize import digest
 from materialize.errors import SeriesError, UnsafePathError
-from materialize.yamlpos import load_located
+from materialize.yamlpos import LocatedYaml, load_located
 
 SERIES_FORMAT_VERSION = 1
 # Targets are named by the series file; any safe identifier will do (it becomes a folder name).
@@ -647,10 +647,12 @@ def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bo
             return
 
 
-def load_series(path: str | Path) -> Series:
-    """Load and validate a series file; every error names file, line and field."""
+def load_series(path: str | Path, *, located: LocatedYaml | None = None) -> Series:
+    """Load and validate a series file; every error names file, line and field. ``located``: the
+    file's parse, given by a caller validating bytes before it writes them there (``seriesedit``)."""
     path = Path(path).resolve()
-    located = load_located(path)
+    if located is None:
+        located = load_located(path)
     source = str(path)
     if not isinstance(located.data, dict):
         raise SeriesError(f"{source}:1: a series file is a mapping with 'version', 'targets' and 'patches'")

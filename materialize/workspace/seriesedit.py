@@ -237,21 +237,17 @@ def check_render(path: Path, data: bytes, op: str, meant: Any = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = new_temporary(folder)
     tmp = Path(name)
-    real = series_module.load_located
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         try:
             parsed = load_located(tmp)
-            series_module.load_located = lambda _p: LocatedYaml(parsed.data, str(path.resolve()), parsed.lines)
-            series_module.load_series(path)
+            series_module.load_series(path, located=LocatedYaml(parsed.data, str(path.resolve()), parsed.lines))
         except MaterializeError as exc:
             problem = str(exc).replace(str(tmp), str(path)).replace(str(path), f"{path} (as {op} would write it)", 1)
             raise RenderError(f"{op} refused: the series file it would write does not read back, so nothing was "
                               f"written and {path} is as it was (please report this with the file):\n  {problem}"
                               ) from None
-        finally:
-            series_module.load_located = real
         if meant is not None and not _same(meant, parsed.data):
             raise RenderError(f"{op} refused: the series file it would write reads back as something else than the "
                               f"edit meant, so nothing was written and {path} is as it was (please report this "
