@@ -85,6 +85,9 @@ _IMPLICIT_NAMES = {
 }  # fmt: skip
 """Names every module (or class body, or method with ``super()``) has without binding them."""
 
+_IMPORT_SYSTEM_NAMES = frozenset({"__spec__", "__loader__", "__cached__"})
+"""What the import system gives a module: an extraction is executed, not imported, and cannot have them."""
+
 _DATACLASS_TYPING = ("typing", "typing_extensions", "dataclasses")
 """Where ``ClassVar`` / ``InitVar`` come from: bound even when annotations are strings."""
 
@@ -125,12 +128,17 @@ class _Unit:
     side_calls: dict[str, set[str]] = field(default_factory=dict)  # root -> the callees as written
     passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
     refs: set[str] = field(default_factory=set)  # names its import-time code reads
+    consumes: set[str] = field(default_factory=set)  # names whose iterator it may advance (`for x in IT`)
+    # what the functions of the file it calls do to imported modules (`def setup(): random.seed(0)`)
+    body_side_calls: dict[str, set[str]] = field(default_factory=dict)
+    body_stores: set[str] = field(default_factory=set)
     dynamic: list[tuple[int, str]] = field(default_factory=list)  # (line, how) it writes the namespace unseen
     star_unknown: str | None = None  # a `from m import *` it runs whose names extract cannot know
 
 
-_BodyEffects = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[tuple[int, str], ...]]
-"""What calling a function may do: (objects changed, objects handed to calls, names rebound, dynamic uses)."""
+_BodyEffects = tuple[frozenset[str], frozenset[str], frozenset[str], tuple[tuple[int, str], ...], frozenset[str]]
+"""What calling a function may do: (objects changed, objects handed to calls, names rebound, dynamic uses,
+iterators advanced)."""
 
 
 @dataclass
@@ -183,6 +191,7 @@ class _Analysis:
         self.match_keys = {id(n.key) for n in _nodes_of(self.module, cst.MatchKeywordElement)}
         self.runtime_globals: set[str] = set()  # bound only by `global x` inside a function
         self.import_names = _all_import_names(self.module)
+        self.nested_imports = _all_imports(self.module)  # bound name -> what it names, imports at any depth
         self._collect_defines()
         self._collect_accesses()
 
@@ -316,9 +325,21 @@ class _Analysis:
             unit.passes = set(effects.passed)
             unit.stores = set(effects.stores)
             unit.side_calls = effects.side_calls
-            for name in effects.side_calls:  # `fib(20)` fills a decorated function's cache: it changes fib
-                if any(c.kind == "def" and c.node.decorators for c in self._callables(name, unit.index)):  # type: ignore[attr-defined]
+            unit.consumes = set(effects.consumed)
+            for name in effects.called:
+                # `fib(20)` fills a decorated function's cache, `counter()` changes its mutable default: it
+                # changes the function; a callable bound by an assignment (`inc = make()`, `inc = C.inc`, a
+                # lambda) may keep state in a closure or its object: calling it changes it
+                if any(
+                    (c.kind == "def" and (c.node.decorators or _mutable_default(c.node)))  # type: ignore[attr-defined]
+                    or c.kind not in ("def", "class", "import", "star")
+                    for c in self.bindings(name, unit.index)
+                ):
                     unit.mutates.add(name)
+            for name in effects.call_results:  # `registry()['a'] = 1` changes what registry() may return
+                unit.mutates |= self._reach(name, unit.index)
+            side, stores = self._module_effects(effects.refs | effects.lambda_refs, unit.index)
+            unit.body_side_calls, unit.body_stores = side, stores
             # `eval(text)` at import time can read module names, not bind them: only kept code using it is refused
             unit.dynamic = [
                 (self.positions[n].start.line, how) for n, how in effects.dynamic if how != "eval()"
@@ -339,14 +360,79 @@ class _Analysis:
             escaped += {c.index: c for c in callees if all(c is not e for e in escaped)}.values()
             loose += effects.lambdas
 
+    def _reach(self, name: str, before: int) -> set[str]:
+        """``name`` and every module-level name whose object calling ``name`` may return: the names its
+        code reads (its body; for a name bound by an assignment, the statement: `get = lambda: TABLE`),
+        transitively through the callables among them."""
+        out, todo = {name}, [name]
+        while todo:
+            current = todo.pop()
+            for binder in self.bindings(current, None):
+                if binder.kind in ("import", "star"):
+                    continue
+                for other in _names_in(binder.node) - out:
+                    if self.binds_at_module_level(other):
+                        out.add(other)
+                        todo.append(other)
+        return out
+
+    def _module_effects(self, refs: set[str], before: int) -> tuple[dict[str, set[str]], set[str]]:
+        """The calls made for their effect and the attribute/item stores of the file's functions that
+        ``refs`` may call, transitively: a change to an imported module made from inside a function."""
+        side: dict[str, set[str]] = {}
+        stores: set[str] = set()
+        seen: set[int] = set()
+        todo = [c for name in refs for c in self._callables(name, before)]
+        while todo:
+            callee = todo.pop()
+            if callee.index in seen:
+                continue
+            seen.add(callee.index)
+            effects = _Effects(immediate=False)
+            callee.node.visit(effects)
+            for root, callees in effects.side_calls.items():
+                side.setdefault(root, set()).update(callees)
+            stores |= effects.stores
+            todo += [c for name in effects.refs for c in self._callables(name, len(self.units))]
+        return side, stores
+
+    def module_state_change(self, top: str) -> tuple[_Unit, str] | None:
+        """A top-level statement that changes the state of the imported module ``top`` when the file is
+        imported (`os.environ[k] = v`, `random.seed(0)`, `getcontext().prec = 3`, through a function of
+        the file it calls), with the name it goes through; None if there is none."""
+        family = self.family_of_top(top)
+        if not family:
+            return None
+        for unit in self.units:
+            if unit.kind in ("import", "star", "typing"):
+                continue
+            side = {root: set(callees) for root, callees in unit.side_calls.items()}
+            for root, callees in unit.body_side_calls.items():
+                side.setdefault(root, set()).update(callees)
+            for root in sorted(side.keys() & family.keys()):
+                if not all(_harmless_side_call(family[root], root, callee) for callee in side[root]):
+                    return unit, root
+            hit = (unit.stores | unit.body_stores) & family.keys()
+            if hit:
+                return unit, sorted(hit)[0]
+        return None
+
+    def family_of_top(self, top: str) -> dict[str, str]:
+        """Every name an import anywhere in the file binds from package ``top``, with what it names."""
+        out = {bound: origin for bound, origin in self.nested_imports.items() if origin.split(".")[0] == top}
+        if top == "builtins":
+            out["__builtins__"] = "builtins"
+        return out
+
     def _add_body(self, unit: _Unit, callee: _Unit) -> None:
         """``unit`` may run ``callee``'s code (call the function, make the class or its instances)."""
         self._add_effects(unit, self._body_effects(callee, set()), f"{callee.node.name.value}()")  # type: ignore[attr-defined]
 
     @staticmethod
     def _add_effects(unit: _Unit, effects: _BodyEffects, where: str) -> None:
-        changed, passed, rebound, dynamic = effects
+        changed, passed, rebound, dynamic, consumed = effects
         unit.mutates |= changed
+        unit.consumes |= consumed
         unit.passes |= passed
         unit.rebinds |= rebound
         unit.dynamic += [(line, f"{how} in {where}") for line, how in dynamic if how != "eval()"]
@@ -360,22 +446,24 @@ class _Analysis:
         if cached is not None:
             return cached
         if unit.index in active:
-            return frozenset(), frozenset(), frozenset(), ()
+            return frozenset(), frozenset(), frozenset(), (), frozenset()
         active.add(unit.index)
         effects = _Effects(immediate=False, class_name=unit.node.name.value if unit.kind == "class" else None)  # type: ignore[attr-defined]
         unit.node.visit(effects)
         changed, passed, rebound = set(effects.changed), set(effects.passed), set(effects.rebound)
+        consumed = set(effects.consumed)
         dynamic = [(self.positions[n].start.line, how) for n, how in effects.dynamic]
         for name in effects.refs:
             for callee in self._callables(name, len(self.units)):
                 if callee is not unit:
-                    more, more_passed, more_rebound, more_dynamic = self._body_effects(callee, active)
+                    more, more_passed, more_rebound, more_dynamic, more_consumed = self._body_effects(callee, active)
                     changed |= more
                     passed |= more_passed
                     rebound |= more_rebound
                     dynamic += more_dynamic
+                    consumed |= more_consumed
         active.discard(unit.index)
-        result = (frozenset(changed), frozenset(passed), frozenset(rebound), tuple(dynamic))
+        result = (frozenset(changed), frozenset(passed), frozenset(rebound), tuple(dynamic), frozenset(consumed))
         if not active:
             self._body_cache[unit.index] = result
         return result
@@ -413,6 +501,8 @@ class _Analysis:
                 if unit.kind in ("import", "star", "typing"):
                     continue
                 changes = current in unit.mutates or (passed_changes and current in unit.passes)
+                # iterating it advances an iterator or generator (a list or dict display is not one)
+                changes = changes or (current in unit.consumes and not (current == name and _container_display(binder, name)))
                 if (current in unit.rebinds or (changes and not immutable)) and unit not in out:
                     out.append(unit)
                 if immutable:
@@ -456,7 +546,7 @@ class _Analysis:
                     if _comprehension_target(scope, name):
                         continue  # libcst leaves `x` unresolved in `{x for r in rows for x in r}`
                     resolved = "builtin" if hasattr(builtins, name) else "unresolved"
-                if resolved == "builtin" and not self._shadowed_global(name):
+                if resolved == "builtin" and not self._shadowed_global(name) and name not in _IMPORT_SYSTEM_NAMES:
                     continue
                 if resolved == "builtin":
                     resolved = "global"
@@ -809,6 +899,15 @@ def _extract(
                 f"the statement at line {unit.first}): names may be bound or rebound where no statement names "
                 "them, so no extraction from this file can be shown to behave as the file does"
             )
+    change = analysis.module_state_change("builtins")
+    if change is not None:
+        changer, through = change
+        code = analysis.module.code_for_node(changer.node).strip().splitlines()[0]
+        raise ExtractError(
+            f"{display}:{changer.first}: `{code}` changes the builtins (through {through!r}) when the file is "
+            "imported: every definition may read them, and extract does not replay the change (it would leak "
+            "into the test process)"
+        )
     plan = _Plan(analysis, policy, display, package)
     for requested in names:
         plan.request(requested)
@@ -906,8 +1005,11 @@ class _Plan:
             # (a module whose import is refused anyway, heavy or not allowed, is left to that refusal)
             family = self.a.import_family(imp) if imp is not None and not self.policy.verdict(imp.module) else {}
             for later in self.a.units[binder.index + 1 :]:
-                called = {root for root in later.side_calls.keys() & family.keys()
-                          if not all(_harmless_side_call(family[root], root, callee) for callee in later.side_calls[root])}
+                side = {root: set(callees) for root, callees in later.side_calls.items()}
+                for root, callees in later.body_side_calls.items():
+                    side.setdefault(root, set()).update(callees)
+                called = {root for root in side.keys() & family.keys()
+                          if not all(_harmless_side_call(family[root], root, callee) for callee in side[root])}
                 if called and name not in self.policy.stubs:
                     code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
                     raise ExtractError(
@@ -917,10 +1019,12 @@ class _Plan:
                         f"extract does not replay changes to imported modules (they would leak into the test "
                         f"process): stub {name!r}"
                     )
-                if name in later.stores and name not in self.policy.stubs:
+                changed = sorted((later.stores | later.body_stores) & ({name} | family.keys()))
+                if changed and name not in self.policy.stubs:
                     code = self.a.module.code_for_node(later.node).strip().splitlines()[0]
+                    through = "" if changed == [name] else f" (through {changed[0]!r})"
                     raise ExtractError(
-                        f"{self.display}:{later.first}: `{code}` changes the imported {name!r} when the file is "
+                        f"{self.display}:{later.first}: `{code}` changes the imported {name!r}{through} when the file is "
                         f"imported, and {need.root} uses {name!r} (line {line}); extract does not replay changes "
                         f"to imported modules (they would leak into the test process): stub {name!r}"
                     )
@@ -951,9 +1055,40 @@ class _Plan:
                 continue
             self._need_name(access, unit, need)
         self._import_time_reads(unit, lines, need)
+        if unit.kind not in ("import", "star"):
+            self._local_imports(unit, lines, need)
         if self.a.binds_at_module_level("__name__"):
             # a def or class (or lambda) made here takes its __module__ from the __name__ of the moment
             self._need_name(_Access("__name__", unit.first, True, "global"), unit, need)
+
+    def _local_imports(self, unit: _Unit, lines: set[int], need: _Need) -> None:
+        """An import inside kept code (a function body, a block) gets the module as the process has it:
+        if the file changed that module's state at import (`os.environ[k] = v`, `random.seed(0)`), the
+        extraction would not see the change (it is never replayed): refuse, naming both lines."""
+        for node in [*_nodes_of(unit.node, cst.Import), *_nodes_of(unit.node, cst.ImportFrom)]:
+            line = self.a.positions[node].start.line
+            if line not in lines or line in unit.dead_lines:
+                continue
+            if isinstance(node, cst.Import):
+                modules = [_dotted_or_none(alias.name) or "" for alias in node.names]
+            elif node.relative or node.module is None:
+                continue
+            else:
+                modules = [_dotted_or_none(node.module) or ""]
+            for module in modules:
+                top = module.split(".")[0]
+                if not top or top in self.policy.stubs or module in self.policy.stubs or self.policy.verdict(module):
+                    continue
+                change = self.a.module_state_change(top)
+                if change is not None:
+                    changer, through = change
+                    code = self.a.module.code_for_node(changer.node).strip().splitlines()[0]
+                    raise ExtractError(
+                        f"{self.display}:{changer.first}: `{code}` changes the state of the imported {top!r} "
+                        f"(through {through!r}) when the file is imported, and {need.root} imports {module!r} "
+                        f"at line {line}; extract does not replay changes to imported modules (they would leak "
+                        f"into the test process): stub {top!r}"
+                    )
 
     def _import_time_reads(self, unit: _Unit, lines: set[int], need: _Need) -> None:
         """A function of the file that kept import-time code calls (directly, as a decorator, a metaclass,
@@ -981,6 +1116,11 @@ class _Plan:
 
     def _need_name(self, access: _Access, unit: _Unit, need: _Need) -> None:
         name = access.name
+        if name in _IMPORT_SYSTEM_NAMES and not self.a.binds_at_module_level(name):
+            raise ExtractError(
+                f"{self.display}:{access.line}: {need.root} reads {name!r}, which the import system gives the "
+                "module (its spec, loader, cached path); an extraction is not imported and has none"
+            )
         if name in _IMPLICIT_NAMES and not self.a.binds_at_module_level(name):
             return  # what the module has without binding it (`__name__`, `__doc__`, …) unless the file rebinds it
         if access.soft:
@@ -1122,7 +1262,14 @@ class _Plan:
             return set(range(unit.first, unit.last + 1))
         node = unit.node
         body = node.body.body  # type: ignore[attr-defined]
-        header_end = self.a.positions[body[0]].start.line - 1 if body else unit.last
+        # the header ends before the first body statement, its decorators included (a left-out first
+        # method's `@staticmethod` is its own, not the header's: kept, it would decorate the next kept def)
+        first_body = (
+            min([self.a.positions[body[0]].start.line]
+                + [self.a.positions[d].start.line for d in getattr(body[0], "decorators", ()) or ()])
+            if body else 0
+        )
+        header_end = first_body - 1 if body else unit.last
         header_end = max(header_end, self.a.positions[node].start.line)
         lines = set(range(unit.first, header_end + 1))
         for stmt in body:
@@ -1189,9 +1336,17 @@ class _Plan:
             sys.modules[modname] = namespace
         placeholders: list[_LeftOut] = []
         namespace.__dict__[_IMPORTED] = imported
-        namespace.__dict__[_LEFT_OUT] = lambda *args: (
-            placeholders.append(_LeftOut(self.display, *args)) or placeholders[-1]
-        )
+        def left_out(qualname: str, line: int, kept: str, on_get: bool, wrap: str | None, doc: str | None) -> Any:
+            placeholder = _LeftOut(self.display, qualname, line, kept, on_get)
+            placeholders.append(placeholder)
+            if on_get:
+                return placeholder
+            # a plain method (or static/class method) stands as a function, as the real one is, so that
+            # introspection (`inspect.getmembers(C, inspect.isfunction)`, `callable`, `__name__`) sees
+            # what the module has; calling it refuses
+            return _left_out_function(placeholder, namespace.__name__, doc, wrap)
+
+        namespace.__dict__[_LEFT_OUT] = left_out
         try:
             exec(code, namespace.__dict__)
         finally:
@@ -1227,12 +1382,15 @@ class _Plan:
                 text = source_lines[first - 1]
                 indent = text[: len(text) - len(text.lstrip())]
                 qualname = f"{unit.node.name.value}.{stmt.name.value}"  # type: ignore[attr-defined]
-                on_get = any(
-                    _dotted_or_none(d.decorator) not in ("staticmethod", "classmethod")
-                    for d in stmt.decorators
-                )
+                decorators = [_dotted_or_none(d.decorator) for d in stmt.decorators]
+                on_get = any(d not in ("staticmethod", "classmethod") for d in decorators)
+                wrap = decorators[0] if len(decorators) == 1 and not on_get else None
+                if len(decorators) > 1:
+                    on_get = True  # `@staticmethod @cache`: no plain function stands for it
+                doc = stmt.get_docstring(clean=False)
                 out[first] = (
-                    f"{indent}{stmt.name.value} = {_LEFT_OUT}({qualname!r}, {first}, {kept!r}, {on_get})\n"
+                    f"{indent}{stmt.name.value} = {_LEFT_OUT}({qualname!r}, {first}, {kept!r}, {on_get}, "
+                    f"{wrap!r}, {doc!r})\n"
                 )
         return out
 
@@ -1310,6 +1468,36 @@ class _LeftOut:
 
     def __bool__(self) -> bool:
         raise self._refuse()
+
+
+class _NoSignature:
+    """A left-out method's ``__signature__``: ``inspect.signature`` raises instead of showing ``(*args, **kwargs)``."""
+
+    def __init__(self, qualname: str) -> None:
+        self.qualname = qualname
+
+    def __repr__(self) -> str:
+        return f"<{self.qualname} was left out of this extraction: its signature is unknown>"
+
+
+def _left_out_function(placeholder: _LeftOut, module: str, doc: str | None, wrap: str | None) -> Any:
+    """A function standing for a left-out method: its name, qualified name, module and docstring are
+    the method's; calling it raises the placeholder's ``ExtractError``; ``inspect.signature`` raises."""
+
+    def left_out(*args: Any, **kwargs: Any) -> Any:
+        raise placeholder._refuse()
+
+    name = placeholder.qualname.rsplit(".", 1)[-1]
+    left_out.__name__ = name
+    left_out.__qualname__ = placeholder.qualname
+    left_out.__module__ = module
+    left_out.__doc__ = doc
+    left_out.__signature__ = _NoSignature(placeholder.qualname)  # type: ignore[attr-defined]
+    if wrap == "staticmethod":
+        return staticmethod(left_out)
+    if wrap == "classmethod":
+        return classmethod(left_out)
+    return left_out
 
 
 def _class_assigns(node: cst.ClassDef, member: str) -> bool:
@@ -1393,6 +1581,25 @@ def _nodes_of(module: cst.Module, kind: type) -> list[Any]:
     visitor = _NodesOf(kind)
     module.visit(visitor)
     return visitor.found
+
+
+def _all_imports(module: cst.Module) -> dict[str, str]:
+    """Every absolute import of the file, at any depth: bound name -> the module (or ``module.attr``) it names."""
+    out: dict[str, str] = {}
+    for node in _nodes_of(module, cst.Import):
+        for alias in node.names:
+            dotted = _dotted_or_none(alias.name) or ""
+            bound = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else dotted.split(".")[0]
+            out[bound] = dotted if alias.asname else dotted.split(".")[0]
+    for node in _nodes_of(module, cst.ImportFrom):
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            continue
+        base = _dotted_or_none(node.module) or ""
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+            bound = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            out[bound] = f"{base}.{name}"
+    return out
 
 
 def _all_import_names(module: cst.Module) -> set[str]:
@@ -1799,6 +2006,16 @@ _MUTATING_METHODS = frozenset(
 """Container methods that change their object: how code changes an imported module's state in place
 (``os.environ.setdefault``, ``sys.path.insert``); any other call on a module attribute is taken as a read."""
 
+_CONSUMING_BUILTINS = frozenset({
+    "all", "any", "bytearray", "bytes", "dict", "enumerate", "filter", "frozenset", "list", "map", "max", "min",
+    "next", "set", "sorted", "sum", "tuple", "zip",
+})  # fmt: skip
+"""Builtins that iterate an argument (now or when their result is iterated): an iterator handed to one
+is advanced, which a later reader sees."""
+
+_RETURNS_FROM_ARGS = frozenset({"next", "iter", "getattr", "min", "max", "reversed", "vars", "type", "dict", "list"})
+"""Builtins whose result may be (a part of) an argument: a change made through it changes the argument."""
+
 _COPIES = frozenset({"dict", "list", "set", "frozenset", "tuple", "sorted"})
 """Builtins that return a new container holding the elements of their argument."""
 
@@ -1841,12 +2058,23 @@ class _Effects(cst.CSTVisitor):
         self.calls = False  # ``immediate`` code calls something (which may run code that escaped earlier)
         self.lambdas: list[_BodyEffects] = []  # ``immediate``: what the lambdas made now may change when run
         self.lambda_refs: set[str] = set()  # ... and the names their bodies read (functions they may call)
+        # names whose *call result* (or what a builtin returns from them: `next(gen())`) is changed:
+        # `registry()['a'] = 1`, `getcontext().prec = 3`, `get().update(…)`
+        self.call_results: set[str] = set()
+        self.called: set[str] = set()  # names called as `name(…)`: a closure or bound method keeps state
+        # names whose iterator may be advanced (`for x in IT`, `zip(IT, …)`, `list(G)`): a change unless
+        # the object is a container display (decided where the binding is known)
+        self.consumed: set[str] = set()
 
     def _changes(self, obj: cst.BaseExpression, into: set[str] | None = None) -> None:
         """``obj`` (an expression naming an object) may be changed."""
         into = self.changed if into is None else into
         root = _root_name(obj)
         if root is None:
+            # the object is what a call returned: any object the callee can reach (`registry()['a'] = 1`)
+            for name in _call_chain_names(obj):
+                self.call_results.add(name)
+                into.add(name)
             return
         # a local bound from module names (`for a, b in PAIRS:`, `r = REG`) may be one of their objects; a
         # copy of one (`m = dict(REG)`) is a new object whose elements are theirs (`m[k].append(x)`)
@@ -1934,13 +2162,15 @@ class _Effects(cst.CSTVisitor):
                 param.default.visit(self)
         body = _Effects(immediate=False)  # the body runs whenever the lambda is called: maybe now
         node.body.visit(body)
-        self.lambdas.append((frozenset(body.changed), frozenset(body.passed), frozenset(body.rebound), ()))
+        self.lambdas.append(
+            (frozenset(body.changed), frozenset(body.passed), frozenset(body.rebound), (), frozenset(body.consumed))
+        )
         self.lambda_refs |= body.refs
         self.dynamic += body.dynamic
         return False
 
     def visit_Expr(self, node: cst.Expr) -> None:
-        if self.immediate and isinstance(node.value, cst.Call):
+        if isinstance(node.value, cst.Call):
             root = _root_name(node.value.func, through_calls=True)
             if root is not None:
                 self.side_calls.setdefault(root, set()).add(_dotted_or_none(node.value.func) or "")
@@ -1955,9 +2185,34 @@ class _Effects(cst.CSTVisitor):
         for target in node.targets:
             self._target(target.target)
             self._derive(target.target, node.value)
+            if isinstance(target.target, cst.Tuple | cst.List):  # `a, b = IT` iterates IT
+                self._consumes(node.value)
 
     def visit_For(self, node: cst.For) -> None:
         self._derive(node.target, node.iter)
+        self._consumes(node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._consumes(node.iter)
+
+    def visit_StarredElement(self, node: cst.StarredElement) -> None:
+        self._consumes(node.value)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.star:
+            self._consumes(node.value)
+
+    def visit_YieldFrom(self, node: cst.From) -> None:
+        self._consumes(node.item)
+
+    def _consumes(self, obj: cst.BaseExpression) -> None:
+        """``obj`` is iterated: an iterator or generator it names is advanced."""
+        if isinstance(obj, cst.Name | cst.Attribute | cst.Subscript):
+            root = _root_name(obj)
+            if root is not None:
+                if self.derived:  # a local bound from module names
+                    self.consumed |= self.derived[-1].get(root, set())
+                self.consumed.add(root)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._derive(node.target, node.value)
@@ -1995,6 +2250,11 @@ class _Effects(cst.CSTVisitor):
         self.calls = True
         func = node.func
         callee = func.value if isinstance(func, cst.Name) else None
+        if callee is not None:
+            self.called.add(callee)
+        if callee in _CONSUMING_BUILTINS:  # `zip(G, …)`, `list(G)`, `sum(G)` advance an iterator argument
+            for arg in node.args:
+                self._consumes(arg.value)
         if callee in _DYNAMIC_CALLS or (callee == "vars" and not node.args):
             self.dynamic.append((node, f"{callee}()"))
         if isinstance(func, cst.Attribute) and func.attr.value not in _READ_ONLY_METHODS:
@@ -2014,6 +2274,48 @@ class _Effects(cst.CSTVisitor):
         for arg in node.args:
             if isinstance(arg.value, cst.Name | cst.Attribute | cst.Subscript):
                 self._changes(arg.value, self.passed if isinstance(arg.value, cst.Name) else None)
+
+
+def _call_chain_names(node: cst.BaseExpression) -> set[str]:
+    """The names whose call may have returned the object ``node`` names (``registry()[k]`` ->
+    ``registry``; ``next(gen())`` -> ``next``, ``gen``; ``D.get(k)`` -> ``D``)."""
+    out: set[str] = set()
+    while isinstance(node, cst.Attribute | cst.Subscript | cst.Call):
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in _RETURNS_FROM_ARGS:
+                for arg in node.args:
+                    out |= _call_chain_names(arg.value)
+            node = node.func
+        else:
+            node = node.value
+    if isinstance(node, cst.Name):
+        out.add(node.value)
+    return out
+
+
+def _container_display(unit: _Unit, name: str) -> bool:
+    """Whether ``unit`` is ``name = <list/dict/set/tuple display or comprehension>``: iterating it advances nothing."""
+    if not isinstance(unit.node, cst.SimpleStatementLine) or len(unit.node.body) != 1:
+        return False
+    small = unit.node.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target, value = small.targets[0].target, small.value
+    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+        target, value = small.target, small.value
+    else:
+        return False
+    displays = (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp, cst.SetComp,
+                cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)  # fmt: skip
+    return isinstance(target, cst.Name) and target.value == name and isinstance(value, displays)
+
+
+def _mutable_default(fn: cst.FunctionDef) -> bool:
+    """Whether a parameter default of ``fn`` may be an object a call changes (``def f(_c=[0]):``)."""
+    params = fn.params
+    return any(
+        p.default is not None and not _immutable(p.default)
+        for p in [*params.posonly_params, *params.params, *params.kwonly_params]
+    )
 
 
 def _binds_immutable_literal(unit: _Unit, name: str) -> bool:
