@@ -62,6 +62,11 @@ class Result:
     crashed: list[str] = field(default_factory=list)  # extraction raised something other than ExtractError
     reasons: dict[str, int] = field(default_factory=dict)
     unstable: list[str] = field(default_factory=list)
+    missing: bool = False  # no source file found: nothing was checked
+    unimportable: str = ""  # the module itself cannot be imported here (win32 only, …): nothing was checked
+    members_checked: int = 0  # `Class.method` extractions compared
+    members_refused: int = 0
+    state_changed: list[str] = field(default_factory=list)  # process state the real import changed
 
 
 def module_file(modname: str) -> tuple[Path, str] | None:
@@ -186,6 +191,20 @@ class Comparer:
             found = self.diff(real.__wrapped__, got.__wrapped__, f"{where}.__wrapped__", depth + 1)
             if found:
                 return found
+        if isinstance(real, types.GeneratorType):  # by its state, not its repr (never advanced here)
+            if (real.gi_frame is None) != (got.gi_frame is None):
+                return f"{where}: generator {'exhausted' if got.gi_frame is None else 'running'} in the extraction"
+            if real.gi_frame is None:
+                return None
+            if _code_key(real.gi_code) != _code_key(got.gi_code) or real.gi_frame.f_lasti != got.gi_frame.f_lasti:
+                return f"{where}: generator at another point in the extraction"
+            return self.diff(dict(real.gi_frame.f_locals), dict(got.gi_frame.f_locals), f"{where}.<locals>", depth + 1)
+        if hasattr(type(real), "__next__") and type(real).__module__ == "builtins":
+            try:  # a builtin iterator (list_iterator, zip, map, …) says where it is through __reduce__
+                state_real, state_got = real.__reduce__(), got.__reduce__()
+            except Exception:  # noqa: BLE001
+                return f"{where}: an iterator whose position cannot be compared"
+            return self.diff(list(state_real[1:]), list(state_got[1:]), f"{where}.<iterator state>", depth + 1)
         if type(real).__module__ == real_ns_name(self.real_ns):  # an instance of the file's own class
             return self.diff(
                 getattr(real, "__dict__", {}), getattr(got, "__dict__", {}), f"{where}.__dict__", depth + 1
@@ -312,6 +331,79 @@ def fresh_module(modname: str) -> types.ModuleType:
     return module
 
 
+_STATE_MODULES = ("os", "sys", "random", "decimal", "builtins", "warnings", "locale", "codecs")
+
+
+def process_state() -> dict[str, Any]:
+    """What an import can change in the process that an extraction never replays: builtins, the
+    environment, the path, the random generator, the decimal context, warning filters, the locale.
+    Keyed ``module`` or ``builtins.NAME``."""
+    import decimal
+    import locale
+    import os
+    import random
+    import warnings
+
+    state: dict[str, Any] = {f"builtins.{k}": id(v) for k, v in vars(builtins).items()}
+    state["os"] = dict(os.environ)
+    state["sys"] = list(sys.path)
+    state["random"] = random.getstate()
+    state["decimal"] = repr(decimal.getcontext())
+    state["warnings"] = repr(warnings.filters)
+    state["locale"] = repr(locale.setlocale(locale.LC_ALL))
+    state["codecs"] = repr(sorted(getattr(__import__("encodings"), "_cache", {})))
+    return state
+
+
+def _state_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if k != "codecs" and before.get(k, _MISSING) != after.get(k, _MISSING))
+
+
+def _uses_state(obj: Any, namespace: dict, changed: list[str]) -> str | None:
+    """The changed process state ``obj``'s code may read (a patched builtin it names, a module whose
+    state changed that it reads through a global or imports locally), or None."""
+    codes: list[types.CodeType] = []
+    todo: list[Any] = [obj]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, staticmethod | classmethod):
+            item = item.__func__
+        if isinstance(item, property):
+            todo += [f for f in (item.fget, item.fset, item.fdel) if f is not None]
+        elif isinstance(item, types.FunctionType):
+            codes.append(item.__code__)
+        elif isinstance(item, type):
+            todo += list(vars(item).values())
+    names: set[str] = set()
+    imports: set[str] = set()
+
+    def walk(code: types.CodeType) -> None:
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names.add(ins.argval)
+            elif ins.opname == "IMPORT_NAME":
+                imports.add(str(ins.argval).split(".")[0])
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk(const)
+
+    for code in codes:
+        walk(code)
+    for key in changed:
+        if key.startswith("builtins."):
+            if key.split(".", 1)[1] in names:
+                return key
+            continue
+        if key in imports:
+            return key
+        for name in names:
+            value = namespace.get(name)
+            origin = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else getattr(value, "__module__", "")
+            if isinstance(origin, str) and origin.split(".")[0] == key:
+                return key
+    return None
+
+
 def definitions(source: str) -> list[str]:
     """The names of the file's top-level ``def`` and ``class`` statements, in order, once each."""
     names: list[str] = []
@@ -329,12 +421,15 @@ def check_module(modname: str, names: list[str] | None = None, allow: tuple[str,
     result = Result(modname)
     located = module_file(modname)
     if located is None:
+        result.missing = True
         return result
     root, rel = located
+    before = process_state()  # before the real module runs: what it changes, an extraction does not
     module = fresh_module(modname)
     tree = DirTree(root, "oracle")
     # globals that differ between two imports (a time, a random value, an id) are not compared
     again = vars(fresh_module(modname))
+    result.state_changed = _state_diff(before, process_state())
     for global_name, value in vars(module).items():
         if (
             global_name not in ("__builtins__", "__loader__", "__spec__")
@@ -362,9 +457,63 @@ def check_module(modname: str, names: list[str] | None = None, allow: tuple[str,
             found = comparer.diff(real, extracted.__dict__.get(name, _MISSING), f"{modname}.{name}")
         except ExtractError:
             found = None  # a left-out member refused when touched: loud
+        state = _uses_state(real, vars(module), result.state_changed) if not found else None
+        if state:
+            found = f"{modname}.{name}: reads {state}, which importing the module changed; the extraction has it unchanged"
         if found:
             result.mismatches.append(found)
+        if isinstance(real, type):
+            _check_members(result, modname, tree, rel, name, real, vars(module), allow)
     return result
+
+
+MEMBERS_PER_CLASS = 2
+"""`Class.method` extractions checked per class (its first and last method): the rest cost sweep time."""
+
+
+def _check_members(
+    result: Result, modname: str, tree: Any, rel: str, name: str, real: type, real_ns: dict, allow: tuple[str, ...]
+) -> None:
+    """Extract ``Class.method`` for some methods of the class and compare the class's members: a kept
+    one as any definition, a left-out one by its kind (function, staticmethod, classmethod), which
+    introspection sees."""
+    from materialize.offline.extract import extract
+
+    methods = [k for k, v in vars(real).items() if isinstance(v, types.FunctionType | staticmethod | classmethod)]
+    for member in dict.fromkeys([*methods[:1], *methods[-1:]][:MEMBERS_PER_CLASS]):
+        try:
+            extracted = extract(tree, rel, f"{name}.{member}", allow=allow)
+        except ExtractError:
+            result.members_refused += 1
+            continue
+        except Exception as exc:  # noqa: BLE001
+            result.crashed.append(f"{modname}.{name}.{member}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        result.members_checked += 1
+        got = extracted.__dict__.get(name, _MISSING)
+        where = f"{modname}.{name}.{member}"
+        if not isinstance(got, type):
+            result.mismatches.append(f"{where}: the class is not a class in the extraction")
+            continue
+        real_d, got_d = dict(vars(real)), dict(vars(got))
+        if set(real_d) - {"__dict__", "__weakref__"} != set(got_d) - {"__dict__", "__weakref__"}:
+            result.mismatches.append(f"{where}: members {sorted(set(real_d) ^ set(got_d))[:6]} differ")
+            continue
+        found = None
+        for key, value in real_d.items():
+            other = got_d[key]
+            if key == member:
+                try:
+                    found = Comparer(real_ns, vars(extracted)).diff(value, other, f"{where}")
+                except ExtractError:
+                    found = None
+            elif isinstance(value, types.FunctionType | staticmethod | classmethod) and type(value) is not type(other):
+                if type(other).__name__ != "_LeftOut":  # a property-like placeholder refuses when fetched
+                    found = f"{where}: left-out {key} is a {type(other).__name__}, a {type(value).__name__} in the module"
+            if found:
+                break
+        if found:
+            result.mismatches.append(found)
 
 
 def _reason(message: str) -> str:
@@ -419,7 +568,7 @@ def _child(modules: list[str], allow: tuple[str, ...]) -> None:
         try:
             result = check_module(modname, allow=allow)
         except BaseException as exc:  # noqa: BLE001 - the module itself cannot be imported here
-            result = Result(modname, crashed=[f"{modname}: import: {type(exc).__name__}: {str(exc)[:100]}"])
+            result = Result(modname, unimportable=f"{modname}: import: {type(exc).__name__}: {str(exc)[:100]}")
         print(json.dumps(result.__dict__), flush=True)
 
 
@@ -475,15 +624,38 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL-OPEN {line}", flush=True)
             for line in result["crashed"]:
                 print(f"crashed   {line}", flush=True)
+            if result.get("missing"):
+                print(f"missing   {result['module']}: no Python source found", flush=True)
+            if result.get("unimportable"):
+                print(f"skipped   {result['unimportable']}", flush=True)
     checked = sum(r["checked"] for r in results)
     refused = sum(r["refused"] for r in results)
+    members = sum(r.get("members_checked", 0) for r in results)
+    members_refused = sum(r.get("members_refused", 0) for r in results)
     mismatched = sum(len(r["mismatches"]) for r in results)
+    crashed = sum(len(r["crashed"]) for r in results)
+    # a module named on the command line must be checked; in the whole sweep one this platform cannot
+    # import (win32 only) is listed as skipped
+    unchecked = [r["module"] for r in results if r.get("missing") or (args.modules and r.get("unimportable"))]
     print(
-        f"{len(results)} modules: {checked} definitions extracted and compared, {refused} refused, {mismatched} fail-open"
+        f"{len(results)} modules: {checked} definitions extracted and compared, {refused} refused, {mismatched} fail-open; "
+        f"Class.method: {members} compared, {members_refused} refused; {crashed} crashed, {len(unchecked)} not checked"
     )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
-    return 1 if mismatched else 0
+    failed = []
+    if mismatched:
+        failed.append(f"{mismatched} fail-open")
+    if crashed:
+        failed.append(f"{crashed} crashed (an extraction raised something other than ExtractError, a child failed or timed out)")
+    if unchecked:
+        failed.append(f"not checked: {', '.join(unchecked)}")
+    if checked + members == 0:
+        failed.append("nothing was compared")
+    if failed:
+        print("FAILED: " + "; ".join(failed), flush=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -596,3 +596,66 @@ HIDDEN_BINDING_CASES = {
 @pytest.mark.parametrize("case", sorted(HIDDEN_BINDING_CASES))
 def test_names_bound_by_walrus_and_match_at_top_level_are_found(tmp_path, case):
     assert _check(tmp_path, HIDDEN_BINDING_CASES[case], "target", lambda m: m.target()) == "same"
+
+
+# rt-failopen section B: the oracle's own blind spots.
+def _oracle_main(tmp_path, monkeypatch, *modules):
+    from materialize.offline.oracle import main
+
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parents[2]}")
+    return main(["--batch", "5", *modules])
+
+
+def test_the_oracle_fails_when_a_module_is_not_found_or_nothing_is_compared(tmp_path, monkeypatch, capsys):
+    """B1: "0 fail-open" with nothing checked is no pass."""
+    assert _oracle_main(tmp_path, monkeypatch, "rt_no_such_module_xyz") == 1
+    assert "not checked: rt_no_such_module_xyz" in capsys.readouterr().out
+    (tmp_path / "rt_oracle_empty.py").write_text("X = 1\n")
+    assert _oracle_main(tmp_path, monkeypatch, "rt_oracle_empty") == 1
+    assert "nothing was compared" in capsys.readouterr().out
+    (tmp_path / "rt_oracle_one.py").write_text("def f():\n    return 1\n")
+    assert _oracle_main(tmp_path, monkeypatch, "rt_oracle_one") == 0
+
+
+def test_the_oracle_compares_generators_and_iterators_by_state():
+    """B2: a generator advanced at import is another value than a fresh one (repr is the same)."""
+    from materialize.offline.oracle import Comparer
+
+    def gen():
+        yield from range(5)
+
+    advanced, fresh = gen(), gen()
+    next(advanced)
+    assert Comparer({}, {}).diff(advanced, fresh, "G") is not None
+    assert Comparer({}, {}).diff(gen(), gen(), "G") is None
+    it = iter([1, 2, 3])
+    next(it)
+    assert Comparer({}, {}).diff(it, iter([1, 2, 3]), "IT") is not None
+    assert Comparer({}, {}).diff(zip(iter([1]), "a"), zip(iter([1]), "a"), "Z") is None
+
+
+def test_the_oracle_sees_process_state_read_through_a_local_import_or_a_builtin():
+    """B3/B5: module state (os.environ, a seed) and builtins are compared as they were before the
+    real module ran; a definition reading what the import changed is a fail-open if extracted."""
+    from materialize.offline.oracle import _uses_state
+
+    namespace: dict = {}
+    exec("import random as _r\ndef f():\n    import os\n    return os.environ\ndef g():\n    return _r.random()\n"  # noqa: S102
+         "def h():\n    return ascii(1)\ndef k():\n    return 1\n", namespace)
+    assert _uses_state(namespace["f"], namespace, ["os"]) == "os"
+    assert _uses_state(namespace["g"], namespace, ["random"]) == "random"
+    assert _uses_state(namespace["h"], namespace, ["builtins.ascii"]) == "builtins.ascii"
+    assert _uses_state(namespace["k"], namespace, ["os", "random", "builtins.ascii"]) is None
+
+
+def test_the_oracle_checks_class_method_extractions(tmp_path, monkeypatch):
+    """B4: `Class.method` extractions are compared too, left-out members by their kind."""
+    from materialize.offline.oracle import check_module
+
+    (tmp_path / "rt_oracle_cls.py").write_text(
+        "class C:\n    @staticmethod\n    def h():\n        return 1\n    def g(self):\n        return 2\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = check_module("rt_oracle_cls")
+    assert result.members_checked == 2, result
+    assert not result.mismatches and not result.crashed
