@@ -85,6 +85,9 @@ _IMPLICIT_NAMES = {
 }  # fmt: skip
 """Names every module (or class body, or method with ``super()``) has without binding them."""
 
+_RUN_WHEN_CALLED = frozenset({"__init__", "__new__", "__post_init__", "__call__"})
+"""The methods calling a class (or its instance) runs."""
+
 _IMPORT_SYSTEM_NAMES = frozenset({"__spec__", "__loader__", "__cached__"})
 """What the import system gives a module: an extraction is executed, not imported, and cannot have them."""
 
@@ -338,7 +341,7 @@ class _Analysis:
                     unit.mutates.add(name)
             for name in effects.call_results:  # `registry()['a'] = 1` changes what registry() may return
                 unit.mutates |= self._reach(name, unit.index)
-            side, stores = self._module_effects(effects.refs | effects.lambda_refs, unit.index)
+            side, stores = self._module_effects(effects.called, unit.index)
             unit.body_side_calls, unit.body_stores = side, stores
             # `eval(text)` at import time can read module names, not bind them: only kept code using it is refused
             unit.dynamic = [
@@ -376,24 +379,30 @@ class _Analysis:
                         todo.append(other)
         return out
 
-    def _module_effects(self, refs: set[str], before: int) -> tuple[dict[str, set[str]], set[str]]:
+    def _module_effects(self, called: set[str], before: int) -> tuple[dict[str, set[str]], set[str]]:
         """The calls made for their effect and the attribute/item stores of the file's functions that
-        ``refs`` may call, transitively: a change to an imported module made from inside a function."""
+        code calling ``called`` runs, transitively (a class called runs its ``__init__`` / ``__new__`` /
+        ``__post_init__``): a change to an imported module made from inside a function."""
         side: dict[str, set[str]] = {}
         stores: set[str] = set()
         seen: set[int] = set()
-        todo = [c for name in refs for c in self._callables(name, before)]
+        todo = [c for name in called for c in self._callables(name, before)]
         while todo:
             callee = todo.pop()
             if callee.index in seen:
                 continue
             seen.add(callee.index)
             effects = _Effects(immediate=False)
-            callee.node.visit(effects)
+            if callee.kind == "class":
+                for stmt in callee.node.body.body:  # type: ignore[attr-defined]
+                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value in _RUN_WHEN_CALLED:
+                        stmt.visit(effects)
+            else:
+                callee.node.visit(effects)
             for root, callees in effects.side_calls.items():
                 side.setdefault(root, set()).update(callees)
             stores |= effects.stores
-            todo += [c for name in effects.refs for c in self._callables(name, len(self.units))]
+            todo += [c for name in effects.called for c in self._callables(name, len(self.units))]
         return side, stores
 
     def module_state_change(self, top: str) -> tuple[_Unit, str] | None:
@@ -2117,6 +2126,8 @@ class _Effects(cst.CSTVisitor):
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self.calls = True
+        if isinstance(node.decorator, cst.Name):  # `@setup` calls setup
+            self.called.add(node.decorator.value)
         if isinstance(node.decorator, cst.Attribute):  # `@f.register` calls f.register(the function)
             self._changes(node.decorator.value)
 
