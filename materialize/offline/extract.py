@@ -2304,20 +2304,25 @@ def _call_chain_names(node: cst.BaseExpression) -> set[str]:
     return out
 
 
-def _container_display(unit: _Unit, name: str) -> bool:
-    """Whether ``unit`` is ``name = <list/dict/set/tuple display or comprehension>``: iterating it advances nothing."""
+def _bound_value(unit: _Unit, name: str) -> cst.BaseExpression | None:
+    """The value of ``unit`` when it is the one statement ``name = value`` (or ``name: T = value``)."""
     if not isinstance(unit.node, cst.SimpleStatementLine) or len(unit.node.body) != 1:
-        return False
+        return None
     small = unit.node.body[0]
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         target, value = small.targets[0].target, small.value
     elif isinstance(small, cst.AnnAssign) and small.value is not None:
         target, value = small.target, small.value
     else:
-        return False
+        return None
+    return value if isinstance(target, cst.Name) and target.value == name else None
+
+
+def _container_display(unit: _Unit, name: str) -> bool:
+    """Whether ``unit`` is ``name = <list/dict/set/tuple display or comprehension>``: iterating it advances nothing."""
     displays = (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp, cst.SetComp,
                 cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)  # fmt: skip
-    return isinstance(target, cst.Name) and target.value == name and isinstance(value, displays)
+    return isinstance(_bound_value(unit, name), displays)
 
 
 def _mutable_default(fn: cst.FunctionDef) -> bool:
@@ -2331,16 +2336,8 @@ def _mutable_default(fn: cst.FunctionDef) -> bool:
 
 def _binds_immutable_literal(unit: _Unit, name: str) -> bool:
     """Whether ``unit`` is ``name = <literal>`` with a value nothing can change in place."""
-    if not isinstance(unit.node, cst.SimpleStatementLine) or len(unit.node.body) != 1:
-        return False
-    small = unit.node.body[0]
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target, value = small.targets[0].target, small.value
-    elif isinstance(small, cst.AnnAssign) and small.value is not None:
-        target, value = small.target, small.value
-    else:
-        return False
-    return isinstance(target, cst.Name) and target.value == name and _immutable(value)
+    value = _bound_value(unit, name)
+    return value is not None and _immutable(value)
 
 
 def _immutable(value: cst.BaseExpression) -> bool:

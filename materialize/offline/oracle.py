@@ -513,9 +513,9 @@ def _check_members(
                     found = Comparer(real_ns, vars(extracted), skip=skip).diff(value, other, f"{where}")
                 except ExtractError:
                     found = None
-            elif isinstance(value, types.FunctionType | staticmethod | classmethod) and type(value) is not type(other):
-                if type(other).__name__ != "_LeftOut":  # a property-like placeholder refuses when fetched
-                    found = f"{where}: left-out {key} is a {type(other).__name__}, a {type(value).__name__} in the module"
+            elif (isinstance(value, types.FunctionType | staticmethod | classmethod) and type(value) is not type(other)
+                  and type(other).__name__ != "_LeftOut"):  # a property-like placeholder refuses when fetched
+                found = f"{where}: left-out {key} is a {type(other).__name__}, a {type(value).__name__} in the module"
             if found:
                 break
         if found:
