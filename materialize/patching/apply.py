@@ -418,7 +418,7 @@ def _status(fuzz: int, offset: int) -> HunkStatus:
     return "offset" if offset else "clean"
 
 
-def _creatable(fp: FilePatch) -> bool:
+def creatable(fp: FilePatch) -> bool:
     """GNU creates a missing file when the patch says the old side is missing or empty (a first hunk
     from line 0, or git's index line naming the empty blob)."""
     if fp.is_new or fp.may_be_missing or not fp.hunks or fp.normal:
@@ -434,7 +434,7 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
     """
     if fp.is_binary:
         raise PatchApplyError(f"{fp.path}: binary patches are not supported")
-    if original is None and not (_creatable(fp) or fp.is_delete):  # GNU deletes a missing file "anyway"
+    if original is None and not (creatable(fp) or fp.is_delete):  # GNU deletes a missing file "anyway"
         failed = tuple(HunkResult(h, "failed", 0, 0, None) for h in fp.hunks)
         reject = format_reject(fp, [(h, 0) for h in fp.hunks]) if fp.hunks else None
         return FileResult(None, failed, reject, error=f"{fp.old_path}: file to patch does not exist")

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from materialize.errors import MaterializeError, PatchApplyError, PatchFormatError, UnsafePathError
-from materialize.patching.apply import _creatable, apply_file
+from materialize.patching.apply import apply_file, creatable
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
 from materialize.paths import MAX_LINK_TARGET, check_link_name, resolve_link, safe_relpath
@@ -394,7 +394,7 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         read_from = dest
     before = overlay.get(read_from) if read_from else None
     if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
-            and (fp.is_delete or _creatable(fp))):  # still on GNU's disk: read as it was
+            and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
         read_from = read_from or old
         before = queue.git_deleted[read_from]  # type: ignore[index]
     if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
