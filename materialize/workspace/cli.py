@@ -154,8 +154,9 @@ def series_cmd(series_path: Path | None, verbose: bool) -> int:
 @option("--subject", "-m", help="description subject (default: NAME)")
 @option("name")
 def new(series_path: Path | None, name: str, target: str | None, after: str | None, subject: str | None) -> int:
-    """Create a new empty patch after the top (it becomes the top) or after --after (a patch above the
-    top: inserted unapplied, and said so; `goto NAME` pushes up to it)."""
+    """Create a new empty patch after the top (it becomes the top) or after --after.
+
+    After a patch above the top it is inserted unapplied, and said so; `goto NAME` pushes up to it."""
     from materialize.workspace import edit
 
     with _session(series_path, "new") as ws:
