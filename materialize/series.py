@@ -524,7 +524,7 @@ def encode_patch(path: Path, data: bytes) -> bytes:
 
         return bz2.compress(data)
     if codec == "lzip":
-        return _lzip(["-c"], data, None, f"writing {path}")
+        return _codec_tool("lzip", ["-c"], data, None, f"writing {path}")
     import lzma
 
     return lzma.compress(data, format=lzma.FORMAT_XZ if codec == "xz" else lzma.FORMAT_ALONE)
@@ -534,7 +534,7 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
     """Up to ``most`` bytes of ``data`` decompressed (several members or streams, as ``zcat`` reads
     them). Damage raises OSError, EOFError or ValueError with the codec's own words."""
     if codec == "lzip":  # no lzip in Python's standard library: the tool itself, as quilt runs it
-        return _lzip(["-dc"], data, most, "lzip")
+        return _codec_tool("lzip", ["-dc"], data, most, "lzip")
     if codec in ("xz", "lzma"):
         import shutil
 
@@ -542,7 +542,7 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
             # The tool quilt runs (``xz -cd``, ``lzma -cd``): each suffix reads its own format only (an
             # .lzma file holding xz data is refused, where Python's codec took it), and xz's stream
             # padding is read as the format allows (Python's codec stopped at it).
-            return _lzip(["-dc"] if codec == "xz" else ["--format=lzma", "-dc"], data, most, codec, tool="xz")
+            return _codec_tool("xz", ["-dc"] if codec == "xz" else ["--format=lzma", "-dc"], data, most, codec)
     import io
 
     raw = io.BytesIO(data)
@@ -567,10 +567,9 @@ def _decompress(codec: str, data: bytes, most: int) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def _lzip(args: list[str], data: bytes, most: int | None, what: str, tool: str = "lzip") -> bytes:
-    """``lzip ARGS`` (or ``tool ARGS``) of ``data``, reading at most ``most`` bytes of its output (a
-    bomb is stopped there, not held whole). A missing ``lzip`` says so: quilt needs it for these
-    files too."""
+def _codec_tool(tool: str, args: list[str], data: bytes, most: int | None, what: str) -> bytes:
+    """``tool ARGS`` (lzip, xz) of ``data``, reading at most ``most`` bytes of its output (a bomb is
+    stopped there, not held whole). A missing ``lzip`` says so: quilt needs it for these files too."""
     import contextlib
     import subprocess
     import threading
@@ -579,7 +578,7 @@ def _lzip(args: list[str], data: bytes, most: int | None, what: str, tool: str =
         proc = subprocess.Popen([tool, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
     except FileNotFoundError:
-        raise OSError("lzip is not installed (quilt reads and writes .lz patches with it too)") from None
+        raise OSError(f"{tool} is not installed (quilt reads and writes these patches with it too)") from None
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
 
     def feed() -> None:

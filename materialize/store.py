@@ -168,6 +168,17 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("materialize"))
 
 
+def _tree_records(data: bytes) -> Iterator[tuple[bytes, bytes, str]]:
+    """(mode, name, object id) of each entry of a git tree object, as written (names unchecked, a
+    name given twice given twice)."""
+    pos = 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        nul = data.index(b"\0", space)
+        yield data[pos:space], data[space + 1:nul], data[nul + 1:nul + 21].hex()
+        pos = nul + 21
+
+
 class Store:
     """A bare repository plus an artifact directory, both under one cache root."""
 
@@ -448,13 +459,7 @@ class Store:
             below: list[tuple[str, str]] = []
             for sha, folder in level:
                 seen: set[bytes] = set()
-                data = objects[sha][1]
-                pos = 0
-                while pos < len(data):
-                    space = data.index(b" ", pos)
-                    nul = data.index(b"\0", space)
-                    mode, name, child = data[pos:space], data[space + 1:nul], data[nul + 1:nul + 21].hex()
-                    pos = nul + 21
+                for mode, name, child in _tree_records(objects[sha][1]):
                     text = name.decode("utf-8", "surrogateescape")
                     where = f"{origin}: tree entry {folder + text!r}"
                     if name in (b"", b".", b"..") or b"/" in name or is_git_dir_name(text):
@@ -618,15 +623,8 @@ class Store:
         if cached is not None:
             return cached
         _kind, data = self.read_object(tree)
-        entries: dict[str, tuple[str, str]] = {}
-        pos = 0
-        while pos < len(data):
-            space = data.index(b" ", pos)
-            nul = data.index(b"\0", space)
-            mode = data[pos:space].decode().rjust(6, "0")
-            name = data[space + 1:nul].decode("utf-8", "surrogateescape")
-            entries[name] = (mode, data[nul + 1:nul + 21].hex())
-            pos = nul + 21
+        entries = {name.decode("utf-8", "surrogateescape"): (mode.decode().rjust(6, "0"), sha)
+                   for mode, name, sha in _tree_records(data)}
         self._tree_cache[tree] = entries
         return entries
 

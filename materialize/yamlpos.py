@@ -197,13 +197,15 @@ def remember(path: Path, raw: bytes, data: Any, lines: dict[PathKey, int]) -> No
     _keep_parsed(_parsed_file(str(path)), digest.sha256(raw).hexdigest(), data, lines)
 
 
-def load_located(path: Path) -> LocatedYaml:
-    """Parse ``path`` with the safe loader; syntax errors name the file and line."""
+def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
+    """Parse ``path`` with the safe loader; syntax errors name the file and line. ``raw``: bytes about
+    to be written at ``path``, parsed as its content (a writer checks them before it writes)."""
     source = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SeriesError(f"{source}: no such file") from None
+    if raw is None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise SeriesError(f"{source}: no such file") from None
     raw_digest = digest.sha256(raw).hexdigest()
     cache = _parsed_file(source)
     kept = _read_parsed(cache, raw_digest)

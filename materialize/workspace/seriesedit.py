@@ -222,40 +222,24 @@ def check_render(path: Path, data: bytes, op: str, meant: Any = None) -> None:
     ``meant`` is given, parse to exactly ``meant``. Called before anything is written (``render`` calls
     it), so a refused edit leaves the file byte-identical.
 
-    The bytes are parsed by the series' own parser from a temporary file in the cache's ``parsed/``
-    folder (outside the project: a kill leaves nothing beside the series, and the next write there
-    sweeps it), then ``load_series`` validates that parse as the file at ``path`` (its folder is what
+    The bytes are parsed by the series' own parser as the content of ``path`` (nothing is written to
+    parse them), then ``load_series`` validates that parse as the file at ``path`` (its folder is what
     the series' relative paths mean)."""
-    import contextlib
-    import os
-
     from materialize import series as series_module
-    from materialize.atomic import new_temporary
-    from materialize.yamlpos import LocatedYaml, _parsed_file, load_located
+    from materialize.yamlpos import load_located
 
-    folder = _parsed_file(str(path)).parent
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, name = new_temporary(folder)
-    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        try:
-            parsed = load_located(tmp)
-            series_module.load_series(path, located=LocatedYaml(parsed.data, str(path.resolve()), parsed.lines))
-        except MaterializeError as exc:
-            problem = str(exc).replace(str(tmp), str(path)).replace(str(path), f"{path} (as {op} would write it)", 1)
-            raise RenderError(f"{op} refused: the series file it would write does not read back, so nothing was "
-                              f"written and {path} is as it was (please report this with the file):\n  {problem}"
-                              ) from None
-        if meant is not None and not _same(meant, parsed.data):
-            raise RenderError(f"{op} refused: the series file it would write reads back as something else than the "
-                              f"edit meant, so nothing was written and {path} is as it was (please report this "
-                              "with the file)")
-    finally:
-        tmp.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            os.unlink(_parsed_file(str(tmp)))
+        parsed = load_located(path.resolve(), raw=data)
+        series_module.load_series(path, located=parsed)
+    except MaterializeError as exc:
+        problem = str(exc).replace(str(path.resolve()), f"{path} (as {op} would write it)", 1)
+        raise RenderError(f"{op} refused: the series file it would write does not read back, so nothing was "
+                          f"written and {path} is as it was (please report this with the file):\n  {problem}"
+                          ) from None
+    if meant is not None and not _same(meant, parsed.data):
+        raise RenderError(f"{op} refused: the series file it would write reads back as something else than the "
+                          f"edit meant, so nothing was written and {path} is as it was (please report this "
+                          "with the file)")
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]*")
