@@ -47,3 +47,22 @@ def test_compare_prints_paired_differences(sim, tmp_path: Path, capsys: pytest.C
     assert "A 20.0 runs, 66.7% right, 1 confident wrong" in out
     assert "B 18.0 runs, 100.0% right, 0 confident wrong" in out
     assert "B - A -2.0 +- 1.2 runs" in out
+
+
+def test_same_knowledge_note_gives_ours_the_rates_the_tuned_rule_has(sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note reruns ours with ``known=(P0, p1)`` (what ``--baseline-rate``/``--culprit-rate`` give) and
+    prints the tuned rule beside it at ours' accuracy."""
+    seen = []
+
+    def trial(args):
+        sc, seed = args
+        seen.append(sc.known)
+        return True, False, 40, 8, {}
+
+    monkeypatch.setattr(sim, "gate_trial", trial)
+    pool = type("Pool", (), {"map": staticmethod(lambda f, xs, chunksize=1: list(map(f, xs)))})()
+    sc = sim.GateScenario("gate: culprit at start (2)", 2)
+    note = sim.same_knowledge_note(pool, [(sc, [None] * 3)], 1)
+    assert seen == [(sim.P0, sim.P1)] * 3
+    assert note.startswith("ours given both rates") and "40.0 (100.0% right, 0 confident wrong) at 2" in note
+    assert "the tuned rule at that accuracy: " in note and " (x" in note
