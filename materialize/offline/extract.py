@@ -42,6 +42,7 @@ name the file does not bind, a ``self.attr`` the class does not have).
 from __future__ import annotations
 import __future__
 
+import ast
 import bisect
 import builtins
 import importlib
@@ -130,6 +131,7 @@ class _Unit:
     # `logging.getLogger("x").setLevel(10)`, `warm_cache()`): whatever they return is dropped
     side_calls: dict[str, set[str]] = field(default_factory=dict)  # root -> the callees as written
     passes: set[str] = field(default_factory=set)  # names whose object it passes to a call that may change it
+    passed_to: dict[str, set[str]] = field(default_factory=dict)  # ... and the calls, as written, it passes them to
     refs: set[str] = field(default_factory=set)  # names its import-time code reads
     consumes: set[str] = field(default_factory=set)  # names whose iterator it may advance (`for x in IT`)
     # what the functions of the file it calls do to imported modules (`def setup(): random.seed(0)`)
@@ -195,10 +197,28 @@ class _Analysis:
         self.runtime_globals: set[str] = set()  # bound only by `global x` inside a function
         self.import_names = _all_import_names(self.module)
         self.nested_imports = _all_imports(self.module)  # bound name -> what it names, imports at any depth
+        self.bare_dynamic = self._bare_dynamic()
         self._collect_defines()
         self._collect_accesses()
 
     # -- structure ---------------------------------------------------------------------------
+    def _bare_dynamic(self) -> frozenset[int]:
+        """The Name nodes reading the builtin ``globals``/``locals``/``vars``/``exec``/``eval`` as a value
+        rather than calling it (``g = globals``; ``map(vars, …)``): whoever calls it later reaches this
+        module's namespace, out of sight of the name tracking."""
+        called = {id(c.func) for c in _nodes_of(self.module, cst.Call)}
+        out: set[int] = set()
+        for scope in set(self.scopes.values()):
+            if scope is None:
+                continue
+            for access in scope.accesses:
+                node = access.node
+                if not isinstance(node, cst.Name) or node.value not in _BARE_DYNAMIC or id(node) in called:
+                    continue
+                if all(isinstance(getattr(r, "scope", None), BuiltinScope) for r in access.referents):
+                    out.add(id(node))
+        return frozenset(out)
+
     def _global_scope(self) -> GlobalScope:
         for scope in self.scopes.values():
             if isinstance(scope, GlobalScope):
@@ -315,7 +335,7 @@ class _Analysis:
         for unit in self.units:
             if unit.kind in ("import", "star"):
                 continue
-            effects = _Effects(immediate=True, annotations_run=not self.has_future_annotations)
+            effects = _Effects(immediate=True, annotations_run=not self.has_future_annotations, bare=self.bare_dynamic)
             if _is_main_guard(unit.node):  # `if __name__ == "__main__":` never runs when imported
                 orelse = unit.node.orelse  # type: ignore[attr-defined]
                 if orelse is not None:
@@ -326,6 +346,7 @@ class _Analysis:
             unit.mutates = set(effects.changed)
             unit.rebinds = set(effects.rebound)
             unit.passes = set(effects.passed)
+            unit.passed_to = {name: set(callees) for name, callees in effects.passed_to.items()}
             unit.stores = set(effects.stores)
             unit.side_calls = effects.side_calls
             unit.consumes = set(effects.consumed)
@@ -392,7 +413,7 @@ class _Analysis:
             if callee.index in seen:
                 continue
             seen.add(callee.index)
-            effects = _Effects(immediate=False)
+            effects = _Effects(immediate=False, bare=self.bare_dynamic)
             if callee.kind == "class":
                 for stmt in callee.node.body.body:  # type: ignore[attr-defined]
                     if isinstance(stmt, cst.FunctionDef) and stmt.name.value in _RUN_WHEN_CALLED:
@@ -457,7 +478,11 @@ class _Analysis:
         if unit.index in active:
             return frozenset(), frozenset(), frozenset(), (), frozenset()
         active.add(unit.index)
-        effects = _Effects(immediate=False, class_name=unit.node.name.value if unit.kind == "class" else None)  # type: ignore[attr-defined]
+        effects = _Effects(
+            immediate=False,
+            class_name=unit.node.name.value if unit.kind == "class" else None,  # type: ignore[attr-defined]
+            bare=self.bare_dynamic,
+        )
         unit.node.visit(effects)
         changed, passed, rebound = set(effects.changed), set(effects.passed), set(effects.rebound)
         consumed = set(effects.consumed)
@@ -481,7 +506,7 @@ class _Analysis:
         """Dynamic namespace access anywhere in the unit's own code (function bodies included)."""
         found = self._dynamic_cache.get(unit.index)
         if found is None:
-            effects = _Effects(immediate=False)
+            effects = _Effects(immediate=False, bare=self.bare_dynamic)
             unit.node.visit(effects)
             found = self._dynamic_cache[unit.index] = [
                 (self.positions[n].start.line, how) for n, how in effects.dynamic
@@ -495,10 +520,11 @@ class _Analysis:
         through a function they call (``global X``). An immutable literal cannot be changed, only rebound."""
         binder = self.units[after]
         immutable = _binds_immutable_literal(binder, name)
-        # a function handed to a call (`atexit.register(fn)`, `attach(fn)`) is taken as left as it is (keeping
-        # the call would run it in the test process); any other object handed to one may be changed by it:
-        # `fill(REG)`, a class given to `defproperty(Cls, "length")` or `Mapping.register(Cls)`
-        passed_changes = binder.kind != "def"
+        # an object handed to a call may be changed by it: `fill(REG)`, a class given to
+        # `defproperty(Cls, "length")` or `Mapping.register(Cls)`, and a function too (`mark(fn)` setting
+        # `fn.tag`, `update_wrapper(fn, g)`, a helper setting `fn.__defaults__`), unless the call is one of
+        # the file's functions that changes none of its parameters (`atexit.register(fn)` is no pass at all)
+        is_def = binder.kind == "def"
         names, out, todo = {name}, [], [name]
         if binder.kind == "other" and isinstance(binder.node, cst.SimpleStatementLine) and not immutable:
             # names bound by the same statement may be the same object: `d = D = {}`, `A, B = (x,) * 2`
@@ -509,7 +535,9 @@ class _Analysis:
             for unit in self.units[after + 1 :]:
                 if unit.kind in ("import", "star", "typing"):
                     continue
-                changes = current in unit.mutates or (passed_changes and current in unit.passes)
+                changes = current in unit.mutates or (
+                    current in unit.passes and (not is_def or self._may_change_function(unit, current))
+                )
                 # iterating it advances an iterator or generator (a list or dict display is not one)
                 changes = changes or (current in unit.consumes and not (current == name and _container_display(binder, name)))
                 if (current in unit.rebinds or (changes and not immutable)) and unit not in out:
@@ -523,6 +551,35 @@ class _Analysis:
                         names.add(alias)
                         todo.append(alias)
         return sorted(out, key=lambda u: u.index)
+
+    def _may_change_function(self, unit: _Unit, name: str) -> bool:
+        """Whether a call ``unit`` hands the function ``name`` to may change it (``fn.tag = …``,
+        ``fn.__defaults__ = …``, ``update_wrapper(fn, g)``). The file's own code is read: a function of
+        the file changes it when its body changes one of its parameters, a class, a method or a computed
+        callee is taken as changing it, and so is a pass made inside a function the statement calls. An
+        imported callee cannot be read: it is taken as leaving the function as it is
+        (``ttnn.attach_golden_function(op, golden_function=fn)`` registers it), but for the standard
+        library's wrappers that copy attributes onto it."""
+        callees = unit.passed_to.get(name)
+        if not callees:
+            return True
+        for callee in callees:
+            root = callee.split(".")[0]
+            if not root:
+                return True
+            binders = self.bindings(root, unit.index)
+            if not binders:
+                continue  # a builtin (`vars(fn)`), or nothing: raises as in the file
+            for binder in binders:
+                imp = binder.imports.get(root) if binder.kind in ("import", "star") else None
+                if imp is not None:
+                    origin = f"{imp.module}.{imp.attr}" if imp.attr else imp.module
+                    if (origin + callee[len(root):]).rsplit(".", 1)[-1] in _FUNCTION_CHANGERS:
+                        return True
+                    continue
+                if binder.kind != "def" or "." in callee or _changes_a_parameter(binder.node):  # type: ignore[arg-type]
+                    return True
+        return False
 
     def _collect_accesses(self) -> None:
         seen: set[int] = set()
@@ -2033,6 +2090,36 @@ _DYNAMIC_CALLS = frozenset({"globals", "locals", "exec", "eval"})
 
 _CLASS_PARAMS = frozenset({"cls", "mcs", "mcls", "metacls", "klass"})
 
+_FUNCTION_CHANGERS = frozenset({"update_wrapper", "wraps", "setattr", "delattr"})
+"""What imported calls handed a function may do to it that the file's own code cannot show: copy attributes
+onto it (``functools.update_wrapper(fn, g)``, ``functools.wraps(g)(fn)``)."""
+
+_NAMESPACE_ATTRIBUTES = frozenset({"f_globals", "f_locals", "f_builtins", "__globals__", "func_globals"})
+"""Attributes that are a module's namespace (a frame's, a function's globals): a write through one binds
+module names that no statement names."""
+
+_BARE_DYNAMIC = frozenset({"globals", "locals", "vars", "exec", "eval"})
+"""Builtins that reach the namespace of their caller: taken as a value (`g = globals`) they may be called
+anywhere, with anything."""
+
+
+def _literal_string(node: cst.BaseExpression) -> str | None:
+    """The value of a plain string literal (``"x"``, ``"a" "b"``), else None."""
+    if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _read_only_expression(text: str) -> bool:
+    """Whether ``eval(text)`` can only read names: no ``:=`` (binds in the caller's namespace) and no call
+    (which may run any code, `exec` or a function with `global` included)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return True  # raises when evaluated, as in the file
+    return not any(isinstance(n, ast.NamedExpr | ast.Call) for n in ast.walk(tree))
+
 
 class _Effects(cst.CSTVisitor):
     """What running some code may change at module level: the names whose object it may mutate or
@@ -2047,14 +2134,23 @@ class _Effects(cst.CSTVisitor):
     be a class attribute shared by every instance) is a change of the class.
     """
 
-    def __init__(self, immediate: bool, class_name: str | None = None, *, annotations_run: bool = False) -> None:
+    def __init__(
+        self,
+        immediate: bool,
+        class_name: str | None = None,
+        *,
+        annotations_run: bool = False,
+        bare: frozenset[int] = frozenset(),
+    ) -> None:
         self.immediate = immediate
+        self.bare = bare  # ids of the Name nodes that take `globals`/`vars`/`exec`/... as a value (`g = globals`)
         self.annotations_run = annotations_run  # a def's annotations are evaluated when it runs (no future import)
         self.class_name = class_name
         self.owners: list[tuple[str, bool]] = []  # (first parameter, whether it is the class)
         self.changed: set[str] = set()
         self.rebound: set[str] = set()
         self.passed: set[str] = set()
+        self.passed_to: dict[str, set[str]] = {}  # name passed -> the callees it was passed to, as written
         self.stores: set[str] = set()  # changed through an attribute or item of it (`os.environ[k] = v`)
         # ``immediate``: the calls made as statements (for their effect), by the name they start from
         self.side_calls: dict[str, set[str]] = {}
@@ -2171,7 +2267,7 @@ class _Effects(cst.CSTVisitor):
         for param in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]:
             if param.default is not None:  # defaults are evaluated now
                 param.default.visit(self)
-        body = _Effects(immediate=False)  # the body runs whenever the lambda is called: maybe now
+        body = _Effects(immediate=False, bare=self.bare)  # the body runs whenever the lambda is called: maybe now
         node.body.visit(body)
         self.lambdas.append(
             (frozenset(body.changed), frozenset(body.passed), frozenset(body.rebound), (), frozenset(body.consumed))
@@ -2188,9 +2284,6 @@ class _Effects(cst.CSTVisitor):
 
     def visit_Global(self, node: cst.Global) -> None:
         self.rebound.update(n.name.value for n in node.names)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.refs.add(node.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -2249,13 +2342,22 @@ class _Effects(cst.CSTVisitor):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if _dotted_or_none(node.value) == "sys.modules":
+            # `sys.modules[__name__]`, `sys.modules[fn.__module__]`, `sys.modules[name]`: any key but a
+            # literal may be the module itself (which the extraction is not, in `sys.modules` or elsewhere)
             index = node.slice[0].slice if len(node.slice) == 1 else None
-            if (
-                isinstance(index, cst.Index)
-                and isinstance(index.value, cst.Name)
-                and index.value.value == "__name__"
-            ):
-                self.dynamic.append((node, "sys.modules[__name__]"))
+            if not (isinstance(index, cst.Index) and _literal_string(index.value) is not None):
+                self.dynamic.append((node, "sys.modules[...]"))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.refs.add(node.value)
+        if id(node) in self.bare:  # `g = globals`, `map(vars, …)`: called later, out of sight
+            self.dynamic.append((node, f"{node.value} passed or aliased"))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        # a frame's or a function's globals are the module namespace: `sys._getframe().f_globals['X'] = 1`,
+        # `fn.__globals__[k]`; `inspect.getmodule(fn)` is the module itself
+        if node.attr.value in _NAMESPACE_ATTRIBUTES:
+            self.dynamic.append((node, f".{node.attr.value}"))
 
     def visit_Call(self, node: cst.Call) -> None:
         self.calls = True
@@ -2266,8 +2368,26 @@ class _Effects(cst.CSTVisitor):
         if callee in _CONSUMING_BUILTINS:  # `zip(G, …)`, `list(G)`, `sum(G)` advance an iterator argument
             for arg in node.args:
                 self._consumes(arg.value)
-        if callee in _DYNAMIC_CALLS or (callee == "vars" and not node.args):
+        if callee == "eval":
+            # reading names is all `eval("X + 1")` can do; `eval("(X := 1)")` or one that calls code binds them
+            text = _literal_string(node.args[0].value) if node.args else None
+            self.dynamic.append((node, "eval()" if text is not None and _read_only_expression(text) else "eval() of code that may bind names"))
+        elif callee in _DYNAMIC_CALLS or (callee == "vars" and not node.args):
             self.dynamic.append((node, f"{callee}()"))
+        dotted = _dotted_or_none(func) or ""
+        last = dotted.rsplit(".", 1)[-1]
+        if last == "getmodule" and dotted.split(".")[0] in ("inspect", "getmodule"):
+            self.dynamic.append((node, f"{dotted}()"))  # the module object (or its members) by way of a function
+        # `__import__(__name__)`, `importlib.import_module(name)`, `sys.modules.get(fn.__module__)`: a name
+        # computed at run time may be this module's own
+        by_name = last in ("import_module", "__import__") or dotted == "sys.modules.get" or (
+            dotted.startswith("sys.modules.") and last in ("setdefault", "pop", "__getitem__")
+        )
+        if by_name and not (node.args and _literal_string(node.args[0].value) is not None):
+            self.dynamic.append((node, f"{dotted}() of a computed name"))
+        attr = _literal_string(node.args[1].value) if len(node.args) >= 2 else None
+        if callee in ("getattr", "setattr", "hasattr", "delattr") and attr in _NAMESPACE_ATTRIBUTES:
+            self.dynamic.append((node, f"{callee}(…, {attr!r})"))
         if isinstance(func, cst.Attribute) and func.attr.value not in _READ_ONLY_METHODS:
             self._changes(func.value)
             name = func.attr.value
@@ -2280,11 +2400,61 @@ class _Effects(cst.CSTVisitor):
             self._changes(node.args[0].value)
             self._changes(node.args[0].value, self.stores)  # an attribute of it, as `b.ref = X` is
             return
-        if callee in _PURE_BUILTINS:
+        if callee in _PURE_BUILTINS or dotted in _HARMLESS_SIDE_CALLS:
             return
         for arg in node.args:
             if isinstance(arg.value, cst.Name | cst.Attribute | cst.Subscript):
                 self._changes(arg.value, self.passed if isinstance(arg.value, cst.Name) else None)
+                if isinstance(arg.value, cst.Name):
+                    self.passed_to.setdefault(arg.value.value, set()).add(dotted)
+
+
+class _ParameterChanges(cst.CSTVisitor):
+    """Whether a function's body changes one of its parameters: stores an attribute or item of it,
+    ``setattr``/``delattr``/``update_wrapper`` on it, or calls a method of it that is not read-only."""
+
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+        self.found = False
+
+    def _hit(self, node: cst.BaseExpression) -> None:
+        if _root_name(node) in self.params:
+            self.found = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        for element in _flatten_targets(node.target):
+            if isinstance(element, cst.Attribute | cst.Subscript):
+                self._hit(element.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Attribute | cst.Subscript):
+            self._hit(node.target.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Attribute | cst.Subscript) and node.value is not None:
+            self._hit(node.target.value)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        for element in _flatten_targets(node.target):
+            if isinstance(element, cst.Attribute | cst.Subscript):
+                self._hit(element.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = (_dotted_or_none(node.func) or "").rsplit(".", 1)[-1]
+        if name in ("setattr", "delattr", "update_wrapper", "vars") and node.args:
+            self._hit(node.args[0].value)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value not in _READ_ONLY_METHODS:
+            self._hit(node.func.value)
+
+
+def _changes_a_parameter(fn: cst.FunctionDef) -> bool:
+    """Whether calling ``fn`` may change an object handed to it (see ``_ParameterChanges``)."""
+    params = fn.params
+    names = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+    names |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+    visitor = _ParameterChanges(names)
+    fn.body.visit(visitor)
+    return visitor.found
 
 
 def _call_chain_names(node: cst.BaseExpression) -> set[str]:

@@ -247,3 +247,103 @@ def test_a_left_out_first_method_keeps_its_decorator(tmp_path):
     header, so a left-out `@staticmethod def h` had its decorator applied to the next kept method."""
     source = "class C:\n    @staticmethod\n    def h():\n        return 1\n    def g(self):\n        return 2\n"
     assert _isolated(tmp_path, source, ["C.g"], "m.C().g()") == "same"
+
+
+# C1 (rt-failopen, session 14): the module namespace written at import through a door the `globals()` /
+# `exec` / `sys.modules[__name__]` check did not know: a frame's or a function's globals, `globals` taken
+# as a value, the module fetched by a computed name, `eval` of code that binds. Each gave the file's
+# earlier value silently.
+NAMESPACE_CASES = {
+    "a frame's f_globals": "X = 0\nimport sys\nsys._getframe().f_globals['X'] = 1\ndef f():\n    return X\n",
+    "inspect.currentframe().f_globals": (
+        "X = 0\nimport inspect\ninspect.currentframe().f_globals['X'] = 1\ndef f():\n    return X\n"
+    ),
+    "a caller's frame, from a function called at import": (
+        "X = 0\nimport sys\ndef setx():\n    sys._getframe(1).f_globals['X'] = 1\nsetx()\ndef f():\n    return X\n"
+    ),
+    "getattr(frame, 'f_globals')": (
+        "X = 0\nimport sys\ngetattr(sys._getframe(), 'f_globals')['X'] = 1\ndef f():\n    return X\n"
+    ),
+    "a function's __globals__": "X = 0\ndef h(): pass\nh.__globals__['X'] = 1\ndef f():\n    return X\n",
+    "a lambda's __globals__": "X = 0\n(lambda: 0).__globals__['X'] = 1\ndef f():\n    return X\n",
+    "globals aliased": "X = 0\ng = globals\ng()['X'] = 1\ndef f():\n    return X\n",
+    "vars aliased": "X = 0\nv = vars\nv()['X'] = 1\ndef f():\n    return X\n",
+    "globals passed to a call": (
+        "X = 0\nfor d in map(lambda g: g(), [globals]):\n    d['X'] = 1\ndef f():\n    return X\n"
+    ),
+    "sys.modules.get(__name__)": "X = 0\nimport sys\nsys.modules.get(__name__).X = 1\ndef f():\n    return X\n",
+    "sys.modules[fn.__module__]": (
+        "X = 0\nimport sys\ndef h(): pass\nsys.modules[h.__module__].X = 1\ndef f():\n    return X\n"
+    ),
+    "importlib.import_module(__name__)": (
+        "X = 0\nimport importlib\nimportlib.import_module(__name__).X = 1\ndef f():\n    return X\n"
+    ),
+    "__import__(__name__)": "X = 0\n__import__(__name__).X = 1\ndef f():\n    return X\n",
+    "inspect.getmodule(fn)": (
+        "X = 0\nimport inspect\ndef h(): pass\ninspect.getmodule(h).X = 1\ndef f():\n    return X\n"
+    ),
+    "eval of a walrus": "X = 0\neval('(X := 1)')\ndef f():\n    return X\n",
+    "eval of a call": "X = 0\ndef setx():\n    global X\n    X = 1\neval('setx()')\ndef f():\n    return X\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NAMESPACE_CASES))
+def test_the_module_namespace_written_through_any_door_is_refused(tmp_path, case):
+    assert _isolated(tmp_path, NAMESPACE_CASES[case], ["f"], "m.f()") == "refused"
+
+
+def test_a_function_reading_its_module_by_a_computed_name_is_refused(tmp_path):
+    """The extraction is not in `sys.modules`: `sys.modules.get(__name__)` is None there."""
+    source = "import sys\nX = 3\ndef f():\n    return sys.modules.get(__name__).X\n"
+    assert _isolated(tmp_path, source, ["f"], "m.f()") == "refused"
+
+
+def test_an_eval_that_only_reads_still_extracts(tmp_path):
+    source = "X = 2\nY = eval('X + 1')\ndef f():\n    return X\n"
+    assert _isolated(tmp_path, source, ["f"], "m.f()") == "same"
+
+
+# C2 (rt-failopen, session 14): a function handed at import to code that changes it. Functions were taken as
+# never changed by a call (`atexit.register(fn)`), so the file's own `mark(fn)` setting `fn.tag`, or a helper
+# setting `fn.__defaults__`, was dropped and the extraction silently differed.
+FUNCTION_CHANGE_CASES = {
+    "an attribute set by the file's helper": (
+        "def mark(fn):\n    fn.tag = 'x'\ndef f():\n    return f.tag\nmark(f)\n", "m.f()",
+    ),
+    "setattr in the file's helper": (
+        "def mark(fn):\n    setattr(fn, 'tag', 'y')\ndef f():\n    return f.tag\nmark(f)\n", "m.f()",
+    ),
+    "defaults replaced by the file's helper": (
+        "def setd(fn, v):\n    fn.__defaults__ = (v,)\ndef f(x=1):\n    return x\nsetd(f, 5)\n", "m.f()",
+    ),
+    "keyword defaults replaced through a setup function": (
+        "def setd(fn):\n    fn.__kwdefaults__ = {'k': 9}\ndef setup():\n    setd(f)\ndef f(*, k=1):\n    return k\nsetup()\n",
+        "m.f()",
+    ),
+    "functools.update_wrapper": (
+        "import functools\ndef g(): pass\ng.scale = 3\ndef f(x):\n    return f.scale * x\nfunctools.update_wrapper(f, g)\n",
+        "m.f(2)",
+    ),
+    "functools.wraps(g)(fn)": (
+        "import functools\ndef g(): pass\ng.scale = 3\ndef f(x):\n    return f.scale * x\nfunctools.wraps(g)(f)\n",
+        "m.f(2)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUNCTION_CHANGE_CASES))
+def test_a_function_changed_by_a_call_it_is_handed_to_is_kept_or_refused(tmp_path, case):
+    source, probe = FUNCTION_CHANGE_CASES[case]
+    _isolated(tmp_path, source, ["f"], probe)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import atexit\ndef f():\n    return 1\natexit.register(f)\n",
+        "H = []\ndef register(fn):\n    H.append(fn)\n    return fn\ndef f():\n    return 1\nregister(f)\n",
+    ],
+    ids=["atexit.register", "a registry of the file"],
+)
+def test_a_function_handed_to_a_call_that_leaves_it_alone_still_extracts(tmp_path, source):
+    assert _isolated(tmp_path, source, ["f"], "m.f()") == "same"
