@@ -72,6 +72,21 @@ class _OfflineState:
         self.deselected = 0  # tests -k, -m, --lf ... left out: the session validates a subset by choice
         self.extract_errors: list[ExtractError] = []  # every ExtractError created, caught or not
         self.probe_tree: object | None = None  # set only in a control's probe process: the patched tree
+        self.judges = _judges_snapshot()  # the code that judges the arms, as loaded: a test must not replace it
+        self.tampered: set[str] = set()
+
+    def check_judges(self, where: str) -> None:
+        """Record a problem when the code judging the arms was changed since the session started
+        (`plugin._probe_failure = lambda *a: None`, `_OfflineState.untested_patches = ...`)."""
+        now = _judges_snapshot()
+        changed = sorted(name for name in self.judges.keys() | now.keys() if self.judges.get(name) != now.get(name))
+        fresh = [name for name in changed if name not in self.tampered]
+        if fresh:
+            self.tampered.update(fresh)
+            self.problems.append(
+                f"the offline plugin's own code was replaced during {where} ({', '.join(fresh[:6])}): "
+                "a test must not change how its arms are judged"
+            )
 
     def unrun_refs(self, args: list[Path]) -> list[str]:
         """The series' ``tests:`` entries this session should have collected but did not (a renamed
@@ -195,6 +210,32 @@ class _OfflineState:
         return entry
 
 
+_JUDGES = (
+    "materialize.offline.plugin", "materialize.offline.probe", "materialize.offline.caught",
+    "materialize.offline.report", "materialize.offline.errors",
+)  # fmt: skip
+"""The modules whose code decides whether an arm proved anything."""
+
+
+def _judges_snapshot() -> dict[str, object]:
+    """Every function and class member of the judging modules, by identity and code object: a
+    rebinding (`module.f = ...`, `Class.method = ...`) or a replaced ``__code__`` shows as a change."""
+    out: dict[str, object] = {}
+    for modname in _JUDGES:
+        module = sys.modules.get(modname)
+        if module is None:
+            continue
+        for name, value in list(vars(module).items()):
+            members = vars(value).items() if isinstance(value, type) and value.__module__ == modname else ()
+            for key, item in [(name, value), *((f"{name}.{k}", v) for k, v in members)]:
+                code = getattr(item, "__code__", None)
+                if callable(item) or code is not None:
+                    out[f"{modname}.{key}"] = (id(item), id(code))
+    observers = getattr(sys.modules.get("materialize.offline.errors"), "OBSERVERS", None)
+    out["materialize.offline.errors.OBSERVERS[]"] = tuple(id(o) for o in observers or ())
+    return out
+
+
 def _parse_base(text: str) -> tuple[str, Path]:
     target, sep, directory = text.partition("=")
     if not sep:
@@ -281,6 +322,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[_STATE_KEY] = _OfflineState(config)
     sys.meta_path.insert(0, state.blocker)
     offline_errors.OBSERVERS.append(state.extract_errors.append)
+    state.judges = _judges_snapshot()  # with the plugin's own observer in place
     if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
         # hypothesis caches into ./.hypothesis by default: never write into the checkout
         state.scratch = tempfile.mkdtemp(prefix="materialize-offline-hypothesis-")
@@ -489,6 +531,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not arm or state.probe_tree is not None:
         return  # in the probe process only the raw outcome counts
     state.ledger.add_duration(item.nodeid, report.duration)
+    state.check_judges(item.nodeid)
     attempts = state.blocker.attempts[state.reported_attempts :]
     if report.when in ("setup", "call") and attempts:
         state.reported_attempts = len(state.blocker.attempts)
@@ -721,6 +764,7 @@ def _record(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
+    state.check_judges("the session")
     if state.blocker.attempts[state.reported_attempts :]:
         names = ", ".join(sorted(set(state.blocker.attempts[state.reported_attempts :])))
         state.problems.append(f"import of {names} refused outside a test (collection or a fixture)")

@@ -669,3 +669,43 @@ def test_a_control_that_fails_whatever_the_tree_is_not_proven(workspace, case):
     assert "CONTROL NOT CAUSED BY THE TREE" in proc.stdout, proc.stdout
     row = _row(proc.stdout, "0001-clamp").split()
     assert row[3:8] == ["1/1", "0/1", "0", "-", "1"] and row[-1] == "FAIL", row
+
+
+TAMPERING = {
+    # rt-failopen session 14: the test module replaces the plugin's judge, so a control failing whatever
+    # the tree is (module state) is counted as proven
+    "the probe's verdict": """
+        import materialize.offline.plugin as plugin
+
+        plugin._probe_failure = lambda item, call: None
+        _RUNS = []
+
+        def test_clamps(tree):
+            _RUNS.append(tree)
+            assert len(_RUNS) == 1
+    """,
+    # ... or the end-of-session check that every patch was exercised
+    "the untested-patch check": """
+        import materialize.offline.plugin as plugin
+
+        plugin._OfflineState.untested_patches = lambda self, args: []
+
+        def test_clamps():
+            assert True
+    """,
+    "a code object": """
+        import materialize.offline.plugin as plugin
+
+        plugin._own_failure.__code__ = (lambda exc, test_dir: True).__code__
+
+        def test_clamps(tree):
+            raise AssertionError("anything")
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+def test_a_test_that_replaces_the_plugins_judges_fails_the_session(workspace, case):
+    proc = _run(workspace, {"test_bound_by_series.py": TAMPERING[case]})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the offline plugin's own code was replaced" in proc.stdout, proc.stdout
