@@ -43,11 +43,11 @@ test-differential: venv
 
 ## Each patch's offline tests at its position: patched must pass, control (without the patch) must fail.
 test-offline: venv
-	$(PY) -m pytest -q ast_tests --series $(SERIES)
+	$(PY) -m materialize test-offline --series $(SERIES)
 
 ## The same tests re-run on the full series: a later patch that breaks an earlier one is named.
 test-offline-tip: venv
-	$(PY) -m pytest -q ast_tests --series $(SERIES) --at tip
+	$(PY) -m materialize test-offline --series $(SERIES) --at tip
 
 ## Revert each changed block of each patch; which offline tests kill it, by assertion or by error (slow: ~30 min).
 test-mutation: venv

@@ -30,8 +30,22 @@ def run_offline(series_path: Path, *, at: str = "patch", tree_source: str = "aut
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "materialize.offline.plugin",
         "--series", str(series.path), "--at", at, "--tree-source", tree_source, *extra, str(tests_dir),
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(argv, env=env, check=False).returncode
+    import tempfile
+
+    from materialize.offline.plugin import SEAL_ENV
+
+    with tempfile.TemporaryDirectory(prefix="materialize-offline-") as scratch:
+        seal = Path(scratch) / "seal"
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **{SEAL_ENV: str(seal)})
+        code = subprocess.run(argv, env=env, check=False).returncode
+        sealed = seal.read_text().strip() if seal.exists() else None
+    if sealed is None or sealed != str(code):
+        why = "no seal" if sealed is None else f"the session's own status was {sealed}"
+        print(f"materialize test-offline: the offline session did not finish (pytest exited {code}, {why}): "
+              "a test or a test module ended the process early (os._exit, a signal), so the end-of-session "
+              "checks never ran", file=sys.stderr)
+        return code if code not in (0, None) else 1
+    return code
 
 
 @command("test-offline", rest="pytest_args")

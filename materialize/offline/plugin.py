@@ -72,6 +72,8 @@ class _OfflineState:
         self.deselected = 0  # tests -k, -m, --lf ... left out: the session validates a subset by choice
         self.extract_errors: list[ExtractError] = []  # every ExtractError created, caught or not
         self.probe_tree: object | None = None  # set only in a control's probe process: the patched tree
+        self.session: pytest.Session | None = None  # set when the session finishes (its checks ran)
+        self.pid = os.getpid()  # the session's own process, not a control's forked probe
         self.judges = _judges_snapshot()  # the code that judges the arms, as loaded: a test must not replace it
         self.tampered: set[str] = set()
 
@@ -764,6 +766,7 @@ def _record(
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
+    state.session = session  # its final exit status is sealed at unconfigure
     state.check_judges("the session")
     if state.blocker.attempts[state.reported_attempts :]:
         names = ", ".join(sorted(set(state.blocker.attempts[state.reported_attempts :])))
@@ -800,6 +803,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.scratch is not None:
         shutil.rmtree(state.scratch, ignore_errors=True)
         os.environ.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+
+
+SEAL_ENV = "MATERIALIZE_OFFLINE_SEAL"
+"""A path the CLI front gives the session: the plugin writes the session's exit status there last."""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Seal a finished session: ``os._exit(0)`` in a test (or at a test module's import) ends pytest
+    with status 0 before the end-of-session checks ran, so status 0 alone proves nothing. The CLI
+    front (``materialize test-offline``, what ``make test-offline`` runs) refuses a run without the
+    seal, or whose seal disagrees with the exit code. Only the session's own process seals (a
+    control's forked probe never reaches here, and must not)."""
+    state = config.stash.get(_STATE_KEY, None)
+    seal = os.environ.get(SEAL_ENV)
+    if not seal or state is None or state.session is None or os.getpid() != state.pid:
+        return
+    Path(seal).write_text(f"{int(state.session.exitstatus)}\n")
 
 
 def _write_results(session: pytest.Session, state: _OfflineState) -> None:

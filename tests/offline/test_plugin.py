@@ -709,3 +709,29 @@ def test_a_test_that_replaces_the_plugins_judges_fails_the_session(workspace, ca
     proc = _run(workspace, {"test_bound_by_series.py": TAMPERING[case]})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "the offline plugin's own code was replaced" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("where", ["control", "collection"])
+def test_a_session_that_never_finishes_is_not_green(workspace, monkeypatch, capfd, where):
+    """``os._exit(0)`` in a control (or at import of a test module) ends pytest with status 0 before
+    the plugin's end-of-session checks run: the CLI front (and ``make test-offline``) needs the
+    session's own seal, written last, and refuses a run without it."""
+    from materialize.offline.cli import run_offline
+
+    early = """
+        import os
+        from materialize.offline import extract
+
+        def test_exits(tree, request):
+            if "control" in request.node.name:
+                os._exit(0)
+            assert extract(tree, "demo/calc.py", "clamp").clamp(9, 0, 5) == 5
+    """ if where == "control" else """
+        import os
+        os._exit(0)
+    """
+    (workspace / "ast_tests" / "test_bound_by_series.py").write_text(textwrap.dedent(early))
+    monkeypatch.setenv("MATERIALIZE_CACHE", str(workspace / "cache"))
+    assert run_offline(workspace / "series" / "s.yaml") == 1
+    err = capfd.readouterr().err
+    assert "the offline session did not finish" in err
