@@ -835,7 +835,7 @@ def _write_results(session: pytest.Session, state: _OfflineState) -> None:
         path = session.config.rootpath / path
     data = results_json(
         state.ledger,
-        state.series.patches,
+        state.series,
         state.problems,
         series=str(state.series.path),
         at=session.config.getoption("offline_at"),

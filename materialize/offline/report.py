@@ -141,10 +141,29 @@ class Ledger:
         return lines
 
 
-def results_json(ledger: Ledger, series_patches, problems: list[str], **meta) -> str:
-    """The ledger as JSON: one object per series entry with its arms' counts and every run."""
+def run_inputs(series) -> dict[str, str]:
+    """What a run's results are about besides the patches (each row keeps its patch's sha256): the
+    pins as the series states them and every file of the tests folder. The report shows a recorded
+    run only while these and the patches up to a row are unchanged: results name the series by path,
+    and green cells about last week's code are a fail-open (``site.collect.read_offline``)."""
+    from materialize import digest
+
+    pins = {name: spec.pin.model_dump(exclude_none=True) for name, spec in sorted(series.targets.items())}
+    tests = digest.sha256(b"")
+    root = series.resolve(series.spec.tests_dir)
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                tests.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"pins": digest.sha256(json.dumps(pins, sort_keys=True, default=str).encode()).hexdigest(),
+            "tests": tests.hexdigest()}
+
+
+def results_json(ledger: Ledger, series, problems: list[str], /, **meta) -> str:
+    """The ledger as JSON: one object per series entry with its arms' counts and every run, the
+    patch's sha256, and the run's other inputs (``run_inputs``)."""
     patches = []
-    for entry in series_patches:
+    for entry in series.patches:
         row = ledger.rows.get(entry.position)
         results = row.results if row is not None else []
         arms = {}
@@ -164,6 +183,7 @@ def results_json(ledger: Ledger, series_patches, problems: list[str], **meta) ->
                 "name": entry.name,
                 "target": entry.target,
                 "status": status,
+                "sha256": entry.sha256(),
                 "arms": arms,
                 "results": [
                     {
@@ -179,4 +199,5 @@ def results_json(ledger: Ledger, series_patches, problems: list[str], **meta) ->
                 ],
             }
         )
-    return json.dumps({"version": 1, **meta, "problems": problems, "patches": patches}, indent=2) + "\n"
+    return json.dumps({"version": 1, **meta, "inputs": run_inputs(series), "problems": problems, "patches": patches},
+                      indent=2) + "\n"

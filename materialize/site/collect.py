@@ -216,9 +216,26 @@ def read_offline(path: Path, series: Series) -> tuple[dict[str, dict[str, dict[s
     recorded = data.get("series")
     if isinstance(recorded, str) and Path(recorded).resolve() != series.path:
         return None, f"no recorded run of this series ({display(path)} is a run of {display(recorded)})"
+    from materialize.offline.report import run_inputs
+
+    recorded_inputs = data.get("inputs")
+    if not isinstance(recorded_inputs, dict):
+        return None, f"no usable run ({display(path)} does not say which code it ran on; run make test-offline)"
+    now = run_inputs(series)
+    for key, what in (("pins", "the pins"), ("tests", "the offline tests")):
+        if recorded_inputs.get(key) != now[key]:
+            return None, f"stale run ({display(path)}): {what} changed since it ran; run make test-offline"
+    # A row's arms ran on the patches up to it (with --at tip, on all of them): from the first patch
+    # that differs from the run's (edited, inserted, removed, moved), later rows are stale.
+    ran = [(row.get("name"), row.get("sha256")) for row in rows if isinstance(row, dict)]
+    current = [(entry.name, entry.sha256()) for entry in series.patches]
+    first = next((k for k, (a, b) in enumerate(zip(ran, current, strict=False)) if a != b), min(len(ran), len(current)))
+    if data.get("at") == "tip" and ran != current:
+        first = 0
+    fresh = {name for name, _ in current[:first]}
     out: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str) or row["name"] not in fresh:
             continue
         arms: dict[str, dict[str, int]] = {}
         given = row.get("arms")
@@ -242,6 +259,9 @@ def read_offline(path: Path, series: Series) -> tuple[dict[str, dict[str, dict[s
         how += f" (--at {data['at']}, exit status {data.get('exitstatus', '?')})"
     if problems:
         how += f"; {len(problems)} problem(s): " + "; ".join(str(p) for p in problems[:3])
+    if first < len(current):
+        how += (f"; stale from position {first + 1} ({current[first][0]}): the patches there changed since the "
+                "run, so those rows show no result")
     return out, how
 
 

@@ -188,7 +188,7 @@ def write_offline(project: Project) -> Path:
                     ArmResult("test_b[control]", "control", ok=False, outcome="passed")]
     path = project.root / "build/offline/results.json"
     path.parent.mkdir(parents=True)
-    path.write_text(results_json(ledger, series.patches, ["test_b[control] passed: it cannot see its patch"],
+    path.write_text(results_json(ledger, series, ["test_b[control] passed: it cannot see its patch"],
                                  series=str(series.path), at="patch", tree_source="engine", exitstatus=1))
     return path
 

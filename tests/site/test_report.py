@@ -7,10 +7,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+
+import pytest
 
 from .conftest import NAMES, STATUSES, Project
 
@@ -243,3 +246,33 @@ def test_bisect_bound_counts_exit_code_failures(project: Project) -> None:
     bisect = html.split('<section id="bisect">', 1)[1].split("</section>", 1)[0]
     assert "1/4 runs of 32 failed =&gt; rate in [" in bisect
     assert "0/96 =&gt;" not in bisect  # the old bound: the passing runs alone
+
+
+@pytest.mark.parametrize("change", ["patch", "earlier-patch", "tests", "pin"])
+def test_offline_results_of_other_code_are_stale(project: Project, change: str) -> None:
+    """Results name the series by path only: a patch edited (or an earlier one, which changes the
+    prefix its arms ran on), a test edited or a pin moved after the run showed its green cells as
+    if they were about the code on disk now."""
+    import yaml
+
+    if change == "patch":  # the run recorded position 1's arms: an edit of that patch
+        target = project.root / "patches" / "tt-metal" / "0001-sdpa-streaming.patch"
+        target.write_bytes(b"Edited description.\n" + target.read_bytes())
+    elif change == "earlier-patch":  # a patch inserted before it: position 1's prefix is other code now
+        data = yaml.safe_load(project.series.read_text())
+        (project.root / "patches" / "tt-metal" / "0000-first.patch").write_text(
+            "--- a/NEW\n+++ b/NEW\n@@ -0,0 +1 @@\n+new\n")
+        data["patches"].insert(0, {"patch": "tt-metal/0000-first.patch", "target": "tt-metal"})
+        project.series.write_text(yaml.safe_dump(data, sort_keys=False))
+    elif change == "tests":
+        tests = project.root / "ast_tests" / "test_0001.py"
+        tests.parent.mkdir(exist_ok=True)
+        tests.write_text((tests.read_text() if tests.exists() else "") + "\n# edited\n")
+    else:
+        shutil.copytree(project.root / "upstream" / "tt-metal", project.root / "upstream" / "tt-metal-next")
+        data = yaml.safe_load(project.series.read_text())
+        data["targets"]["tt-metal"]["pin"]["path"] = "../upstream/tt-metal-next"
+        project.series.write_text(yaml.safe_dump(data, sort_keys=False))
+    html = page(project)
+    assert "stale" in html
+    assert '<span class="ok" title="patched">' not in html
