@@ -39,6 +39,12 @@ _PLAIN_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "
 # with its line before it costs memory or ends in a RecursionError.
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+# A number in a series or profile is a strip level, a count, a port: a few digits. YAML 1.1 reads
+# "1:2:3" as base 60, which PyYAML builds by repeated big-int multiplication (quadratic: 450 KB of
+# "59:59:..." took 13 s), and a long decimal int or float ends in Python's ValueError (4300 digits)
+# or OverflowError: a scalar resolved as a number longer than this is refused with its line.
+MAX_NUMBER = 100
+_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 
 
 class LocatedYaml:
@@ -161,7 +167,17 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, path + (i,), lines, source, budget, scalars) for i, item in enumerate(node.value)]
-    # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says.
+    # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says, once a
+    # number is known to be short enough to build in bounded time.
+    if node.tag in _NUMBER_TAGS:
+        line = node.start_mark.line + 1
+        if len(node.value) > MAX_NUMBER:
+            raise SeriesError(f"{source}:{line}: a number of {len(node.value)} characters (more than {MAX_NUMBER});"
+                              " refused (put it in quotes if it is text)")
+        try:
+            return scalars.construct_object(node)
+        except (ValueError, OverflowError) as exc:
+            raise SeriesError(f"{source}:{line}: a number that cannot be read ({exc}); refused") from None
     return scalars.construct_object(node)
 
 

@@ -77,3 +77,24 @@ def test_unquoted_digit_sha_says_to_quote_it(tmp_path):
         """))
     with pytest.raises(SeriesError, match=r"series.yaml:4: .*sha.*unquoted number.*quotes"):
         load_series(series)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", [
+    "1" * 5000,                                # past Python's 4300-digit int conversion limit: was a ValueError traceback
+    ":".join(["59"] * 150_000),                # a YAML 1.1 base-60 int: quadratic to build (13 s for 450 KB)
+    ":".join(["59"] * 2000) + ".5",            # a base-60 float past a double: was an OverflowError traceback
+])
+def test_a_huge_or_base_60_number_is_refused_with_its_line(tmp_path, value):
+    series = write(tmp_path, f"targets: {{}}\nversion: {value}\n")
+    with pytest.raises(SeriesError, match=r"series.yaml:2: .*number of \d+ characters"):
+        load_located(series)
+    proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(series)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "series.yaml:2:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ordinary_numbers_still_read_as_yaml_1_1_reads_them(tmp_path):
+    located = load_located(write(tmp_path, "a: 1\nb: 0x1f\nc: 1:30\nd: 1.5e+3\ne: .inf\nf: 0o17\n"))
+    assert located.data == {"a": 1, "b": 31, "c": 90, "d": 1500.0, "e": float("inf"), "f": "0o17"}
