@@ -141,7 +141,7 @@ def _manifest_bytes(directory: Path) -> bytes | None:
         return None
 
 
-def _replaceable(directory: Path) -> bool:
+def replaceable(directory: Path) -> bool:
     """Only an empty directory or one of our own outputs may be replaced: never a user's folder.
 
     Ours: a manifest.json as we write it (``format``, a 16-digit ``id``, ``targets``) beside nothing but
@@ -199,7 +199,7 @@ def _write_locked(m: Materialization, final: Path, default: bool, overlay: bool)
         if previous == wanted.encode() and untouched:  # bytes, not parsed JSON: a manifest can be big
             _point_latest(final, default)
             return
-        if not _replaceable(final):
+        if not replaceable(final):
             raise MaterializeError(f"{final} exists and is not a materialize output; refusing to replace it")
         plan = _plan(m, previous, overlay) if untouched else None
         if plan is not None:

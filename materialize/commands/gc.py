@@ -6,17 +6,26 @@ left alone: any removed output can be re-published from it in seconds."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from materialize.console import out
-from materialize.output import DEFAULT_ROOT, MANIFEST
+from materialize.output import DEFAULT_ROOT, MANIFEST, replaceable
+
+# What our own runs leave in the folder when killed: mkdtemp's names (8 characters of [a-z0-9_]) for a
+# publish (output.py: .tmp-/.old-/.upd-<output>-) or a gc (.gc-). Nothing else is swept: a `.tmp-x`
+# of the user's is theirs.
+_LEFTOVER = re.compile(r"\.(?:(?:tmp|old|upd)-.+-|gc-)[a-z0-9_]{8}")
 
 
 def outputs(root: Path) -> list[Path]:
-    """Our outputs (folders with a manifest), newest first."""
-    found = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / MANIFEST).is_file()]
+    """Our outputs, newest first: folders (not links) that ``write_output`` would replace, i.e. our
+    manifest beside nothing but its targets' folders. A folder with someone else's manifest.json (a
+    browser extension's), or one of ours beside which the user put a file, is not removed."""
+    found = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / MANIFEST).is_file()
+             and replaceable(p)]
     return sorted(found, key=lambda p: (p / MANIFEST).stat().st_mtime, reverse=True)
 
 
@@ -57,7 +66,8 @@ def _collect_outputs(keep: int, dry_run: bool, root: Path) -> None:
     if not dry_run:
         # Replaced outputs are deleted in the background (output._discard); finish that now, so
         # the prune sees their links gone. A .old-* is never in use, nor (under the lock) a .tmp-* or .upd-*
-        # (what an in-place update killed outright left; the next publish there builds afresh).
-        for pattern in (".old-*", ".upd-*", ".tmp-*"):
-            for leftover in root.glob(pattern):
-                shutil.rmtree(leftover, ignore_errors=True)
+        # (what an in-place update killed outright left; the next publish there builds afresh), nor a
+        # .gc-* (a gc killed while it removed an output).
+        for leftover in os.scandir(root):
+            if _LEFTOVER.fullmatch(leftover.name) and leftover.is_dir(follow_symlinks=False):
+                shutil.rmtree(leftover.path, ignore_errors=True)

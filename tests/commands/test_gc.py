@@ -62,3 +62,32 @@ def test_gc_waits_for_a_publish_in_progress(builder, tmp_path, monkeypatch):
     worker.join(30)
     assert done.is_set()
     assert old.exists() and os.readlink(root / "latest") == old.name
+
+
+def test_gc_never_removes_a_folder_that_is_not_one_of_our_outputs(builder, tmp_path, monkeypatch):
+    """gc counted any folder holding a manifest.json as an output: a browser extension kept under
+    build/materialized (its own manifest.json) was deleted by `gc --keep 0`, as was one of our outputs
+    beside which the user had put a file, and any `.tmp-*` folder. write_output refuses to replace
+    either (output.replaceable); gc now keeps them too, and sweeps only the leftovers it names."""
+    b = builder({"f.txt": "a\n"})
+    b.add_patch("0001-p", {"f.txt": "v\n"})
+    series = load_series(b.write())
+    monkeypatch.chdir(tmp_path)
+    ours = write_output(materialize(series, upto=0), tmp_path / "build" / "materialized" / "ours")
+    write_output(materialize(series))
+    root = tmp_path / "build" / "materialized"
+    ext = root / "ext"
+    ext.mkdir()
+    (ext / "manifest.json").write_text('{"manifest_version": 3, "name": "mine"}')
+    (ext / "background.js").write_text("important\n")
+    (ours / "NOTES.txt").write_text("mine\n")
+    mine = root / ".tmp-mine"
+    mine.mkdir()
+    (mine / "keep").write_text("x\n")
+    killed = root / ".gc-abcd_123"  # what a gc killed mid-removal leaves
+    (killed / "old").mkdir(parents=True)
+    assert main(["gc", "--keep", "0"]) == 0
+    assert (ext / "background.js").read_text() == "important\n"
+    assert (ours / "NOTES.txt").read_text() == "mine\n"
+    assert (mine / "keep").exists()
+    assert not killed.exists()
