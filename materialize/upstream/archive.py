@@ -154,12 +154,18 @@ def _guarded_tarinfo(budget: _Budget) -> type[tarfile.TarInfo]:
             # "Skipping to next header" and exits 2. (At byte 0 tarfile raises: not a tar at all.)
             at = tar.offset
             try:
-                return super().fromtarfile(tar)
+                info = super().fromtarfile(tar)
             except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as exc:
                 if at == 0:
                     raise
                 raise UpstreamError(f"{budget.archive}: corrupt or truncated archive: damaged member header at"
                                     f" byte {at} ({exc})") from None
+            # A pax "size" is any integer: a negative one steps tarfile's offset backward (the same
+            # header read again, or a member's data "ending" at once). GNU tar: "Malformed extended header".
+            if info.size < 0:
+                raise UpstreamError(f"{budget.archive}: corrupt archive: member {shown(info.name)} at byte {at}"
+                                    f" declares a negative size ({info.size})")
+            return info
 
         def _proc_gnulong(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
             self._guard("GNU long name" if self.type == tarfile.GNUTYPE_LONGNAME else "GNU long link")

@@ -235,3 +235,22 @@ def test_a_damaged_header_mid_archive_is_refused_not_a_shorter_tree(tmp_path, co
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "bad.tar" in proc.stderr and "10240" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("compression", ["", ".gz"])
+def test_a_negative_pax_size_is_a_damaged_archive(tmp_path, compression):
+    """A pax ``size=-1536`` made tarfile step its offset backward (a member's data "ended after 0 of
+    its -1536 bytes", exit 1, as if the work failed); GNU tar says "Malformed extended header" and
+    exits 2. It is a damaged archive: exit 3 naming it, nothing published."""
+    raw = tmp_path / "neg.tar"
+    with tarfile.open(raw, "w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("p/a.txt")
+        info.size = 6
+        info.pax_headers = {"size": "-1536"}
+        tar.addfile(info, io.BytesIO(b"hello\n"))
+    archive = tmp_path / f"neg.tar{compression}"
+    archive.write_bytes(gzip.compress(raw.read_bytes()) if compression else raw.read_bytes())
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "neg.tar" in proc.stderr and "negative size" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
