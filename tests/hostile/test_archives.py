@@ -254,3 +254,40 @@ def test_a_negative_pax_size_is_a_damaged_archive(tmp_path, compression):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "neg.tar" in proc.stderr and "negative size" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_bzip2_bomb_after_the_last_member_is_refused_while_read(tmp_path):
+    """The stream is read to its end after tarfile stops at the end marker (so the codec checks its
+    checksum), and that tail was never charged: 113 bytes of bzip2 are 100 MB of zeros, so a 1 KB
+    .tar.bz2 expanded to 1 GB (12 s) and a 1 MB one to 900 GB (hours). Now a bomb, exit 4."""
+    import bz2
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("p/a.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"a\n"))
+    archive = tmp_path / "tail.tar.bz2"
+    archive.write_bytes(bz2.compress(buf.getvalue()) + bz2.compress(bytes(100 << 20), 9) * 1000)  # 100 GB
+    assert archive.stat().st_size < 200_000
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "tail.tar.bz2" in proc.stderr and "compression bomb" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_million_empty_members_count_against_the_budget(tmp_path):
+    """Header blocks were free: identical empty members compress to nothing, and tarfile keeps a
+    TarInfo per member. Each header now counts its 512 bytes, so a small archive holds at most the
+    floor's worth (64 MB: 131k members)."""
+    import bz2
+
+    header = tarfile.TarInfo("p/a.txt").tobuf(tarfile.GNU_FORMAT)
+    archive = tmp_path / "many.tar.bz2"
+    archive.write_bytes(bz2.compress(header * 140_000 + bytes(1024), 9))
+    assert archive.stat().st_size < 10_000
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "many.tar.bz2" in proc.stderr and "compression bomb" in proc.stderr
