@@ -25,6 +25,20 @@ from materialize.errors import UpstreamError
 from materialize.upstream.net import httpx_timeout, with_retries
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
+# The index and the wire are not trusted: a page or a file that never ends must not fill memory or
+# the disk before its sha256 can be found wrong. A project page is a list of file names (PyPI's
+# largest are a few MB); a file may be up to MATERIALIZE_MAX_DOWNLOAD bytes (default 4 GiB).
+MAX_INDEX_PAGE = 64 << 20
+MAX_DOWNLOAD_ENV = "MATERIALIZE_MAX_DOWNLOAD"
+DEFAULT_MAX_DOWNLOAD = 4 << 30
+
+
+def max_download() -> int:
+    """The most bytes a download may have (``MATERIALIZE_MAX_DOWNLOAD``, default 4 GiB)."""
+    raw = os.environ.get(MAX_DOWNLOAD_ENV) or str(DEFAULT_MAX_DOWNLOAD)
+    if not raw.isdigit() or int(raw) == 0:
+        raise UpstreamError(f"{MAX_DOWNLOAD_ENV}={raw!r}: expected a positive number of bytes")
+    return int(raw)
 
 
 def index_url(explicit: str | None = None) -> str:
@@ -76,21 +90,28 @@ def _project_files(project: str, index: str) -> list[tuple[str, str, str | None]
     url = index.rstrip("/") + "/" + _normalize(project) + "/"
     accept = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 
-    def read_page() -> httpx.Response:
-        resp = httpx.get(url, headers={"Accept": accept}, follow_redirects=True, timeout=httpx_timeout())
-        resp.raise_for_status()
-        return resp
+    def read_page() -> tuple[httpx.Response, bytes]:
+        with httpx.stream("GET", url, headers={"Accept": accept}, follow_redirects=True,
+                          timeout=httpx_timeout()) as resp:
+            resp.raise_for_status()
+            body = bytearray()
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_INDEX_PAGE:
+                    raise UpstreamError(f"cannot read {project} from index {url}: the page is larger than"
+                                        f" {MAX_INDEX_PAGE} bytes; refused")
+            return resp, bytes(body)
 
-    resp = with_retries(url, f"cannot read {project} from index", read_page)
+    resp, content = with_retries(url, f"cannot read {project} from index", read_page)
     if resp.headers.get("content-type", "").startswith("application/vnd.pypi.simple.v1+json"):
         try:
-            files = json.loads(resp.content)["files"]
+            files = json.loads(content)["files"]
             return [(f["filename"], urljoin(str(resp.url), f["url"]), f.get("hashes", {}).get("sha256"))
                     for f in files]
         except (ValueError, KeyError, TypeError) as exc:
             raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page ({exc})") from None
     parser = _Links(str(resp.url))
-    parser.feed(resp.text)
+    parser.feed(content.decode(resp.encoding or "utf-8", errors="replace"))
     return parser.links
 
 
@@ -121,6 +142,7 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
     import httpx
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
+    cap = max_download()
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=dest.parent)
     os.close(fd)
@@ -131,10 +153,18 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
         with tmp.open("wb") as out, httpx.stream("GET", url, follow_redirects=True, timeout=httpx_timeout()) as resp:
             resp.raise_for_status()
             total = int(resp.headers.get("content-length") or 0) or None
+            too_big = UpstreamError(f"{dest.name}: {url} sends more than {cap} bytes; refused, nothing was kept"
+                                    f" (raise {MAX_DOWNLOAD_ENV} if the file is genuinely that large)")
+            if total is not None and total > cap:
+                raise too_big
+            written = 0
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
             with Progress(*columns, disable=not progress, transient=True) as bar:
                 task = bar.add_task(f"fetch {dest.name}", total=total)
                 for chunk in resp.iter_bytes(chunk_size=1 << 20):
+                    written += len(chunk)
+                    if written > cap:
+                        raise too_big
                     out.write(chunk)
                     digest.update(chunk)
                     bar.advance(task, len(chunk))

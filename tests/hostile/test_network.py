@@ -111,3 +111,55 @@ def test_transient_503_is_retried(tmp_path, monkeypatch):
         assert dest.read_bytes() == payload and hits["n"] == 2
     finally:
         server.shutdown()
+
+
+@pytest.fixture
+def endless_server():
+    """Answers every GET with 200 and an endless chunked body (a page or a file that never ends)."""
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"<a href='x'>x</a>" * 4096
+            try:
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:
+                pass
+
+        def log_message(self, *args) -> None:  # noqa: ANN002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_an_endless_download_stops_at_the_cap_and_keeps_nothing(endless_server, monkeypatch, tmp_path):
+    """An index (or anyone on the way) streaming a file that never ends filled the disk: the sha256
+    is only known wrong at the end. The download now stops past MATERIALIZE_MAX_DOWNLOAD, exit 3."""
+    monkeypatch.setenv("MATERIALIZE_MAX_DOWNLOAD", str(4 << 20))
+    monkeypatch.setenv("MATERIALIZE_RETRIES", "0")
+    dest = tmp_path / "cache" / "x.tar.gz"
+    with pytest.raises(UpstreamError, match=r"x.tar.gz: .*more than 4194304 bytes.*MATERIALIZE_MAX_DOWNLOAD") as info:
+        pypi.download(f"{endless_server}/x.tar.gz", dest, "0" * 64, progress=False)
+    assert info.value.exit_code == 3
+    assert list(dest.parent.iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_an_endless_index_page_is_refused_in_bounded_memory(endless_server, monkeypatch):
+    """The project page was read whole into memory (``resp.content``): an endless one grew without
+    bound. It is read up to 64 MiB, then refused naming the URL (exit 3)."""
+    monkeypatch.setenv("MATERIALIZE_RETRIES", "0")
+    with pytest.raises(UpstreamError, match=rf"{endless_server}/simple/demo/: .*larger than") as info:
+        pypi.find_file("demo", "1.0", None, index=f"{endless_server}/simple/")
+    assert info.value.exit_code == 3
