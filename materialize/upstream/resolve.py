@@ -211,7 +211,7 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
 
     Every workspace command re-reads a path pin, so this walks with ``os.scandir`` and plain strings
     (one ``stat`` per entry, no ``Path`` objects): the same entries, order and refusals as ``os.walk``
-    gave (``.git`` and ``__pycache__`` folders skipped, a link to a folder recorded as a link,
+    gave (``.git`` and ``__pycache__`` folders skipped, and a ``.git`` gitfile, a link to a folder recorded as a link,
     unreadable folders skipped).
     """
     changes: dict[str, tuple[str, bytes] | None] = {}
@@ -220,10 +220,10 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
     for prefix, entries in _folders(origin):
         if entries is None:  # unreadable: skipped
             continue
-        if prefix and all(e.is_dir(follow_symlinks=False) and e.name in _SKIPPED for e in entries):
+        if prefix and all(_skipped(e) for e in entries):
             empty.append(safe_relpath(prefix.rstrip("/"), origin=origin))
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
+            if entry.is_dir(follow_symlinks=False) or _skipped(entry):
                 continue
             rel = safe_relpath(prefix + entry.name, origin=origin)
             if entry.is_symlink():
@@ -273,7 +273,7 @@ def _directory_stamp(root: str) -> str | None:
             stamp.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
             continue
         for entry in entries:
-            if entry.name in _SKIPPED and entry.is_dir(follow_symlinks=False):
+            if _skipped(entry):
                 stamp.update(f"skipped {prefix}{entry.name}\0".encode("utf-8", "surrogateescape"))
                 continue
             st = entry.stat(follow_symlinks=False)
@@ -285,6 +285,15 @@ def _directory_stamp(root: str) -> str | None:
 
 
 _SKIPPED = (".git", "__pycache__")  # folders a path pin never reads
+
+
+def _skipped(entry: os.DirEntry) -> bool:
+    """An entry a path pin never reads: a ``_SKIPPED`` folder, or a ``.git`` *file*, the "gitdir: ..."
+    of a linked worktree or a submodule's checkout (git's own, never a file of the tree). A ``.git``
+    link is not skipped: it is refused as a write into .git."""
+    if entry.name not in _SKIPPED:
+        return False
+    return entry.is_dir(follow_symlinks=False) or (entry.name == ".git" and entry.is_file(follow_symlinks=False))
 
 
 def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry] | None]]:

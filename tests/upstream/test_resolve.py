@@ -308,3 +308,21 @@ def test_a_pypi_pin_file_is_a_file_name_never_a_path(tmp_path):
     assert (cache / ("0" * 64) / rel).resolve() == secret  # where it pointed
     with pytest.raises(UpstreamError, match="not a file name of the index"):
         pypi.fetch("x", "1", rel, "0" * 64, cache)
+
+
+def test_a_path_pin_that_is_a_git_worktree_or_holds_a_submodule_is_read(tmp_path):
+    """A `.git` folder is skipped, but a `.git` *file* (the gitfile of a linked worktree or of a
+    submodule's checkout: "gitdir: ...") was taken for a file to import and refused as a write into
+    .git (exit 4): a path pin on `git worktree add`'s checkout could not be used at all."""
+    from materialize.series import PathPin
+
+    up = tmp_path / "up"
+    (up / "sub").mkdir(parents=True)
+    (up / "a.py").write_text("A = 1\n")
+    (up / ".git").write_text("gitdir: /elsewhere/.git/worktrees/up\n")
+    (up / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    (up / "only").mkdir()
+    (up / "only" / ".git").write_text("gitdir: x\n")
+    resolved = resolve(PathPin(kind="path", path="up"), Store.open(), base_dir=tmp_path)
+    assert sorted(Store.open().list_tree(resolved.tree)) == ["a.py"]
+    assert resolved.empty_dirs == ("only", "sub")
