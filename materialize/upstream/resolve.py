@@ -163,36 +163,54 @@ def _resolve_tarball(pin: TarballPin, store: Store, base_dir: Path) -> ResolvedP
     path = (base_dir / pin.path).resolve()
     if not path.is_file():
         raise UpstreamError(f"tarball pin: {path} does not exist")
-    actual = _sha256_remembered(store, path)
+    actual, stamp = _sha256_remembered(store, path)
     if pin.sha256 and actual != pin.sha256:
         raise UpstreamError(f"{path}: sha256 mismatch: pinned {pin.sha256}, file has {actual}")
     identity = {"kind": "tarball", "path": str(path), "sha256": actual, "root": pin.root}
-    return _cached_or_import(store, identity, lambda: _import_archive(store, path, pin.root, str(path)))
+
+    def build() -> tuple[str, str, list[str]]:
+        # The import reads the file again, by name, maybe long after the hash (behind the store lock
+        # while another run imports): a file replaced meanwhile (`make dist`) would be cached under
+        # the old sha256, for this run and every later one. Same file before and after, or nothing kept.
+        imported = _import_archive(store, path, pin.root, str(path))
+        if _stamp(path) != stamp:
+            raise UpstreamError(f"{path}: changed while it was read (hashed as {actual}); nothing was kept, run"
+                                " again")
+        return imported
+
+    return _cached_or_import(store, identity, build)
 
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 
 
-def _sha256_remembered(store: Store, path: Path) -> str:
+def _stamp(path: Path) -> list[int]:
+    """What any write to or replacement of ``path`` changes: device, inode, size, mtime, ctime."""
+    st = path.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _sha256_remembered(store: Store, path: Path) -> tuple[str, list[int]]:
     """``sha256_file(path)``, remembered against the file's identity and change times.
 
     Hashing an 18 MB tarball costs ~30 ms of every command on the series (a 1 GB one, seconds). As
     git's index and make do, the result is kept beside the store keyed by (device, inode, size,
     mtime, ctime): any write to the file moves its ctime, which no user call can set back.
     """
-    st = path.stat()
-    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    stamp = _stamp(path)
     memo = store.root / "hashes" / digest.sha256(str(path).encode()).hexdigest()
     try:
         kept = json.loads(memo.read_text())
         if kept["stamp"] == stamp and re.fullmatch(r"[0-9a-f]{64}", kept["sha256"]):
-            return kept["sha256"]
+            return kept["sha256"], stamp
     except (OSError, ValueError, KeyError, TypeError):
         pass
     hashed = sha256_file(path)
+    if _stamp(path) != stamp:  # written while we hashed: the digest is of no one version of the file
+        raise UpstreamError(f"{path}: changed while it was hashed; nothing was kept, run again")
     with contextlib.suppress(OSError):  # a read-only cache only costs the next run the hash again
         atomic_write(memo, json.dumps({"path": str(path), "stamp": stamp, "sha256": hashed}).encode())
-    return hashed
+    return hashed, stamp
 
 
 def sha256_file(path: Path) -> str:

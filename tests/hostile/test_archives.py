@@ -291,3 +291,37 @@ def test_a_million_empty_members_count_against_the_budget(tmp_path):
     proc = run_cli("apply", "--series", str(series_for(tmp_path, archive)), "--out", str(tmp_path / "out"))
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "many.tar.bz2" in proc.stderr and "compression bomb" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_tarball_replaced_between_its_hash_and_its_import_is_not_cached_under_the_old_hash(tmp_path):
+    """Two runs at once: the second hashes the tarball, then waits for the store lock while the first
+    imports. A `make dist` that replaced the tarball meanwhile had its new content imported and cached
+    under the *old* sha256: that run exited 0 with the wrong tree, and so did every later run on the
+    original file (the cache was poisoned). Now the file's stamp is checked again after the import."""
+    import time
+
+    from materialize.locking import exclusive
+
+    old = tar_with(tmp_path / "old.tar.gz", {"pkg/a.txt": b"old\n"})
+    new = tar_with(tmp_path / "new.tar.gz", {"pkg/a.txt": b"new\n"})
+    pinned = tmp_path / "up.tar.gz"
+    pinned.write_bytes(old.read_bytes())
+    series = series_for(tmp_path, pinned)
+    store = Store.open()
+    memo = store.root / "hashes"
+    with exclusive(str(store.root / ".lock")):  # the first run, importing
+        proc = subprocess.Popen([sys.executable, "-m", "materialize", "apply", "--series", str(series), "--out",
+                                 str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not (memo.is_dir() and any(memo.iterdir())):  # hashed, now waiting for the lock
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        os.replace(new, pinned)  # `make dist` rewrites it
+    _out, err = proc.communicate(timeout=100)
+    assert proc.returncode == 3, err
+    assert "up.tar.gz" in err and "changed while" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    pinned.write_bytes(old.read_bytes())  # the original again
+    again = run_cli("apply", "--series", str(series), "--out", str(tmp_path / "out"))
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "out" / "plugin" / "a.txt").read_text() == "old\n"
