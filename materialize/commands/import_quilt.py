@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -211,8 +212,8 @@ def run(quilt_dir: Path, upstream: str, target: str, output: Path | None, *, for
     """Print the imported series, or write it to ``output``: a file that exists is replaced only with
     ``force``, under the lock of the workspace working from it, and kept first (``keep_copy``)."""
     destination = output or Path("series") / f"{quilt_dir.resolve().name}.yaml"
-    if output is not None and not force:
-        _refuse_existing(output)  # before the upstream is read (a git remote may be slow)
+    if output is not None:  # before the upstream is read (a git remote may be slow)
+        _refuse_existing(output) if not force else _refuse_unkeepable(output)
     document = build_series(quilt_dir, upstream, target, destination)
     text = "# imported from quilt series " + str(quilt_dir) + "\n" + yaml.safe_dump(document, sort_keys=False)
     if output is None:
@@ -225,6 +226,7 @@ def run(quilt_dir: Path, upstream: str, target: str, output: Path | None, *, for
         if not force:
             _refuse_existing(output)  # written meanwhile
         elif output.exists() or output.is_symlink():
+            _refuse_unkeepable(output)
             kept = keep_copy(output)
         atomic_write(output, text.encode())
     if kept is not None:
@@ -238,16 +240,48 @@ def _refuse_existing(output: Path) -> None:
                                f"keeping it as {output}.orig)")
 
 
+def _refuse_unkeepable(output: Path) -> None:
+    """What ``--force`` replaces must be a file or a symlink (``keep_copy`` keeps either): a folder
+    or a fifo there is refused, not read (a traceback, a hang)."""
+    try:
+        mode = os.lstat(output).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise MaterializeError(f"import-quilt: {output} is not a file (a folder, a fifo or a device); nothing was"
+                               " written")
+
+
 def keep_copy(path: Path) -> Path:
-    """``path``'s bytes in ``<path>.orig`` (patch's and quilt's habit), or ``.orig.1``, ``.orig.2``…:
-    never over an older copy."""
-    from materialize.atomic import atomic_write
+    """Keep ``path`` as ``<path>.orig`` (patch's and quilt's habit), or ``.orig.1``, ``.orig.2``…: never
+    over an older copy. A file's bytes are kept with its permissions (a 0600 series stays private); a
+    symlink is kept as the same link, never read through: the write that follows replaces the link,
+    not its target, so a link to a secret must not leave the secret's bytes in a 0644 copy."""
+    from materialize.atomic import new_temporary, sweep_dead_temporaries
 
     copy, n = path.with_name(f"{path.name}.orig"), 0
     while copy.exists() or copy.is_symlink():
         n += 1
         copy = path.with_name(f"{path.name}.orig.{n}")
-    atomic_write(copy, path.read_bytes())
+    if path.is_symlink():
+        os.symlink(os.readlink(path), copy)  # fails, never overwrites, if a copy appeared meanwhile
+        return copy
+    sweep_dead_temporaries(path.parent)
+    fd, tmp = new_temporary(path.parent)  # 0600 until it holds the kept bytes and permissions
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with open(source, "rb") as original:
+                st = os.fstat(source)
+                if not stat.S_ISREG(st.st_mode):  # swapped for something else since it was checked
+                    raise MaterializeError(f"import-quilt: {path} is not a file; nothing was written")
+                handle.write(original.read())
+            os.fchmod(handle.fileno(), stat.S_IMODE(st.st_mode))
+        os.replace(tmp, copy)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     return copy
 
 

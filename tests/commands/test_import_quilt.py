@@ -300,3 +300,39 @@ def test_a_series_option_the_series_file_cannot_hold_is_refused_at_import(tmp_pa
     out = tmp_path / "s.yaml"
     assert main(["import-quilt", str(quilt), "--upstream", str(tmp_path / "up"), "--target", "t", "-o", str(out)]) == 2
     assert not out.exists()
+
+
+@pytest.mark.timeout(60)
+def test_import_quilt_force_keeps_a_link_as_a_link_and_refuses_what_is_not_a_file(tmp_path, capsys):
+    """`--force` kept the old series by reading it through any symlink: `-o series/x.yaml` that was a
+    link to a 0600 secret copied the secret into a 0644 `x.yaml.orig`; a folder there was an
+    IsADirectoryError traceback and a fifo hung the command. The link is kept as a link (the write
+    replaces the link, never its target), a kept file keeps its permissions, and anything else is
+    refused before anything is read or written."""
+    import stat
+
+    quilt_dir, upstream = _quilt_and_upstream(tmp_path)
+    series = tmp_path / "series"
+    series.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET\n")
+    secret.chmod(0o600)
+    (series / "link.yaml").symlink_to(secret)
+    args = ["import-quilt", str(quilt_dir), "--upstream", str(upstream), "--target", "t", "--force", "-o"]
+    assert main([*args, str(series / "link.yaml")]) == 0
+    kept = series / "link.yaml.orig"
+    assert kept.is_symlink() and os.readlink(kept) == str(secret)
+    assert secret.read_text() == "SECRET\n" and "a.patch" in (series / "link.yaml").read_text()
+    private = series / "private.yaml"
+    private.write_text("# mine\n")
+    private.chmod(0o600)
+    assert main([*args, str(private)]) == 0
+    assert stat.S_IMODE((series / "private.yaml.orig").stat().st_mode) == 0o600
+    (series / "dir.yaml").mkdir()
+    os.mkfifo(series / "fifo.yaml")
+    capsys.readouterr()
+    for name in ("dir.yaml", "fifo.yaml"):
+        assert main([*args, str(series / name)]) == 1
+        err = capsys.readouterr().err
+        assert name in err and "not a file" in err and "Traceback" not in err
+        assert not (series / f"{name}.orig").exists()
