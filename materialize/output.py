@@ -127,18 +127,35 @@ def _write_overlay(m: Materialization, target: str, dest: Path) -> None:
     FileCache(m.store).materialize_tree(m.trees[target], dest, paths=m.changed_paths(target)[0])
 
 
+# Ours holds a hunk report per hunk (a patch of 100k hunks: ~10 MB); a manifest.json larger than this
+# is someone else's, and is not read into memory.
+MAX_MANIFEST = 256 << 20
+
+
 def _read_manifest(directory: Path) -> dict[str, Any] | None:
+    data = _manifest_bytes(directory)
     try:
-        return json.loads((directory / MANIFEST).read_text())
-    except (OSError, ValueError):
+        return None if data is None else json.loads(data)
+    except ValueError:
         return None
 
 
 def _manifest_bytes(directory: Path) -> bytes | None:
+    """The bytes of ``directory``'s manifest.json when it is a regular file (not a link) of a size we
+    could have written, else None: a folder at ``--out`` is not ours, and its manifest.json may be a
+    link to /dev/zero (memory without bound) or a fifo (a read that never returns)."""
     try:
-        return (directory / MANIFEST).read_bytes()
+        fd = os.open(directory / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    with open(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST:
+            return None
+        try:
+            return handle.read(MAX_MANIFEST + 1)
+        except OSError:
+            return None
 
 
 def replaceable(directory: Path) -> bool:

@@ -228,3 +228,23 @@ def test_a_publish_sweeps_only_its_own_leftovers(builder, tmp_path):
     write_output(m, home / "myout")
     assert all((folder / "data").read_text() == "mine\n" for folder in mine)
     assert not leftover.exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "link to our own manifest"])
+def test_a_manifest_json_that_is_not_a_regular_file_is_never_read(builder, tmp_path, kind):
+    """The manifest.json of a folder at `--out` was read through any link and whatever it was: a link
+    to /dev/zero grew memory until MemoryError, a fifo hung the publish. Only a regular file (not a
+    link) is read; anything else makes the folder not ours, refused, and the folder is left alone."""
+    series = series_with_two_patches(builder)
+    m = materialize(series)
+    ours = write_output(m, tmp_path / "ours")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if kind == "fifo":
+        os.mkfifo(folder / "manifest.json")
+    else:
+        (folder / "manifest.json").symlink_to("/dev/zero" if kind == "link to /dev/zero" else ours / "manifest.json")
+    with pytest.raises(MaterializeError, match="not a materialize output"):
+        write_output(m, folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json"]
