@@ -483,10 +483,17 @@ class Store:
         root = root.strip("/")
         if not root:
             return tree
-        try:
-            return self.git("rev-parse", f"{tree}:{root}").decode().strip()
-        except MaterializeError:
-            raise MaterializeError(f"root {root!r} does not exist in the upstream tree") from None
+        # Walked here, not `git rev-parse TREE:ROOT`: that answers a blob for a file or a symlink, which
+        # was then read as a tree (a ValueError traceback).
+        current = tree
+        for part in root.split("/"):
+            found = self._tree_entries(current).get(part)
+            if found is None:
+                raise MaterializeError(f"root {root!r} does not exist in the upstream tree")
+            if found[0] != TREE:
+                raise MaterializeError(f"root {root!r} is not a folder of the upstream tree (a file or a symlink)")
+            current = found[1]
+        return current
 
     def _loose_path(self, sha: str) -> str:
         """The loose object's file name, as a string: path pins hash every file of the pin on every

@@ -151,3 +151,19 @@ def test_a_git_pin_with_a_submodule_names_the_pin_and_path(tmp_path):
     with pytest.raises(UpstreamError, match=r"git pin evil@main: third_party/sub is a submodule") as info:
         resolve(GitPin(kind="git", url="evil", rev="main", sha=sha), Store.open(), base_dir=tmp_path)
     assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize("root", ["lib/y.py", "link", "lib//y.py"])
+def test_a_root_that_is_a_file_or_a_link_is_exit_3_naming_it(tmp_path, root):
+    """`git rev-parse TREE:ROOT` answers a blob for a file or a symlink: that blob was then read as a
+    tree ("ValueError: subsection not found", a traceback, exit 1). The root must be a folder."""
+    import os
+
+    upstream_repo(tmp_path)
+    repo = git.Repo(tmp_path / "upstream")
+    os.symlink("lib", tmp_path / "upstream" / "link")
+    repo.index.add(["link"])
+    repo.index.commit("a link")
+    with pytest.raises(UpstreamError, match=rf"root {root!r} (is not a folder|does not exist)") as info:
+        resolve(GitPin(kind="git", url="upstream", rev="master", root=root), Store.open(), base_dir=tmp_path)
+    assert info.value.exit_code == 3
