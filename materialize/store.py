@@ -678,22 +678,33 @@ class Store:
         return self._rebuild(base_tree, nested) or EMPTY_TREE
 
     def _rebuild(self, tree: str | None, nested: dict[str, object]) -> str | None:
-        entries = dict(self._tree_entries(tree))  # the memo is shared: never mutate a cached tree
-        for name, change in nested.items():
-            if isinstance(change, dict):
-                current = entries.get(name)
-                sub = self._rebuild(current[1] if current and current[0] == TREE else None, change)
-                if sub is None:
+        """``tree`` with the ``nested`` changes, bottom-up; None when nothing is left. An explicit stack,
+        not recursion: a path may be ~2,000 folders deep (PATH_MAX), past Python's recursion limit."""
+        # One frame per folder being rebuilt: its entries (a copy: the memo is shared, never mutate a
+        # cached tree), the changes still to make in it, and its name in the parent folder.
+        frames: list[tuple[dict[str, tuple[str, str]], Iterator[tuple[str, object]], str]] = [
+            (dict(self._tree_entries(tree)), iter(nested.items()), "")]
+        while True:
+            entries, changes, _name = frames[-1]
+            for name, change in changes:
+                if isinstance(change, dict):
+                    current = entries.get(name)
+                    below = current[1] if current and current[0] == TREE else None
+                    frames.append((dict(self._tree_entries(below)), iter(change.items()), name))
+                    break
+                if change is None:
                     entries.pop(name, None)
                 else:
-                    entries[name] = (TREE, sub)
-            elif change is None:
-                entries.pop(name, None)
-            else:
-                entries[name] = change  # (mode, blob sha)
-        if not entries:
-            return None
-        return self._write_tree_object(entries)
+                    entries[name] = change  # type: ignore[assignment]  # (mode, blob sha)
+            else:  # every change of this folder made: write it, and put it in its parent
+                entries, _changes, name = frames.pop()
+                sha = self._write_tree_object(entries) if entries else None
+                if not frames:
+                    return sha
+                if sha is None:
+                    frames[-1][0].pop(name, None)
+                else:
+                    frames[-1][0][name] = (TREE, sha)
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         """A deterministic commit (fixed author and date): the same prefix is the same commit anywhere."""

@@ -282,3 +282,19 @@ def test_a_trees_links_are_listed_once_remembered_and_carried_through_changes(tm
     fresh = Store.open(tmp_path / "cache")
     (tmp_path / "cache" / "links" / base).write_text("{not json")
     assert fresh.links_of(base) == {"l": "a/f", "a/m": "../l"}
+
+
+def test_a_tree_as_deep_as_path_max_allows_is_written_and_changed(tmp_path):
+    """write_tree rebuilt folders recursively, one Python frame per level: a path pin (or a patch)
+    with a file 1,500 folders deep (3 KB, inside PATH_MAX) was a RecursionError traceback."""
+    store = Store(tmp_path / "cache")
+    store._ensure()
+    deep = "/".join(["a"] * 1500)
+    tree = store.write_tree(EMPTY_TREE, {f"{deep}/f": ("100644", b"x\n"), "top": ("100644", b"t\n")})
+    assert store.read_blob(tree, f"{deep}/f") == b"x\n"
+    changed = store.write_tree(tree, {f"{deep}/f": None, f"{deep}/g": ("100755", b"g\n")})
+    assert store.lookup(changed, f"{deep}/f") is None and store.read_blob(changed, f"{deep}/g") == b"g\n"
+    assert store.write_tree(changed, {f"{deep}/g": None, "top": None}) == EMPTY_TREE
+    listed = subprocess.run(["git", "--git-dir", str(store.git_dir), "ls-tree", "-r", "--name-only", tree],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert listed == [f"{deep}/f", "top"]
