@@ -193,6 +193,9 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     default = out is None
     final = (DEFAULT_ROOT / (m.id + ("-overlay" if overlay else ""))) if default else out
     final = final.absolute()
+    if final.is_symlink():  # `latest`, or a deployment's pointer: replacing it by a folder breaks its owner
+        raise MaterializeError(f"{final} is a symlink (to {os.readlink(final)}); refusing to replace it: name the"
+                               " folder itself")
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         with exclusive(str(final.parent / ".materialize-output.lock")):

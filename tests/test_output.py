@@ -248,3 +248,19 @@ def test_a_manifest_json_that_is_not_a_regular_file_is_never_read(builder, tmp_p
     with pytest.raises(MaterializeError, match="not a materialize output"):
         write_output(m, folder)
     assert sorted(p.name for p in folder.iterdir()) == ["manifest.json"]
+
+
+def test_an_out_that_is_a_symlink_is_refused_and_left_as_it_is(builder, tmp_path, monkeypatch):
+    """`apply --out build/materialized/latest` replaced the `latest` link by a folder: every later
+    default `apply` then failed ("latest could not be pointed at it: Is a directory"). A symlink at
+    the output path is someone's pointer (ours or a deployment's): refused, never replaced."""
+    series = series_with_two_patches(builder)
+    monkeypatch.chdir(tmp_path)
+    published = write_output(materialize(series))
+    latest = published.parent / "latest"
+    assert latest.is_symlink()
+    with pytest.raises(MaterializeError, match="latest is a symlink"):
+        write_output(materialize(series, upto=1), latest)
+    assert latest.is_symlink() and os.readlink(latest) == published.name
+    assert write_output(materialize(series, upto=1)).is_dir()  # and the default publish still points it
+    assert os.readlink(latest) != published.name
