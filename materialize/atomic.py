@@ -72,13 +72,14 @@ def sweep_dead_temporaries(folder: Path | str) -> None:
         return
     for name in names:
         pid_text = name[len(TMP_PREFIX):].partition("-")[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or alive(int(pid_text)):
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(folder, name))
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts as alive: we cannot tell)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -288,12 +288,25 @@ class FileCache:
             shutil.copyfile(source, out)  # another filesystem, or the inode's link limit: a copy
             os.chmod(out, _perms(mode))
 
+    def _sweep_dead_temporaries(self) -> None:
+        """Remove the ``.tmp-<pid>-<thread>-<name>`` files of runs killed while ``_replace`` rewrote an
+        entry (a live run's are kept: it renames its own)."""
+        from materialize.atomic import alive
+
+        for path in self.root.glob("[rx]/??/.tmp-*"):
+            pid = path.name[len(".tmp-"):].partition("-")[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+                path.unlink(missing_ok=True)
+
     def prune(self) -> tuple[int, int]:
         """Remove entries no output links to any more; returns (files, bytes) removed."""
         files = size = 0
         if not self.root.is_dir():
             return 0, 0
+        self._sweep_dead_temporaries()
         for path in self.root.glob("[rx]/??/*"):
+            if path.name.startswith("."):  # a temporary of ``_replace`` (pathlib's "*" matches it): a live
+                continue  # run's is about to be renamed into place; a dead run's was swept above
             try:
                 st = os.lstat(path)
             except FileNotFoundError:

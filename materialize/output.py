@@ -444,6 +444,7 @@ def _point_latest(final: Path, default: bool) -> None:
         return
     link = final.parent / "latest"
     tmp_link = final.parent / f".latest-{os.getpid()}"
+    _sweep_dead_latest(final.parent)
     tmp_link.unlink(missing_ok=True)
     try:
         os.symlink(final.name, tmp_link)
@@ -452,6 +453,19 @@ def _point_latest(final: Path, default: bool) -> None:
         tmp_link.unlink(missing_ok=True)
         raise MaterializeError(f"{final} is published, but {link} could not be pointed at it: "
                                f"{exc.strerror or exc}") from None
+
+
+def _sweep_dead_latest(folder: Path) -> None:
+    """Remove the ``.latest-<pid>`` links of runs killed between making one and renaming it over
+    ``latest`` (we hold the output lock: no live run of this folder is making one)."""
+    from materialize.atomic import alive
+
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            pid = entry.name[len(".latest-"):]
+            if entry.name.startswith(".latest-") and pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
 
 def verify_clean(directory: Path) -> list[str]:

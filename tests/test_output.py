@@ -264,3 +264,38 @@ def test_an_out_that_is_a_symlink_is_refused_and_left_as_it_is(builder, tmp_path
     assert latest.is_symlink() and os.readlink(latest) == published.name
     assert write_output(materialize(series, upto=1)).is_dir()  # and the default publish still points it
     assert os.readlink(latest) != published.name
+
+
+def test_what_a_run_killed_while_pointing_latest_or_rewriting_a_cache_entry_left_is_swept(builder, tmp_path,
+                                                                                         monkeypatch):
+    """A kill between making `.latest-<pid>` and renaming it over `latest`, or while a tampered cache
+    entry was rewritten (`files/r/xx/.tmp-<pid>-<thread>-<name>`), left those files for good: nothing
+    swept them. The next default publish sweeps dead runs' `.latest-*`, and gc dead runs' cache temps;
+    a live run's are kept (gc's prune took a temp with one link for an unused entry and deleted it
+    under the run about to rename it: pathlib's "*" matches dot files)."""
+    import subprocess
+    import sys
+
+    from materialize.filecache import FileCache
+    from materialize.store import Store
+
+    series = series_with_two_patches(builder)
+    monkeypatch.chdir(tmp_path)
+    published = write_output(materialize(series))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    root = published.parent
+    (root / f".latest-{dead}").symlink_to(published.name)
+    (root / f".latest-{os.getpid()}x").symlink_to(published.name)  # not a pid: not ours to judge
+    fan = FileCache(Store.open()).root / "r" / "00"
+    fan.mkdir(parents=True, exist_ok=True)
+    (fan / f".tmp-{dead}-1-0000").write_bytes(b"half")
+    live = fan / f".tmp-{os.getppid()}-1-0001"
+    live.write_bytes(b"being written")
+    write_output(materialize(series, upto=1))
+    assert not (root / f".latest-{dead}").is_symlink()
+    assert (root / f".latest-{os.getpid()}x").is_symlink()
+    from materialize.cli import main
+
+    assert main(["gc", "--keep", "5"]) == 0
+    assert not (fan / f".tmp-{dead}-1-0000").exists() and live.exists()
