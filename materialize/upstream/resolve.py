@@ -427,7 +427,9 @@ def _resolve_git(pin: GitPin, store: Store, base_dir: Path) -> ResolvedPin:
     url = pin.url
     if not re.match(r"^[a-z+]+://|^[^/]+@[^/]+:", url):
         url = str((base_dir / url).resolve())
-    sha = pin.sha if pin.sha and store.has_object(pin.sha) else None
+    # A pinned commit already in the store needs no fetch; any other object of that id there (every
+    # import leaves trees and blobs) is not it: fetch, and the mismatch is named.
+    sha = pin.sha if pin.sha and store.has_object(pin.sha) and store.read_object(pin.sha)[0] == "commit" else None
     if sha is None:
         with store.lock():
             sha = _fetch_quarantined(store, url, pin)

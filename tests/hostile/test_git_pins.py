@@ -167,3 +167,19 @@ def test_a_root_that_is_a_file_or_a_link_is_exit_3_naming_it(tmp_path, root):
     with pytest.raises(UpstreamError, match=rf"root {root!r} (is not a folder|does not exist)") as info:
         resolve(GitPin(kind="git", url="upstream", rev="master", root=root), Store.open(), base_dir=tmp_path)
     assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize("kind", ["tree", "blob"])
+def test_a_pinned_sha_naming_a_tree_or_a_blob_already_in_the_store_is_exit_3(tmp_path, kind):
+    """A pin's `sha` already in the store skipped the fetch and was read as a commit: a tree or blob id
+    there (every import leaves trees) was a UnicodeDecodeError or IndexError traceback, exit 1. Only a
+    commit is taken as the pinned commit; anything else is fetched and found not to match."""
+    first, _second = upstream_repo(tmp_path)
+    store = Store.open()
+    resolve(GitPin(kind="git", url="upstream", rev="master"), store, base_dir=tmp_path)  # the objects are here
+    repo = git.Repo(tmp_path / "upstream")
+    sha = repo.commit(first).tree.hexsha if kind == "tree" else repo.commit(first).tree["lib/x.py"].hexsha
+    assert store.has_object(sha)
+    with pytest.raises(UpstreamError, match=rf"resolves to .*but the series records {sha}") as info:
+        resolve(GitPin(kind="git", url="upstream", rev="master", sha=sha), store, base_dir=tmp_path)
+    assert info.value.exit_code == 3
