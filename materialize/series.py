@@ -265,9 +265,12 @@ class GitPin(_Model):
     """A git repository (local path or URL) at a revision; ``sha`` records the resolved full SHA."""
 
     kind: str = _field(_literal("git"))
-    # neither starts with "-": git would read `--upload-pack=CMD` as an option and run CMD
+    # neither starts with "-": git would read `--upload-pack=CMD` as an option and run CMD. A rev is a
+    # fetch refspec's source: a ":" would give it a destination, a ref `git fetch` writes into the
+    # shared store (`x:refs/materialize/prefix/<key>`: a planted prefix another series reuses). No ref
+    # name holds one (git check-ref-format), nor does a SHA.
     url: str = _field(_str(_NO_OPTION))
-    rev: str = _field(_str(r"^(?!-)[^\s\x00-\x1f\x7f]+$"))
+    rev: str = _field(_str(r"^(?![-+^])[^\s\x00-\x1f\x7f:]+$"))
     sha: str | None = _field(_optional(_str(r"^[0-9a-f]{40}$")), default=None)
     root: str = _field(_ROOT, default="")
 

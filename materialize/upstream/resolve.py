@@ -378,6 +378,8 @@ def _fetch_quarantined(store: Store, url: str, pin: GitPin) -> str:
     from materialize.upstream.net import network_timeouts
 
     where = f"git pin {pin.url}@{pin.rev}"
+    if ":" in pin.rev or pin.rev.startswith(("-", "+", "^")):  # GitPin refuses these; never a refspec with a destination
+        raise UpstreamError(f"{where}: a rev names one ref or commit (no ':', no leading '-', '+' or '^')")
     import shutil
     import tempfile
 

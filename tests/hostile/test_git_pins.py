@@ -183,3 +183,26 @@ def test_a_pinned_sha_naming_a_tree_or_a_blob_already_in_the_store_is_exit_3(tmp
     with pytest.raises(UpstreamError, match=rf"resolves to .*but the series records {sha}") as info:
         resolve(GitPin(kind="git", url="upstream", rev="master", sha=sha), store, base_dir=tmp_path)
     assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize("rev", ["master:refs/materialize/prefix/0123456789abcdef", "+master:refs/heads/x",
+                                 "refs/heads/*:refs/materialize/pins/*"])
+def test_a_rev_that_is_a_refspec_with_a_destination_is_refused_and_writes_no_ref(tmp_path, rev):
+    """`git fetch -- URL REV` takes REV as a refspec: `master:refs/materialize/prefix/<key>` made the
+    fetch write that ref into the shared store, so one series could plant a prefix (or a pin) that
+    another series, on the same cache, would then reuse as its own result: exit 0 with a tree of the
+    planter's choosing. No ref name holds ':' (git check-ref-format): a rev with one is refused at
+    load (exit 2 with file:line), before any fetch."""
+    import os
+    import sys
+
+    upstream_repo(tmp_path)
+    series = tmp_path / "series.yaml"
+    series.write_text(f"version: 1\ntargets:\n  t:\n    pin: {{kind: git, url: upstream, rev: '{rev}'}}\npatches: []\n")
+    proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(series), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path, env=os.environ)
+    assert proc.returncode == 2, proc.stderr
+    assert "series.yaml:4" in proc.stderr and "rev" in proc.stderr and "Traceback" not in proc.stderr
+    assert Store.open().read_refs("refs/") == {}
+    with pytest.raises(Exception, match="rev"):
+        GitPin(kind="git", url="upstream", rev=rev)
