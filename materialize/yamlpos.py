@@ -169,16 +169,16 @@ def _build(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: st
         return [_build(item, path + (i,), lines, source, budget, scalars) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls exactly as YAML 1.1 says, once a
     # number is known to be short enough to build in bounded time.
-    if node.tag in _NUMBER_TAGS:
-        line = node.start_mark.line + 1
-        if len(node.value) > MAX_NUMBER:
-            raise SeriesError(f"{source}:{line}: a number of {len(node.value)} characters (more than {MAX_NUMBER});"
-                              " refused (put it in quotes if it is text)")
-        try:
-            return scalars.construct_object(node)
-        except (ValueError, OverflowError) as exc:
-            raise SeriesError(f"{source}:{line}: a number that cannot be read ({exc}); refused") from None
-    return scalars.construct_object(node)
+    line = node.start_mark.line + 1
+    if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER:
+        raise SeriesError(f"{source}:{line}: a number of {len(node.value)} characters (more than {MAX_NUMBER});"
+                          " refused (put it in quotes if it is text)")
+    try:
+        return scalars.construct_object(node)
+    except (ValueError, OverflowError, KeyError, IndexError, TypeError, yaml.YAMLError) as exc:
+        # an explicit tag on a value it cannot build: `!!int "-"` (IndexError), `!!bool "maybe"` (KeyError)
+        what = "a number" if node.tag in _NUMBER_TAGS else f"a {node.tag.rsplit(':', 1)[-1]}"
+        raise SeriesError(f"{source}:{line}: {what} that cannot be read ({type(exc).__name__}: {exc}); refused") from None
 
 
 def _parsed_file(source: str) -> Path:

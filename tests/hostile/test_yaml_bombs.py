@@ -98,3 +98,11 @@ def test_a_huge_or_base_60_number_is_refused_with_its_line(tmp_path, value):
 def test_ordinary_numbers_still_read_as_yaml_1_1_reads_them(tmp_path):
     located = load_located(write(tmp_path, "a: 1\nb: 0x1f\nc: 1:30\nd: 1.5e+3\ne: .inf\nf: 0o17\n"))
     assert located.data == {"a": 1, "b": 31, "c": 90, "d": 1500.0, "e": float("inf"), "f": "0o17"}
+
+
+@pytest.mark.parametrize("value", ['!!bool "maybe"', '!!int "-"', '!!int ""', '!!int "abc"', '!!float "x"'])
+def test_an_explicit_tag_on_a_value_it_cannot_build_is_exit_2_with_its_line(tmp_path, value):
+    """`!!bool "maybe"` was a KeyError traceback, `!!int "-"` an IndexError: the safe constructor's
+    own failures on a plain tag are refused with the line, as a malformed value."""
+    with pytest.raises(SeriesError, match=r"series.yaml:2: a (bool|int|float|number) that cannot be read"):
+        load_located(write(tmp_path, f"targets: {{}}\nversion: {value}\n"))
