@@ -235,43 +235,44 @@ def _walk_directory(root: Path) -> tuple[dict[str, tuple[str, bytes] | None], li
     changes: dict[str, tuple[str, bytes] | None] = {}
     empty: list[str] = []
     origin = str(root)
-    for prefix, entries in _folders(origin):
+    for prefix, entries, folder in _folders(origin):
         if entries is None:  # unreadable: skipped
             continue
         if prefix and all(_skipped(e) for e in entries):
             empty.append(safe_relpath(prefix.rstrip("/"), origin=origin))
-        for entry in entries:
+        for entry in entries:  # each read relative to its folder's descriptor, never through a path again
             if entry.is_dir(follow_symlinks=False) or _skipped(entry):
                 continue
             rel = safe_relpath(prefix + entry.name, origin=origin)
+            shown = f"{origin}/{prefix}{entry.name}"
             if entry.is_symlink():
-                target = os.readlink(entry.path)
+                target = os.readlink(entry.name, dir_fd=folder)
                 if not link_stays_inside(rel, target):
-                    raise UnsafePathError(f"{entry.path}: symlink to {target!r} points outside {root}")
+                    raise UnsafePathError(f"{shown}: symlink to {target!r} points outside {root}")
                 changes[rel] = (SYMLINK, os.fsencode(target))  # bytes, as names are (surrogateescape)
             elif entry.is_file(follow_symlinks=False):
-                mode = EXECUTABLE if os.access(entry.path, os.X_OK) else REGULAR
-                changes[rel] = (mode, _read_regular(entry.path))
+                mode = EXECUTABLE if os.access(entry.name, os.X_OK, dir_fd=folder) else REGULAR
+                changes[rel] = (mode, _read_regular(entry.name, folder, shown))
             else:
-                raise UnsafePathError(f"{entry.path}: device, fifo or special file refused")
+                raise UnsafePathError(f"{shown}: device, fifo or special file refused")
     links = {p: c[1].decode("utf-8", "surrogateescape") for p, c in changes.items() if c and c[0] == SYMLINK}
     check_links(links, {p for p in changes if p not in links}, origin=origin)  # chains of links
     return changes, sorted(empty)
 
 
-def _read_regular(path: str) -> bytes:
-    """A file the walk saw as a regular file, read only if it still is one when opened: a file swapped
-    for a symlink (to /etc/shadow) or a fifo meanwhile is refused, not read through (O_NOFOLLOW, and
-    O_NONBLOCK so a fifo cannot hang the open)."""
+def _read_regular(name: str, folder: int, shown: str) -> bytes:
+    """A file the walk saw as a regular file in the folder open as ``folder``, read only if it still is
+    one when opened: a file swapped for a symlink (to /etc/shadow) or a fifo meanwhile is refused, not
+    read through (O_NOFOLLOW, and O_NONBLOCK so a fifo cannot hang the open)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{path}: became a symlink while the folder was read; refused") from None
+            raise UnsafePathError(f"{shown}: became a symlink while the folder was read; refused") from None
         raise
     with open(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafePathError(f"{path}: no longer a regular file when opened (device, fifo or folder); refused")
+            raise UnsafePathError(f"{shown}: no longer a regular file when opened (device, fifo or folder); refused")
         return handle.read()
 
 
@@ -286,7 +287,7 @@ def _directory_stamp(root: str) -> str | None:
 
     stamp = hashlib.sha256()
     fresh = time.time_ns() - 2_000_000_000
-    for prefix, entries in _folders(root):
+    for prefix, entries, _folder in _folders(root):
         if entries is None:
             stamp.update(f"unreadable {prefix}\0".encode("utf-8", "surrogateescape"))
             continue
@@ -314,22 +315,47 @@ def _skipped(entry: os.DirEntry) -> bool:
     return entry.is_dir(follow_symlinks=False) or (entry.name == ".git" and entry.is_file(follow_symlinks=False))
 
 
-def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry] | None]]:
+def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry] | None, int]]:
     """(path relative to ``root`` with a trailing "/", or "" for the root; its entries sorted by name,
-    None when unreadable) for every folder, depth-first in name order, never entering ``_SKIPPED``
-    folders or links to folders. The one walk of a path pin: the import and its stamp see the same."""
-    pending = [(root, "")]
+    None when unreadable; a descriptor of the folder, open until the next folder is asked for) for
+    every folder, depth-first in name order, never entering ``_SKIPPED`` folders or links to folders.
+    The one walk of a path pin: the import and its stamp see the same.
+
+    Each folder below the root is opened without following a link (O_NOFOLLOW) and must be the very
+    folder (device, inode) its parent listed, and its entries are read relative to that descriptor: a
+    folder, or one of its parents, swapped for a link to somewhere else while the walk ran is refused,
+    never read through (the rule ``_read_regular`` applies to files).
+    """
+    pending: list[tuple[str, str, tuple[int, int] | None]] = [(root, "", None)]
     while pending:
-        folder, prefix = pending.pop()
+        path, prefix, listed = pending.pop()
         try:
-            with os.scandir(folder) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
-        except OSError:
-            yield prefix, None
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if listed else 0))
+        except OSError as exc:
+            if listed and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePathError(f"{path}: became a symlink while the folder was read; refused") from None
+            yield prefix, None, -1  # unreadable: skipped
             continue
-        yield prefix, entries
-        pending.extend(reversed([(e.path, prefix + e.name + "/") for e in entries
-                                 if e.is_dir(follow_symlinks=False) and e.name not in _SKIPPED]))
+        try:
+            st = os.fstat(fd)
+            if listed is not None and (st.st_dev, st.st_ino) != listed:
+                raise UnsafePathError(f"{path}: changed while the folder was read (another folder, or one reached"
+                                      " through a link, is there now); refused")
+            try:
+                with os.scandir(fd) as scan:
+                    entries = sorted(scan, key=lambda e: e.name)
+            except OSError:
+                yield prefix, None, -1
+                continue
+            yield prefix, entries, fd
+            below = []
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and entry.name not in _SKIPPED:
+                    child = entry.stat(follow_symlinks=False)
+                    below.append((f"{path}/{entry.name}", f"{prefix}{entry.name}/", (child.st_dev, child.st_ino)))
+            pending.extend(reversed(below))
+        finally:
+            os.close(fd)
 
 
 def _resolve_path(pin: PathPin, store: Store, base_dir: Path) -> ResolvedPin:

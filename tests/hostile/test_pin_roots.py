@@ -7,6 +7,7 @@ ValueError traceback (exit 1)."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -71,12 +72,50 @@ def test_a_path_pin_file_swapped_for_a_link_while_read_is_refused(tmp_path, monk
     (up / "a.txt").write_text("a\n")
     real_access = os.access
 
-    def swap_then_access(path, mode):  # noqa: ANN001, ANN202 - runs between the walk's stat and the open
-        if str(path).endswith("a.txt") and not os.path.islink(path):
-            os.unlink(path)
-            os.symlink("/etc/passwd", path)
-        return real_access(path, mode)
+    def swap_then_access(path, mode, **where):  # noqa: ANN001, ANN202 - between the walk's stat and the open
+        # the walk reads a file relative to its folder's descriptor (``dir_fd``)
+        if str(path).endswith("a.txt") and not stat.S_ISLNK(os.lstat(path, **where).st_mode):
+            os.unlink(path, **where)
+            os.symlink("/etc/passwd", path, **where)
+        return real_access(path, mode, **where)
 
     monkeypatch.setattr(resolve_module.os, "access", swap_then_access)
     with pytest.raises(UnsafePathError, match="became a symlink"):
         resolve(PathPin(kind="path", path=str(up)), Store.open(), base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("swapped", ["sub", "a"])
+def test_a_path_pin_folder_swapped_for_a_link_while_read_is_refused(tmp_path, monkeypatch, swapped):
+    """The file rule's sibling: a folder listed as a folder, then swapped for a link to a folder outside
+    (itself, or one of its parents after that parent was read) before it is opened, had the outside
+    folder's files read into the tree. Each folder is opened without following a link and must be the
+    very folder (device, inode) its parent listed; its files are read relative to it."""
+    import importlib
+
+    from materialize.series import PathPin
+
+    resolve_module = importlib.import_module("materialize.upstream.resolve")
+    up, outside = tmp_path / "up", tmp_path / "outside"
+    (up / "a" / "sub").mkdir(parents=True)
+    (up / "a" / "sub" / "ok.txt").write_text("ok\n")
+    (up / "a" / "keep.txt").write_text("keep\n")
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.txt").write_text("SECRET\n")
+    (outside / "sub" / "secret.txt").write_text("SECRET\n")
+    target = up / "a" / "sub"
+    done = []
+
+    def swap(arg) -> None:  # noqa: ANN001 - between the parent's listing and this folder's opening
+        if not done and isinstance(arg, (str, os.PathLike)) and str(arg).rstrip("/").endswith("a/sub"):
+            done.append(True)
+            victim = up / "a" / swapped if swapped == "sub" else up / "a"
+            victim.rename(tmp_path / "moved")
+            victim.symlink_to(outside if swapped == "a" else outside / "sub")
+
+    real_scandir, real_open = os.scandir, os.open
+    monkeypatch.setattr(resolve_module.os, "scandir", lambda arg=".": (swap(arg), real_scandir(arg))[1])
+    monkeypatch.setattr(resolve_module.os, "open", lambda arg, *a, **k: (swap(arg), real_open(arg, *a, **k))[1])
+    assert target.is_dir()
+    with pytest.raises(UnsafePathError, match="(became a symlink|changed) while"):
+        resolve(PathPin(kind="path", path=str(up)), Store.open(), base_dir=tmp_path)
+    assert done
