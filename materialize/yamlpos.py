@@ -222,6 +222,8 @@ def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise SeriesError(f"{source}: no such file") from None
+        except OSError as exc:  # a folder, no permission: one line naming the file, not a traceback
+            raise SeriesError(f"{source}: cannot read it: {exc.strerror or exc}") from None
     raw_digest = digest.sha256(raw).hexdigest()
     cache = _parsed_file(source)
     kept = _read_parsed(cache, raw_digest)

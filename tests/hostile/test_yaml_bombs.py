@@ -106,3 +106,14 @@ def test_an_explicit_tag_on_a_value_it_cannot_build_is_exit_2_with_its_line(tmp_
     own failures on a plain tag are refused with the line, as a malformed value."""
     with pytest.raises(SeriesError, match=r"series.yaml:2: a (bool|int|float|number) that cannot be read"):
         load_located(write(tmp_path, f"targets: {{}}\nversion: {value}\n"))
+
+
+def test_a_series_path_that_is_a_folder_or_unreadable_is_one_line(tmp_path):
+    """`--series` naming a folder was an IsADirectoryError traceback (only a missing file was caught)."""
+    folder = tmp_path / "series.yaml"
+    folder.mkdir()
+    with pytest.raises(SeriesError, match=r"series.yaml: cannot read it: Is a directory"):
+        load_located(folder)
+    proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(folder)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
