@@ -70,6 +70,11 @@ class Hunk(NamedTuple):
     kinds: bytes
     patch_line: int
     unterminated: tuple[int, ...] = ()
+    # A context diff's hunk whose two sides show a context line differently (a TAB-led line, whose
+    # newline GNU drops, or a "\\ No newline" marker, on one side only): GNU matches the pattern side
+    # and copies context from the file, so ``body`` holds the old side's context lines and this the
+    # (body, unterminated) whose context lines are the new side's, which ``patch -R`` matches instead.
+    reverse_body: tuple[bytes, tuple[int, ...]] | None = None
 
     @property
     def body_lines(self) -> list[bytes]:

@@ -847,6 +847,7 @@ class _Parser:
                             old: list[bytes], new: list[bytes]) -> Hunk:
         """The unified hunk ``diff -u`` writes for a context hunk's two sides (kind byte + text each)."""
         body: list[bytes] = []
+        other: list[bytes] = []  # the body with the new side's context lines (GNU's pattern under -R)
         a = b = 0
         while a < len(old) or b < len(new):
             if a < len(old) and old[a][0] == 45:  # "-"
@@ -862,20 +863,30 @@ class _Parser:
                 while b < len(new) and new[b][0] == 33:
                     body.append(b"+" + new[b][1:])
                     b += 1
-            elif a < len(old) and b < len(new) and old[a] == new[b]:  # context on both sides
+            elif a < len(old) and b < len(new) and old[a][0] == new[b][0] == 32:  # context on both sides
+                # GNU matches the pattern side's line and copies the file's: when the sides show it
+                # differently (a TAB-led line, a "\\ No newline" marker on one side), each direction
+                # has its own pattern
                 body.append(old[a])
+                other.append(new[b])
                 a += 1
                 b += 1
+                continue
             else:  # GNU applies each side as it stands; one unified hunk cannot say that: refused
                 raise self.error(stars, "unsupported context hunk: its two sides' context lines differ "
                                         "(a final newline shown as context); make it a unified diff")
+            other.extend(body[len(other):])
         unterminated = tuple(k for k, line in enumerate(body) if not line.endswith(b"\n"))
         lines = [line if line.endswith(b"\n") else line + b"\n" for line in body]
         if not any(line[0] != 32 for line in lines):
             raise self.error(stars, "malformed patch: hunk contains no changed lines")
+        reverse_body = None
+        if other != body:
+            reverse_body = (b"".join(line if line.endswith(b"\n") else line + b"\n" for line in other),
+                            tuple(k for k, line in enumerate(other) if not line.endswith(b"\n")))
         # An empty side's first line is the one it follows, as in a unified header ("*** 3 ****" -> -3,0).
         return Hunk(old_first, old_length, new_first, new_length, "", b"".join(lines),
-                    b"".join(map(_FIRST, lines)), stars + 1, unterminated)
+                    b"".join(map(_FIRST, lines)), stars + 1, unterminated, reverse_body)
 
     def _past_comments(self, i: int) -> int:
         """The first line from ``i`` on that does not start with ``#`` (GNU's pget_line drops those)."""
@@ -1153,7 +1164,7 @@ class _Parser:
             ):
                 append(_new_hunk(Hunk, (int(start), old_count, int(new_start), new_count,
                                         section.decode("utf-8", "replace") if section else "",
-                                        b"".join(raw[i:end]), run, i, ())))
+                                        b"".join(raw[i:end]), run, i, (), None)))
                 i = end + 1
             else:
                 hunk, i = self._hunk(i, m)
@@ -1200,7 +1211,7 @@ class _Parser:
         shared = map(self.kinds_seen.setdefault, runs, runs)
         hunks = list(map(_new_hunk, repeat(Hunk), zip(map(int, starts[:k]), old_counts, map(int, new_starts[:k]),
                                                        new_counts, texts, bodies, shared, firsts, repeat(()),
-                                                       strict=False)))
+                                                       repeat(None), strict=False)))
         return hunks, (after + 1 if k == len(runs) else heads[k] + 1)
 
     def _hunk(self, header_line: int, m: re.Match[bytes]) -> tuple[Hunk, int]:

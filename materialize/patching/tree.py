@@ -192,6 +192,16 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
             target_length=h.source_length,
             body=b"".join(text[:1].translate(_SWAP) + text[1:] for text in split_lines(h.body)),
             kinds=h.kinds.translate(_SWAP),
+        ) if h.reverse_body is None else h._replace(  # the new side's context is the pattern now
+            source_start=h.target_start,
+            source_length=h.target_length,
+            target_start=h.source_start,
+            target_length=h.source_length,
+            body=b"".join(text[:1].translate(_SWAP) + text[1:] for text in split_lines(h.reverse_body[0])),
+            kinds=h.kinds.translate(_SWAP),
+            unterminated=h.reverse_body[1],
+            reverse_body=(b"".join(text[:1].translate(_SWAP) + text[1:] for text in split_lines(h.body)),
+                          h.unterminated),
         )
         for h in fp.hunks
     )

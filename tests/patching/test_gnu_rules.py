@@ -729,3 +729,41 @@ def test_name_selection_and_garbage_match_gnu(tmp_path_factory: pytest.TempPathF
     assert result.ok == (code == 0), (report, patch)
     if code == 0:
         assert ours_files == gnu_files, (report, patch)
+
+
+# A context hunk whose context lines differ between its two sides: GNU matches the pattern side only
+# (the old side, the new side under -R) and copies context from the file, never from the patch. A
+# TAB-led line (GNU keeps its TAB and drops its newline) on one side only is the common case; a
+# "\ No newline" marker after one side's last context line is the other.
+_TAB_HUNK = (b"*** a/f\n--- b/f\n***************\n*** 1,6 ****\n  a\n  b\n{old}\n! c\n  d\n  e\n"
+             b"--- 1,6 ----\n  a\n  b\n{new}\n! C\n  d\n  e\n")
+ONE_SIDED_CONTEXT = {
+    "TAB-led on the new side": _TAB_HUNK.replace(b"{old}", b"  \tfoo").replace(b"{new}", b"\tfoo"),
+    "TAB-led on the old side": _TAB_HUNK.replace(b"{old}", b"\tfoo").replace(b"{new}", b"  \tfoo"),
+    "TAB-led last line on the new side": (b"*** a/f\n--- b/f\n***************\n*** 1,3 ****\n! a\n  b\n  \tfoo\n"
+                                          b"--- 1,3 ----\n! A\n  b\n\tfoo\n"),
+    "TAB-led first line on the old side": (b"*** a/f\n--- b/f\n***************\n*** 3,5 ****\n\tfoo\n  c\n! d\n"
+                                           b"--- 3,5 ----\n  \tfoo\n  c\n! D\n"),
+    "no newline marker on the old side's last context line": (
+        b"*** a/f\n--- b/f\n***************\n*** 6,7 ****\n! e\n  \tfoo\n\\ No newline at end of file\n"
+        b"--- 6,7 ----\n! E\n  \tfoo\n"),
+}
+_TAB_FILES = {
+    "plain": b"a\nb\n\tfoo\nc\nd\ne\n",
+    "patched": b"a\nb\n\tfoo\nC\nd\ne\n",
+    "tail": b"a\nb\n\tfoo\nc\nd\ne\n\tfoo",
+    "tail patched": b"a\nb\n\tfoo\nc\nd\nE\n\tfoo",
+    "top": b"a\nb\n\tfoo\nc\nd\n",
+    "first": b"\tfoo\nb\n\tfoo\n",
+}
+
+
+@pytest.mark.parametrize("fuzz", [0, 2])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("content", sorted(_TAB_FILES))
+@pytest.mark.parametrize("case", sorted(ONE_SIDED_CONTEXT))
+def test_a_context_line_on_one_side_only_applies_as_in_gnu(tmp_path: Path, case: str, content: str,
+                                                             reverse: bool, fuzz: int) -> None:
+    """Refused ("its two sides' context lines differ") where GNU applies the hunk, matching the
+    pattern side's context (earlier fuzzer seed 1981): now the same files, forward and reversed."""
+    compare(tmp_path, {"f": _TAB_FILES[content]}, ONE_SIDED_CONTEXT[case], fuzz=fuzz, reverse=reverse)
