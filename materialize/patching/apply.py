@@ -23,6 +23,7 @@ _PLUS = bytes.maketrans(b" -+", b"\x00\x00\x01")
 _BODY = itemgetter(5)  # Hunk.body, Hunk.kinds, Hunk.unterminated: C-level field access for map()
 _KINDS = itemgetter(6)
 _UNTERMINATED = itemgetter(8)
+_CONTEXT_COUNTS = itemgetter(10)  # Hunk.context_counts
 _SOURCE_START = itemgetter(0)
 _new_tuple = tuple.__new__
 _DIRECT_OFFSETS = 64  # offsets the hunk search tries one by one before it asks the line index
@@ -48,6 +49,8 @@ class _Prepared:
         prefix = count - len(kinds.lstrip(b" "))
         self.prefix_context = prefix
         self.suffix_context = count - len(kinds.rstrip(b" ")) if prefix < count else 0
+        if hunk.context_counts is not None:  # a context hunk GNU counts otherwise (see Hunk)
+            self.prefix_context, self.suffix_context = hunk.context_counts
         # Every line ends in a newline (no "\\ No newline" marker): only a side's last line can lack one.
         self.terminated = all(side[-1].endswith(b"\n") for side in (self.old, self.new) if side)
         self.first = hunk.source_start + (1 if not self.old else 0)
@@ -270,8 +273,8 @@ class _Applier:
         no per-line Python); every other case (an offset search, fuzz, a missing newline, a hunk GNU
         refuses at the top of a new file) returns None and goes through ``locate``/``apply`` unchanged.
         """
-        if not self.after_newline or hunk.unterminated:  # a missing newline: GNU's careful path
-            return None
+        if not self.after_newline or hunk.unterminated or hunk.context_counts is not None:
+            return None  # a missing newline, or context GNU counts its own way: GNU's careful path
         kinds = hunk.kinds
         count = len(kinds)
         prefix = count - len(kinds.lstrip(b" "))
@@ -363,8 +366,8 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], refuse_top: bool) -
     shapes = {k: _common_shape(k) for k in set(kinds)}
     if None in shapes.values():
         return None  # no context, uneven context, or context between two changes
-    if any(map(_UNTERMINATED, hunks)):
-        return None  # a missing newline
+    if any(map(_UNTERMINATED, hunks)) or any(map(_CONTEXT_COUNTS, hunks)):
+        return None  # a missing newline, context GNU counts its own way
     prefix_of, old_of, plus_of = ({k: v[i] for k, v in shapes.items() if v} for i in range(3))
     prefix = list(map(prefix_of.__getitem__, kinds))
     n_old = list(map(old_of.__getitem__, kinds))
@@ -493,7 +496,7 @@ def _apply_hunk(
         return HunkResult(hunk, "failed", 0, 0, None)
     offset = state.in_offset
     try:
-        if fuzz == 0 and h.terminated and state.after_newline:
+        if fuzz == 0 and h.terminated and state.after_newline and hunk.context_counts is None:
             state.apply_exact(h, where)
         else:
             state.apply(h, where)

@@ -75,6 +75,10 @@ class Hunk(NamedTuple):
     # and copies context from the file, so ``body`` holds the old side's context lines and this the
     # (body, unterminated) whose context lines are the new side's, which ``patch -R`` matches instead.
     reverse_body: tuple[bytes, tuple[int, ...]] | None = None
+    # A context diff's hunk whose context GNU counts otherwise than its lines (an omitted replacing side
+    # whose count a later "--" line reset): GNU's (prefix, suffix) context, which decides where
+    # ``locate_hunk`` may put the hunk and how much fuzz it may use; None: the lines' own counts.
+    context_counts: tuple[int, int] | None = None
 
     @property
     def body_lines(self) -> list[bytes]:

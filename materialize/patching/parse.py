@@ -30,7 +30,7 @@ wrong tree:
 * A context hunk is read as ``another_hunk`` reads it (a side left out is the other's context; a
   replacing side that could be left out is taken as missing at the first line that cannot be one
   of its lines, a blank line or the next file's ``---`` included; a "\\ No newline" marker only
-  after a side's last line); one whose context GNU counts otherwise than its lines is refused.
+  after a side's last line); one whose context GNU counts otherwise than its lines is located by GNU's counts.
 * A header time within -25h..+26h of the epoch says "no such file" (``paths.parse_stamp``); one we
   cannot tell GNU's answer for, where it matters, is refused.
 """
@@ -828,10 +828,8 @@ class _Parser:
                                         [k + t for k, t in old], [k + t for k, t in new])  # type: ignore[misc]
         kinds = hunk.kinds
         lead, trail = len(kinds) - len(kinds.lstrip(b" ")), len(kinds) - len(kinds.rstrip(b" "))
-        if (lead, trail) != (prefix, suffix):
-            raise self.error(stars, f"unsupported context hunk: GNU patch counts {prefix} line(s) of context "
-                                    f"before it and {suffix} after, its lines {lead} and {trail} (it would "
-                                    "anchor the hunk to the start or end of the file); make it a unified diff")
+        if (lead, trail) != (prefix, suffix):  # GNU locates the hunk by its own counts (see Hunk)
+            hunk = hunk._replace(context_counts=(prefix, suffix))
         return hunk, i, consulted
 
     def _context_incomplete(self, body: bytes, i: int, last: bool) -> tuple[bytes, int]:
@@ -1164,7 +1162,7 @@ class _Parser:
             ):
                 append(_new_hunk(Hunk, (int(start), old_count, int(new_start), new_count,
                                         section.decode("utf-8", "replace") if section else "",
-                                        b"".join(raw[i:end]), run, i, (), None)))
+                                        b"".join(raw[i:end]), run, i, (), None, None)))
                 i = end + 1
             else:
                 hunk, i = self._hunk(i, m)
@@ -1211,7 +1209,7 @@ class _Parser:
         shared = map(self.kinds_seen.setdefault, runs, runs)
         hunks = list(map(_new_hunk, repeat(Hunk), zip(map(int, starts[:k]), old_counts, map(int, new_starts[:k]),
                                                        new_counts, texts, bodies, shared, firsts, repeat(()),
-                                                       repeat(None), strict=False)))
+                                                       repeat(None), repeat(None), strict=False)))
         return hunks, (after + 1 if k == len(runs) else heads[k] + 1)
 
     def _hunk(self, header_line: int, m: re.Match[bytes]) -> tuple[Hunk, int]:

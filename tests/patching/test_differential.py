@@ -150,7 +150,7 @@ def test_matches_gnu_patch(case: tuple[bytes, bytes, bytes]) -> None:
 def _against_gnu(case: tuple[bytes, bytes, bytes], gnu_says: str) -> None:
     """Parse and apply at fuzz 0..3 against GNU; a patch we refuse, GNU must refuse too (exit 2,
     saying ``gnu_says``), except a context hunk refused on purpose where GNU reads it its own way
-    (two sides whose context lines differ, context GNU counts otherwise: documented, never silent)."""
+    (a hunk GNU reads depending on the hunk before it: documented, never silent)."""
     patch, _old, target = case
     try:
         parsed = parse_patch(patch, source="random.diff", strip=1)

@@ -321,16 +321,39 @@ def test_a_no_newline_marker_inside_a_side_is_malformed_as_in_gnu(tmp_path: Path
     assert isinstance(result.error, PatchFormatError) and "malformed patch" in str(result.error)
 
 
-def test_a_context_hunk_gnu_anchors_to_the_end_is_refused_not_applied_at_fuzz_0(tmp_path: Path) -> None:
+# Context hunks whose context GNU counts otherwise than their lines: the second '---' line of an omitted
+# replacing side resets its count (a unified header, a mail signature's "-- " line after it), so GNU
+# anchors the hunk as if it had no trailing context. Refused until the red-team fuzzer's seed 1639 (a
+# Debian-style mail signature under a context diff), which quilt applies with fuzz.
+GNU_COUNTED_CONTEXT = {
+    "unified header after": (_CTX + b"*** 1,3 ****\n  x\n- b\n  b\n--- 1,2 ----\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"),
+    "signature after": (_CTX + b"*** 2,4 ****\n  x\n- b\n  b\n--- 2,3 ----\n-- \n2.39.2\n\n"),
+    "signature after a two-line context": (_CTX + b"*** 3,7 ****\n  z\n  x\n- b\n  b\n  z\n--- 3,6 ----\n-- \n2.39.2\n"),
+}
+GNU_COUNTED_FILES = {
+    "top": {"k": b"x\nb\nb\nz\nz\n", "g": b"1\n"},
+    "shifted": {"k": b"a\nz\nx\nb\nb\nz\n", "g": b"1\n"},
+    "end": {"k": b"a\nb\nz\nx\nb\nb\n", "g": b"1\n"},
+    "end and more": {"k": b"z\nx\nb\nb\nz\nx\nb\nb\n", "g": b"1\n"},
+}
+
+
+@pytest.mark.parametrize("fuzz", [0, 1, 2])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("files", sorted(GNU_COUNTED_FILES))
+@pytest.mark.parametrize("case", sorted(GNU_COUNTED_CONTEXT))
+def test_a_context_hunk_gnu_counts_otherwise_applies_where_gnu_does(tmp_path: Path, case: str, files: str,
+                                                                      reverse: bool, fuzz: int) -> None:
     """An omitted new side right before a unified header: GNU counts 0 lines of context after it (the
-    second '---' line resets its count) and needs fuzz 1; we applied it cleanly. Now refused, loudly."""
-    patch = _CTX + b"*** 1,3 ****\n  x\n- b\n  b\n--- 1,2 ----\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-1\n+2\n"
-    files = {"k": b"x\nb\nb\nz\nz\n", "g": b"1\n"}
-    code, _files, report = gnu(tmp_path, files, patch, 1)
-    assert code == 1 and "Hunk #1 FAILED" in report
-    result, _ = ours(files, patch, 1)
-    assert isinstance(result.error, PatchFormatError) and "counts 1 line(s) of context before it and 0 after" in str(
-        result.error)
+    second '---' line resets its count) and needs fuzz 1; we applied it cleanly, then refused it. Now
+    it is located with GNU's counts: the same files, and the same hunk report."""
+    patch = GNU_COUNTED_CONTEXT[case]
+    result, _files = compare(tmp_path, GNU_COUNTED_FILES[files], patch, fuzz=fuzz, reverse=reverse)
+    (tmp_path / "again").mkdir()
+    _code, _gnu_files, report = gnu(tmp_path / "again", GNU_COUNTED_FILES[files], patch, 1, fuzz=fuzz,
+                                    reverse=reverse)
+    first = next(o for o in result.files if o.path == "k").result.hunks[0]
+    assert (f"with fuzz {first.fuzz}" in report) == bool(first.fuzz and first.status != "failed"), report
 
 
 # -- 5. patches that change nothing ---------------------------------------------------------------
