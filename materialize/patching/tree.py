@@ -292,6 +292,9 @@ class _GnuQueue:
         # a plain section that creates or deletes a file a git section deleted reads it as it was.
         self.doomed: set[str] = set()
         self.git_deleted: dict[str, Content] = {}
+        # of ``held``, files whose held-back change is a mode alone: their bytes on GNU's disk are the
+        # ones we read, so a copy that sets its own mode reads the same file from either
+        self.mode_only: set[str] = set()
 
     def below_doomed(self, overlay: _Overlay, path: str) -> str | None:
         """A file GNU still has on its disk where ``path`` needs a folder (None: there is none)."""
@@ -313,6 +316,7 @@ class _GnuQueue:
     def write_out(self) -> None:
         self.held.clear()
         self.gone.clear()
+        self.mode_only.clear()
 
     def check(self, overlay: _Overlay, fp: FilePatch, source: str | None, out: str, where: str) -> None:
         """``source``: the file the section reads (None for a new file); ``out``: the one it writes."""
@@ -322,6 +326,9 @@ class _GnuQueue:
         touched = [path for path in (source, out) if path in self.held]
         if touched and source == out and out not in self.gone:  # written again while on disk: GNU writes out
             self.write_out()
+        elif (touched == [source] and source in self.mode_only and fp.is_copy and fp.new_mode
+              and fp.new_mode != fp.old_mode):
+            pass  # GNU copies the unchanged bytes on its disk and gives the copy the section's own mode
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
             raise PatchApplyError(
@@ -330,11 +337,17 @@ class _GnuQueue:
                 "it: split the patch before this section (one commit per patch file)")
         if fp.is_delete:  # GNU counts a file it will delete as gone at once (DELETE_LATER), as we do
             self.held.discard(out)
+            self.mode_only.discard(out)
         elif overlay.get(out) is not None:  # on disk already: GNU holds the new state back
             self.held.add(out)
+            if not fp.hunks and not (fp.is_rename or fp.is_copy) and not fp.is_binary:
+                self.mode_only.add(out)
+            else:
+                self.mode_only.discard(out)
         elif fp.is_rename or fp.is_copy:  # a new name of a rename or copy: held back too, not on disk yet
             self.held.add(out)
             self.gone.add(out)
+            self.mode_only.discard(out)
         if fp.is_rename and source in self.held:  # GNU removes a rename's source at once
             self.gone.add(source)
 

@@ -130,6 +130,28 @@ def test_a_rename_or_copy_already_done_patches_the_destination_as_gnu_does(tmp_p
     assert ours({"p.py": "100644"}, patch) == gnu({"p.py": "100644"}, patch) == {"p.py": (False, b"p.py\nc\n")}
 
 
+@pytest.mark.parametrize("copy_modes", ["old mode 100644\nnew mode 100755\n", "old mode 100755\nnew mode 100644\n"])
+@pytest.mark.parametrize("first", ["old mode 100644\nnew mode 100755\n", "old mode 100755\nnew mode 100644\n"])
+def test_a_copy_of_a_file_whose_mode_an_earlier_section_changed_applies_as_gnu_does(first, copy_modes):
+    """``git diff -C`` of a commit that makes p.py executable and copies it (fuzzer seed 133): GNU copies
+    the bytes on its disk, which a mode change does not touch, and gives the copy the section's own
+    mode, so quilt pushes it. Refused as "written by an earlier section" until then."""
+    patch = (f"diff --git a/p.py b/p.py\n{first}diff --git a/p.py b/q.py\n{copy_modes}"
+             "similarity index 100%\ncopy from p.py\ncopy to q.py\n").encode()
+    tree = {"p.py": "100644"}
+    expected = gnu(tree, patch)
+    assert expected is not None
+    assert ours(tree, patch) == expected
+
+
+def test_a_copy_that_keeps_its_source_mode_after_a_mode_change_is_still_refused():
+    """Without mode lines the copy takes the mode GNU finds on its disk, the one before the patch, where
+    applying the sections in turn would give the changed one: still refused, never silently different."""
+    patch = (b"diff --git a/p.py b/p.py\nold mode 100644\nnew mode 100755\n"
+             b"diff --git a/p.py b/q.py\nsimilarity index 100%\ncopy from p.py\ncopy to q.py\n")
+    assert ours({"p.py": "100644"}, patch) == "refused"
+
+
 GIT_GARBAGE = [b"\n", b"garbage\n", b"similarity index 50%\n", b"  a note\n", b"Author: x\n"]
 
 
