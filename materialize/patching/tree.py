@@ -292,9 +292,9 @@ class _GnuQueue:
         # a plain section that creates or deletes a file a git section deleted reads it as it was.
         self.doomed: set[str] = set()
         self.git_deleted: dict[str, Content] = {}
-        # of ``held``, files whose held-back change is a mode alone: their bytes on GNU's disk are the
-        # ones we read, so a copy that sets its own mode reads the same file from either
-        self.mode_only: set[str] = set()
+        # of ``held``, what each file held on GNU's disk when its change was held back: a later copy reads
+        # that, as GNU does (and git: a copy's hunks are against the source before the patch)
+        self.original: dict[str, Content | None] = {}
 
     def below_doomed(self, overlay: _Overlay, path: str) -> str | None:
         """A file GNU still has on its disk where ``path`` needs a folder (None: there is none)."""
@@ -313,10 +313,17 @@ class _GnuQueue:
         if fp.is_git and before is not None:
             self.git_deleted[path] = before
 
+    def copy_source(self, fp: FilePatch, source: str) -> Content | None:
+        """What a copy section reads from ``source`` on GNU's disk when an earlier section of the patch
+        changed it and GNU holds that back (None: read the tree as it is)."""
+        if fp.is_copy and source in self.held and source not in self.gone and source in self.original:
+            return self.original[source]
+        return None
+
     def write_out(self) -> None:
         self.held.clear()
         self.gone.clear()
-        self.mode_only.clear()
+        self.original.clear()
 
     def check(self, overlay: _Overlay, fp: FilePatch, source: str | None, out: str, where: str) -> None:
         """``source``: the file the section reads (None for a new file); ``out``: the one it writes."""
@@ -326,9 +333,8 @@ class _GnuQueue:
         touched = [path for path in (source, out) if path in self.held]
         if touched and source == out and out not in self.gone:  # written again while on disk: GNU writes out
             self.write_out()
-        elif (touched == [source] and source in self.mode_only and fp.is_copy and fp.new_mode
-              and fp.new_mode != fp.old_mode):
-            pass  # GNU copies the unchanged bytes on its disk and gives the copy the section's own mode
+        elif touched == [source] and fp.is_copy and source not in self.gone and source in self.original:
+            pass  # GNU copies the source on its disk, as it was before the patch: ``copy_source`` reads that
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
             raise PatchApplyError(
@@ -337,17 +343,12 @@ class _GnuQueue:
                 "it: split the patch before this section (one commit per patch file)")
         if fp.is_delete:  # GNU counts a file it will delete as gone at once (DELETE_LATER), as we do
             self.held.discard(out)
-            self.mode_only.discard(out)
         elif overlay.get(out) is not None:  # on disk already: GNU holds the new state back
             self.held.add(out)
-            if not fp.hunks and not (fp.is_rename or fp.is_copy) and not fp.is_binary:
-                self.mode_only.add(out)
-            else:
-                self.mode_only.discard(out)
+            self.original.setdefault(out, overlay.get(out))
         elif fp.is_rename or fp.is_copy:  # a new name of a rename or copy: held back too, not on disk yet
             self.held.add(out)
             self.gone.add(out)
-            self.mode_only.discard(out)
         if fp.is_rename and source in self.held:  # GNU removes a rename's source at once
             self.gone.add(source)
 
@@ -416,6 +417,8 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     if already:
         read_from = dest
     before = overlay.get(read_from) if read_from else None
+    if queue is not None and read_from is not None and read_from == old and (held := queue.copy_source(fp, old)):
+        before = held  # GNU copies the source as it was before this patch (and so do git's hunks)
     if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
             and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
         read_from = read_from or old

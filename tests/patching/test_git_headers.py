@@ -144,12 +144,22 @@ def test_a_copy_of_a_file_whose_mode_an_earlier_section_changed_applies_as_gnu_d
     assert ours(tree, patch) == expected
 
 
-def test_a_copy_that_keeps_its_source_mode_after_a_mode_change_is_still_refused():
-    """Without mode lines the copy takes the mode GNU finds on its disk, the one before the patch, where
-    applying the sections in turn would give the changed one: still refused, never silently different."""
-    patch = (b"diff --git a/p.py b/p.py\nold mode 100644\nnew mode 100755\n"
-             b"diff --git a/p.py b/q.py\nsimilarity index 100%\ncopy from p.py\ncopy to q.py\n")
-    assert ours({"p.py": "100644"}, patch) == "refused"
+@pytest.mark.parametrize("copy_head", ["", "old mode 100644\nnew mode 100755\n"])
+@pytest.mark.parametrize("first", ["old mode 100644\nnew mode 100755\n", "--- a/p.py\n+++ b/p.py\n" + hunk("p.py").decode(),
+                                   "old mode 100644\nnew mode 100755\n--- a/p.py\n+++ b/p.py\n" + hunk("p.py").decode()])
+@pytest.mark.parametrize("copy_hunk", [False, True])
+def test_a_copy_of_a_file_an_earlier_section_changed_reads_it_as_it_was(first, copy_head, copy_hunk):
+    """``git diff -C`` of a commit that edits a file and copies it (fuzzer seed 5153): the copy's hunks
+    are against the file before the commit, and GNU copies the file on its disk, the one before the
+    patch (``git apply`` agrees), with that file's mode unless the copy sets one. Refused as "written
+    by an earlier section" until then."""
+    copy = (f"diff --git a/p.py b/q.py\n{copy_head}similarity index 90%\ncopy from p.py\ncopy to q.py\n"
+            + ("--- a/p.py\n+++ b/q.py\n" + hunk("p.py").decode().replace("+c", "+d") if copy_hunk else ""))
+    patch = f"diff --git a/p.py b/p.py\n{first}{copy}".encode()
+    tree = {"p.py": "100644"}
+    expected = gnu(tree, patch)
+    assert expected is not None and "q.py" in expected
+    assert ours(tree, patch) == expected
 
 
 GIT_GARBAGE = [b"\n", b"garbage\n", b"similarity index 50%\n", b"  a note\n", b"Author: x\n"]
