@@ -128,7 +128,8 @@ def gnu_dangerous(name: str) -> bool:
 
 def best_name(names: list[str | None]) -> str | None:
     """GNU ``best_name`` over the candidates (None: ignored), in order: it keeps the least number of
-    components, then of basename length, then of length, each as it goes (a later name with fewer
+    components, then of "basename" length (gnulib's ``base_len`` of the whole name), then of length
+    (bytes both), each as it goes (a later name with fewer
     components does not reset the least basename an earlier one set), then takes the first safe name
     holding all three; None when there is none (GNU then finds no file to patch)."""
     least = [1 << 62] * 3
@@ -138,7 +139,10 @@ def best_name(names: list[str | None]) -> str | None:
         keys.append(key)
         if name is None:
             continue
-        for k, value in enumerate((_components(name), len(name.rstrip("/").rsplit("/", 1)[-1]), len(name))):
+        # GNU's lengths are strlen's (bytes, not characters), and its "basename" length is gnulib's
+        # base_len of the whole name: the name's length less its trailing slashes, not its last part's
+        raw = name.encode("utf-8", "surrogateescape")
+        for k, value in enumerate((_components(name), max(len(raw.rstrip(b"/")), 1), len(raw))):
             key.append(value)
             if least[k] < value:
                 break

@@ -163,6 +163,38 @@ def test_backslash_and_colon_names(tmp_path: Path) -> None:
 HUNK = b"@@ -1 +1 @@\n-a\n+b\n"
 
 
+# GNU's best_name measures names in bytes ("éé.c" is 6 bytes, 4 characters)
+NON_ASCII_CHOICES = {
+    "both exist, old shorter in bytes": ({"abc.c": b"a\n", "\u00e9\u00e9.c": b"a\n"},
+                                         "--- a/abc.c\n+++ b/\u00e9\u00e9.c\n"),
+    "both exist, new shorter in bytes": ({"abc.c": b"a\n", "\u00e9\u00e9.c": b"a\n"},
+                                         "--- a/\u00e9\u00e9.c\n+++ b/abc.c\n"),
+    "same bytes, the first wins": ({"moved.c": b"a\n", "caf\u00e9.c": b"a\n"},
+                                   "--- a/moved.c\n+++ b/caf\u00e9.c\n"),
+    "neither exists, a creation": ({"g": b"x\n"}, "--- /dev/null\n+++ b/\u00e9\u00e9.c\nIndex: abc.c\n"),
+    "longer folder in bytes": ({"d\u00e9/f": b"a\n", "dxy/f": b"a\n"}, "--- a/dxy/f\n+++ b/d\u00e9/f\n"),
+    # gnulib's base_len, which GNU's best_name calls on the whole name, is the name's length less its
+    # trailing slashes, not the length of its last component
+    "a short basename in a long folder": ({"abcdef/x.c": b"a\n", "a/yy.c": b"a\n"},
+                                          "--- a/abcdef/x.c\n+++ b/a/yy.c\n"),
+    "a later name with fewer components, shorter in all": ({"d/f.c": b"a\n", "sp.c": b"a\n"},
+                                                          "--- a/d/f.c\n+++ b/sp.c\n"),
+    "a later name with fewer components, longer in all": ({"d/f.c": b"a\n", "spxxxx.c": b"a\n"},
+                                                         "--- a/d/f.c\n+++ b/spxxxx.c\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NON_ASCII_CHOICES))
+def test_file_selection_measures_names_as_gnu_does(tmp_path: Path, case: str) -> None:
+    """Fuzzer seed 120163: of two existing names GNU took ``moved.c`` (7 bytes, the first of a tie) and
+    we ``café.c`` (6 characters, 7 bytes): another file patched, silently where the hunk fits both. And
+    GNU's "basename" length is the whole name's (hypothesis, test_plain_headers): ``d/f.c`` beside
+    ``sp.c`` patches ``sp.c``, where we found no file."""
+    files, header = NON_ASCII_CHOICES[case]
+    hunk = HUNK if "creation" not in case else b"@@ -0,0 +1 @@\n+b\n"
+    compare(tmp_path, files, header.encode() + hunk)
+
+
 @pytest.mark.parametrize(
     ("files", "header", "strip", "dirs"),
     [
