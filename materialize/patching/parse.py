@@ -397,12 +397,15 @@ class _Parser:
                                   "make it a unified diff")
 
     def _refuse_other_formats(self, number: int, line: bytes, *, headed: bool) -> None:
-        """Refuse context hunks without their file header instead of silently ignoring them as
-        garbage, and name a normal diff before any header line (GNU: garbage, prose quoting a diff)
-        if the patch holds nothing else ("Only garbage")."""
+        """Refuse a context hunk in a git region without its ``***``/``---`` file lines (GNU applies it to
+        the ``diff --git`` names; we do not read it), and name a normal diff before any header line
+        (GNU: garbage, prose quoting a diff) if the patch holds nothing else ("Only garbage"). A context
+        hunk with no header line before it in a plain region is garbage to GNU, which notes a line of
+        stars only after a header line, as a unified hunk there is: ignored, as GNU ignores it."""
         nxt = self.line(number + 1)
-        if _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
-            raise self.error(number, "unsupported patch format: context diff hunk without '*** '/'--- ' file lines")
+        if headed and _CONTEXT_HUNK.match(line) and _CONTEXT_OLD.match(nxt):
+            raise self.error(number, "unsupported patch format: a context diff hunk in a 'diff --git' section "
+                                     "without '*** '/'--- ' file lines; make it a unified diff")
         if not headed and not self.unheaded_normal and _NORMAL_COMMAND.match(line) and nxt[:2] in (b"< ", b"> "):
             self.unheaded_normal = number  # named if nothing else is found ("Only garbage")
 

@@ -822,3 +822,29 @@ def test_a_context_line_on_one_side_only_applies_as_in_gnu(tmp_path: Path, case:
     """Refused ("its two sides' context lines differ") where GNU applies the hunk, matching the
     pattern side's context (earlier fuzzer seed 1981): now the same files, forward and reversed."""
     compare(tmp_path, {"f": _TAB_FILES[content]}, ONE_SIDED_CONTEXT[case], fuzz=fuzz, reverse=reverse)
+
+
+# A context hunk with no header line before it in its region is garbage to GNU (it notes a line of stars
+# only after a header line), as a unified hunk there is: the rest of the patch applies.
+_UNIFIED_F = b"--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+_HEADERLESS_CONTEXT = b"***************\n*** 1 ****\n! a\n--- 1 ----\n! c\n"
+HEADERLESS_CONTEXT_HUNKS = {
+    "before a section": _HEADERLESS_CONTEXT + _UNIFIED_F,
+    "after prose": b"prose\n" + _HEADERLESS_CONTEXT + _UNIFIED_F,
+    "after a section": _UNIFIED_F + _HEADERLESS_CONTEXT,
+    "after a section and a blank line": _UNIFIED_F + b"\n" + _HEADERLESS_CONTEXT,
+    "alone": _HEADERLESS_CONTEXT,
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEADERLESS_CONTEXT_HUNKS))
+def test_a_context_hunk_without_a_header_is_garbage_as_in_gnu(tmp_path: Path, case: str) -> None:
+    """Refused ("context diff hunk without file lines") where GNU, and so quilt, ignores the hunk and
+    applies the rest; alone, it is "Only garbage" to both."""
+    patch = HEADERLESS_CONTEXT_HUNKS[case]
+    if case == "alone":
+        assert gnu(tmp_path, {"f": b"a\n"}, patch, 1)[0] == 2
+        result, _ = ours({"f": b"a\n"}, patch, 1)
+        assert isinstance(result.error, PatchFormatError) and "Only garbage" in str(result.error)
+        return
+    compare(tmp_path, {"f": b"a\n"}, patch)

@@ -284,9 +284,11 @@ def test_context_diffs_parse_and_normal_diffs_after_a_header_line_too() -> None:
     context = b"*** a/f\t2020\n--- b/f\t2020\n***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"
     (fp,) = parse_patch(context, source="c.diff").files
     assert (fp.old_path, fp.new_path) == ("f", "f") and fp.hunks[0].body == b"-a\n+b\n"
-    stray = b"***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"  # hunks without their file lines
-    with pytest.raises(PatchFormatError, match=r"^c\.diff:1: unsupported patch format: context"):
+    stray = b"***************\n*** 1 ****\n! a\n--- 1 ----\n! b\n"  # hunks without their file lines: garbage
+    with pytest.raises(PatchFormatError, match=r"^c\.diff:1: Only garbage"):  # to GNU too (exit 2)
         parse_patch(stray, source="c.diff")
+    with pytest.raises(PatchFormatError, match=r"^g\.diff:2: unsupported patch format: a context diff hunk in"):
+        parse_patch(b"diff --git a/f b/f\n" + stray, source="g.diff")  # GNU applies it to f: not read
     normal = b"1c1\n< a\n---\n> b\n"  # GNU: "Only garbage" (a normal diff needs a header line before it)
     with pytest.raises(PatchFormatError, match=r"^n\.diff:1: Only garbage .*line 1: a normal diff"):
         parse_patch(normal, source="n.diff")
