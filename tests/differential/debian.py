@@ -19,8 +19,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (67 packages,
-# 1,549 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
+# 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (71 packages,
+# 1,925 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
 # 2026-12-01), jq's two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
@@ -41,6 +41,11 @@ PACKAGES = [
     # krb5 16, postfix 16, apr 15, busybox 15, libxslt 15, openldap 15, shadow 15.
     "python3.11", "exim4", "util-linux", "php8.2", "procmail", "gnupg2", "cups", "tiff", "libpng1.6", "bash",
     "file", "groff", "krb5", "postfix", "apr", "busybox", "libxslt", "openldap", "shadow",
+    # 2026-12-02 (session 14, red team "exact"): a sweep of 217 more packages (108 that apt-get could fetch
+    # and quilt push, 1,237 patches, every tree identical: glibc 109, ghostscript 52, vim, ruby3.1, squid,
+    # openssl, ...); kept here: the longest series that are cheap (imagemagick 193, gnutls28 90,
+    # sgt-puzzles 68) and sendmail (25).
+    "imagemagick", "gnutls28", "sgt-puzzles", "sendmail",
 ]
 SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them
