@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,6 +215,56 @@ def check_output(manifest: dict[str, Any], out_dir: Path, read_blob) -> None:
                                 "(edited after materializing?); materialize again")
 
 
+def check_manifest(manifest: dict[str, Any], computed: dict[str, Any], where: str) -> None:
+    """An output read with ``--from-output`` must be what the series materializes to now: its id, and
+    every target's tree, base, install path and changed / deleted files, every patch as applied. The
+    manifest is a file anyone can edit: trusted as read, an edited ``install_path`` mounts the patches
+    beside the code that runs, a ``changed`` list short of one file leaves it unpatched, another
+    ``tree`` (with an id recomputed to match) names unpatched code. ``computed`` is the manifest of the
+    series materialized now (the engine's cache makes that a lookup), with the same ``overlay``."""
+    problems = []
+    for key in sorted((set(manifest) | set(computed)) - {"series"}):
+        have, want = manifest.get(key), computed.get(key)
+        if have == want:
+            continue
+        if key == "targets" and isinstance(have, dict) and isinstance(want, dict):
+            for target in sorted(set(have) | set(want)):
+                a, b = have.get(target), want.get(target)
+                if not isinstance(a, dict) or not isinstance(b, dict):
+                    problems.append(f"target {target} is {'absent' if a is None else 'unexpected'}")
+                    continue
+                fields = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                problems.append(f"target {target}: {', '.join(fields)} differ")
+        elif key == "id":
+            problems.append(f"id {have!r} where the series materializes to {want!r}")
+        else:
+            problems.append(f"{key} differs")
+    if problems:
+        raise PlanError(f"{where}: not what the series materializes to now ({'; '.join(problems)}): edited after "
+                        f"publishing, or an output of other code; materialize again")
+
+
+def check_full_output(manifest: dict[str, Any], out_dir: Path, list_tree) -> None:
+    """A full output put on ``PYTHONPATH`` must hold every file of each target's tree (``list_tree(tree)``
+    -> paths), not only the changed ones. A package folder there without its ``__init__.py`` (an overlay
+    declared full, a file removed by hand) is a namespace portion the interpreter passes over for the
+    installed package of the same name: the patched files beside it would never be imported."""
+    for target, info in sorted(manifest.get("targets", {}).items()):
+        root = out_dir / target
+        try:
+            paths = list_tree(info["tree"])
+        except Exception as exc:  # noqa: BLE001 - a tree the store cannot list cannot be checked
+            raise PlanError(f"{root}: cannot list tree {info.get('tree')} of target {target} from the store to "
+                            f"check the output ({exc}); materialize again") from None
+        missing = [rel for rel in sorted(paths) if not os.path.lexists(root / rel)]
+        if missing:
+            shown = ", ".join(f"{target}/{rel}" for rel in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise PlanError(f"{out_dir}: {shown}{more} missing from the full output of materialization "
+                            f"{manifest.get('id')} (an overlay, or files removed?): on PYTHONPATH the installed "
+                            "package would be imported in their place; materialize again")
+
+
 def build_plan(
     profile: Profile,
     series: Series,
@@ -239,7 +290,7 @@ def build_plan(
             if got.get("sha256") and got["sha256"] != patch.sha256():
                 raise PlanError(f"patch {patch.name}: {patch.path} changed since materialization "
                                 f"{manifest.get('id')}; materialize again")
-        _same_series(series, manifest)
+        same_series(series, manifest)
 
     mounts: list[Mount] = []
     launcher = spec.launcher
@@ -340,7 +391,7 @@ def require_delivered(plan: Plan, manifest: dict[str, Any] | None, series: Serie
                         f"that id. Plan again with sources: mounts (docker) or pythonpath (process)")
 
 
-def _same_series(series: Series, manifest: dict[str, Any]) -> None:
+def same_series(series: Series, manifest: dict[str, Any]) -> None:
     """The manifest must be the materialization of the whole series as it stands: every patch, in order,
     with the sha256 its file has now, and the same targets. Checking only the enabled patches would
     let ``--from-output`` serve a stale output (an always-on patch edited, added or dropped since)."""

@@ -21,7 +21,16 @@ from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
 from materialize.serve.launch import Running, banners_seen, launch, wait_banners, wait_ready
-from materialize.serve.plan import Plan, PlanError, build_plan, check_output, require_delivered
+from materialize.serve.plan import (
+    Plan,
+    PlanError,
+    build_plan,
+    check_full_output,
+    check_manifest,
+    check_output,
+    require_delivered,
+    same_series,
+)
 from materialize.serve.profile import Profile, load_profile
 from materialize.tree import Tree
 
@@ -94,10 +103,26 @@ def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path |
         from materialize.serve.names import index_for
         from materialize.store import Store
 
+        if m is None and out_dir is not None:
+            # --from-output: the manifest on disk is checked against the series materialized now (a
+            # cached lookup), then every file it lists against the store: nothing read is trusted.
+            from materialize.engine import materialize as apply_series
+            from materialize.output import manifest as make_manifest
+
+            computed = json.loads(json.dumps(make_manifest(apply_series(series),
+                                                           overlay=bool(manifest.get("overlay")))))
+            same_series(series, manifest)
+            check_manifest(manifest, computed, str(out_dir / "manifest.json"))
         store = m.store if m is not None else Store.open()
         index = index_for(store, manifest)
+        if index is None:
+            raise PlanError(f"profile {profile.name}: the store does not hold the trees of materialization "
+                            f"{manifest.get('id')}: the names of the plan cannot be checked against the pinned "
+                            "source; materialize again")
         if m is None and out_dir is not None:
             check_output(manifest, out_dir, store.read_blob)
+            if profile.spec.launcher.sources == "pythonpath" and not manifest.get("overlay"):
+                check_full_output(manifest, out_dir, store.list_tree)
     plan = build_plan(profile, series, manifest, out_dir, plugin_tree, index)
     return Prepared(profile, series, manifest, out_dir, plan, plugin_tree, m)
 

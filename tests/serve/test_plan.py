@@ -205,3 +205,84 @@ def test_a_manifest_of_another_materialization_is_refused(write_profile, series_
     stale = _stale(manifest, STALE_MANIFESTS[case])
     with pytest.raises(PlanError, match="is not the series as it stands"):
         plan_for(write_profile, series_root, base_profile(), (stale, out_dir))
+
+
+def _edit_manifest(out_dir, change) -> None:
+    """Edit an output's manifest.json in place, as a hand (or a stale copy) would after publishing."""
+    path = out_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.chmod(0o644)
+    path.write_text(json.dumps(data))
+
+
+def _retree(m: dict) -> None:
+    """Point the tt-metal target at its unpatched base tree, with an id and changed list to match."""
+    from materialize.engine import materialization_id
+
+    info = m["targets"]["tt-metal"]
+    info["tree"], info["changed"] = info["base_tree"], []
+    m["id"] = materialization_id({t: i["tree"] for t, i in m["targets"].items()})
+
+
+EDITED_MANIFESTS = {
+    # each keeps the series' patches (name, order, sha256) but names other code than the series makes
+    "the id of another materialization": lambda m: m.update(id="0" * len(m["id"])),
+    "another install path (the mounts land beside the code that runs)":
+        lambda m: m["targets"]["tt-metal"].update(install_path="/tmp/elsewhere"),
+    "a changed file dropped from the list (it would run unpatched)":
+        lambda m: m["targets"]["tt-metal"]["changed"].pop(),
+    "the unpatched tree under a recomputed id": _retree,
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITED_MANIFESTS))
+def test_a_manifest_edited_after_publishing_is_refused(write_profile, series_root, tmp_path, case):
+    """`--from-output DIR`: the manifest is checked against what the series materializes to now (its
+    id, every target's tree, install path and changed files), not only patch names and sha256s: an
+    edited manifest would mount files at the wrong place, leave a patched file out, or name code that
+    is not what runs."""
+    from materialize.serve.up import prepare
+
+    series = load_series(series_root / "series/default.yaml")
+    out = write_output(materialize(series), tmp_path / "out", overlay=True)
+    profile = write_profile("prod", base_profile())
+    assert prepare(profile, manifest_dir=out).plan.mounts  # untouched: plans
+    _edit_manifest(out, EDITED_MANIFESTS[case])
+    with pytest.raises(PlanError, match="not what the series materializes to"):
+        prepare(profile, manifest_dir=out)
+
+
+def _process_profile() -> dict:
+    return base_profile(launcher={"kind": "process", "command": ["/opt/venv/bin/python", "-m",
+                                                                 "vllm.entrypoints.openai.api_server"],
+                                  "sources": "pythonpath"})
+
+
+def test_an_overlay_declared_full_is_refused(write_profile, series_root, tmp_path):
+    """An overlay output whose manifest says `overlay: false`: on PYTHONPATH its `vllm/` has only the
+    changed files (no `__init__.py`), a namespace portion the interpreter passes over for the installed
+    package: the patched files would never be imported."""
+    from materialize.serve.up import prepare
+
+    series = load_series(series_root / "series/default.yaml")
+    out = write_output(materialize(series), tmp_path / "out", overlay=True)
+    _edit_manifest(out, lambda m: m.update(overlay=False))
+    with pytest.raises(PlanError, match="missing"):
+        prepare(write_profile("prod", _process_profile()), manifest_dir=out)
+
+
+def test_a_full_output_missing_an_unchanged_file_is_refused(write_profile, series_root, tmp_path):
+    """A full output served on PYTHONPATH must hold every file of its trees, not only the changed ones:
+    without `vllm/__init__.py` the interpreter imports the installed (unpatched) vllm instead."""
+    from materialize.serve.up import prepare
+
+    series = load_series(series_root / "series/default.yaml")
+    out = write_output(materialize(series), tmp_path / "out", overlay=False)
+    profile = write_profile("prod", _process_profile())
+    assert prepare(profile, manifest_dir=out).plan.env["PYTHONPATH"]  # untouched: plans
+    (out / "plugin").chmod(0o755)
+    (out / "plugin/vllm").chmod(0o755)
+    (out / "plugin/vllm/__init__.py").unlink()
+    with pytest.raises(PlanError, match=r"plugin/vllm/__init__\.py.*missing"):
+        prepare(profile, manifest_dir=out)
