@@ -431,20 +431,20 @@ def check_options(profile: Any, server_argv: list[str], index: SourceIndex, decl
     stand_ins = {n: CliOption(n, (n,), "value") for n in declared if n.startswith("-") and n not in table}
     problems: list[str] = []
     unverified: list[dict[str, str]] = []
-    # The words the plan renders (fixed shapes from typed fields): each option must exist, as before.
-    for word in server_argv[:extra_from]:
-        if not word.startswith("--"):
-            continue
-        name = word.split("=", 1)[0]
-        base = "--" + name[5:] if name.startswith("--no-") else name
-        if name in table or base in table:
-            continue
-        if name in declared:
-            unverified.append({"name": name, "kind": "option", "source": declared[name]})
-            continue
-        where = profile.where("tt") if name == "--override-tt-config" else profile.where("vllm")
-        problems.append(f"{where}: option {name} exists nowhere in the pinned source ({_how('option')}); "
-                        f"fix the name, or declare it under 'unverified:' with where it comes from")
+    # The words the plan renders, read as vLLM will read them (as extra_args below): each option an option
+    # string of the pinned argparse (``--no-x`` only where ``--x`` is a BooleanOptionalAction: a store_true
+    # has no negation, and vLLM would refuse the argv at boot, on hardware), taking the values rendered.
+    after_unknown = False
+    for w in resolve_vllm_args(server_argv[:extra_from], {**table, **stand_ins}):
+        where = profile.where("tt") if w.spelled == "--override-tt-config" else profile.where("vllm")
+        if w.option is not None and w.spelled in stand_ins:
+            unverified.append({"name": w.spelled, "kind": "option", "source": declared[w.spelled]})
+        if w.option is None and w.word.startswith("-") and not _is_number(w.word):
+            problems.append(f"{where}: option {w.spelled} exists nowhere in the pinned source ({w.problem}); "
+                            f"fix the name, or declare it under 'unverified:' with where it comes from")
+        elif w.problem and not (after_unknown and w.option is None):  # an unknown option's value: said above
+            problems.append(f"{where}: {w.problem} (rendered from the profile's fields)")
+        after_unknown = w.option is None and w.word.startswith("-")
     # The words of extra_args: each resolved as vLLM will read it, or refused.
     for w in resolve_vllm_args(server_argv[extra_from:], {**table, **stand_ins}):
         where = profile.where("vllm", "extra_args", w.index)

@@ -156,3 +156,29 @@ def test_the_source_resolves_aliases_whatever_the_built_in_table_says(write_prof
     assert "--no-disable-prefix-caching reaches --enable-prefix-caching" in text
     assert "--no-async-scheduling reaches --async-scheduling" in text  # derived from SchedulerConfig's bool
     assert len(problems) == 4, text
+
+
+def test_rendered_options_resolve_through_the_pinned_argparse_as_extra_args_do(write_profile, tmp_path):
+    """The options the plan renders are read as vLLM will read them, like extra_args: `--no-x` exists
+    only for a BooleanOptionalAction (a store_true `--async-scheduling` has no `--no-async-scheduling`:
+    vLLM would refuse the argv at boot, on hardware), and an option rendered without a value must be a
+    flag there."""
+    from materialize.serve.names import CliOption, index_for
+
+    prep = prepare(write_profile("n", base_profile(vllm={"async_scheduling": False})), sources_dir=tmp_path / "s")
+    index = index_for(prep.materialization.store, prep.manifest)
+    argv = prep.plan.server_argv[3:]  # after `python3 -m vllm.entrypoints.openai.api_server`
+    problems, _ = check_names(prep.profile, argv, {}, index, {}, extra_from=len(argv))
+    assert problems == []
+    table = dict(index.cli_table())
+    table["--async-scheduling"] = CliOption("--async-scheduling", ("--async-scheduling",), "flag")
+    del table["--no-async-scheduling"]
+    for string in table["--enable-prefix-caching"].strings:  # an option taking a value: no negations
+        table.pop(string)
+    table["--enable-prefix-caching"] = CliOption("--enable-prefix-caching", ("--enable-prefix-caching",), "value")
+    index._options = table
+    problems, _ = check_names(prep.profile, argv, {}, index, {}, extra_from=len(argv))
+    text = "\n".join(problems)
+    assert "--no-async-scheduling" in text and "not a boolean" in text, text
+    assert "--no-enable-prefix-caching" in text, text
+    assert all("n.yaml:" in p for p in problems)
