@@ -100,6 +100,10 @@ CODE_SELECTING_VLLM_OPTIONS: dict[str, str] = {
         "--kv-transfer-config", "--ec-transfer-config")},
     **{o: "replaces the chat template the tool-call format was derived from" for o in (
         "--chat-template", "--tokenizer", "--hf-config-path")},
+    # Another revision of the model repository than the one the format was derived from: its chat template
+    # (``--revision`` also the tokenizer's when ``--tokenizer`` is not set; ``--code-revision`` its code).
+    **{o: "serves another revision of the model repository, whose chat template the tool-call format was not "
+          "derived from" for o in ("--revision", "--tokenizer-revision", "--code-revision")},
 }
 # --distributed-executor-backend takes one of these, or a class by its qualified name (imported).
 EXECUTOR_BACKENDS = frozenset({"mp", "ray", "uni", "external_launcher"})

@@ -229,6 +229,12 @@ def test_container_name_is_a_docker_name(write_profile, series, name):
         (["--kv-transfer-config", '{"kv_connector_module_path": "mypkg"}'], "--kv-transfer-config"),
         (["--chat-template", "/tmp/hermes.jinja"], "--chat-template"),
         (["--tokenizer=other/model"], "--tokenizer"),
+        # another revision of the model repository: its chat template (and, with remote code, its code)
+        # is not the one the tool-call format was derived from
+        (["--revision", "refs/pr/7"], "--revision"),
+        (["--tokenizer-revision=hermes-template"], "--tokenizer-revision"),
+        (["--tokenizer_revision", "hermes-template"], "--tokenizer-revision"),
+        (["--code-revision", "abc123"], "--code-revision"),
         (["--distributed-executor-backend", "mypkg.Executor"], "--distributed-executor-backend"),
     ],
 )
