@@ -228,6 +228,11 @@ CODE_SELECTING_ENV: dict[str, str] = {
     "PATH": "decides which python3 (or server command) runs",
     "HOME": "moves the user site-packages (~/.local/lib/pythonX.Y/site-packages), searched before the install path",
     "GCONV_PATH": "makes glibc load iconv modules (shared objects) from another folder",
+    # OpenSSL reads its configuration when Python's ssl module initializes it (vLLM's server imports ssl);
+    # an engine (dynamic_path) or provider section there loads a shared object into the server.
+    "OPENSSL_CONF": "makes OpenSSL read another configuration, whose engine / provider sections load shared objects",
+    "OPENSSL_ENGINES": "makes OpenSSL load engine shared objects from another folder",
+    "OPENSSL_MODULES": "makes OpenSSL load provider shared objects from another folder",
     # tt-metal (libtt_metal.so of the pinned ttnn wheel, its rtoptions): device kernels and firmware are
     # JIT-compiled from sources found through these, so the patches' mounted .cpp kernels would not be
     # what the device runs. TT_METAL_CACHE stays allowed: the JIT cache is keyed by a hash of each

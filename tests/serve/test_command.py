@@ -162,7 +162,10 @@ def test_red_team_env_is_refused_on_the_shipped_prod(shipped, name):
      "TT_METAL_NULL_KERNELS", "TT_METAL_KERNELS_EARLY_RETURN", "TT_METAL_FW_SRC_BRISC", "TT_METAL_FW_HEADER_BRISC",
      "TT_METAL_DISABLE_PRECOMPILED_FW", "TT_METAL_SKIP_LOADING_FW", "TT_METAL_MOCK_CLUSTER_DESC_PATH",
      "VLLM_PLUGINS", "VLLM_USE_RUST_FRONTEND", "VLLM_RUST_FRONTEND_PATH", "VLLM_LOGGING_CONFIG_PATH",
-     "VLLM_NCCL_SO_PATH", "VLLM_CUDART_SO_PATH", "VLLM_MODEL_REDIRECT_PATH", "GCONV_PATH"],
+     "VLLM_NCCL_SO_PATH", "VLLM_CUDART_SO_PATH", "VLLM_MODEL_REDIRECT_PATH", "GCONV_PATH",
+     # OpenSSL loads its config when Python's ssl module initializes it (every vLLM server imports ssl):
+     # an engine or provider section there loads a shared object, as LD_PRELOAD would
+     "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES"],
 )
 def test_env_that_selects_which_code_or_kernels_run_is_refused(write_profile, series, name):
     message = only(violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", name: "/x"})),
