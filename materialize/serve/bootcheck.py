@@ -5,9 +5,10 @@ unit whose ExecStart is a bare ``docker run`` never notices a patch that did not
 installed unit runs this twice, from the plan it was installed with (a content-addressed JSON file,
 no series or repository needed at boot):
 
-  ExecStartPre   ``boot-check --pre PLAN``: every source the plan mounts (or puts on PYTHONPATH) is
-                 there, and a process's working directory holds no package the plan serves; either
-                 refuses the start.
+  ExecStartPre   ``boot-check --pre PLAN``: the host preflight of ``serve up`` (MemAvailable above the
+                 profile's threshold, the devices present), every source the plan mounts (or puts on
+                 PYTHONPATH) is there, and a process's working directory holds no package the plan
+                 serves; any of them refuses the start.
   ExecStartPost  ``boot-check PLAN --log LOG``: readiness, every expected banner in this start's log
                  (the unit truncates it on each start), then the gates. A failure exits 1, and
                  systemd marks the service failed and stops it.
@@ -46,6 +47,17 @@ def check_sources(plan: Plan) -> list[str]:
         if not Path(entry).is_dir():
             missing.append(entry)
     return missing
+
+
+def host_checks(plan: Plan) -> list:
+    """The host checks ``serve up`` runs before a launch, from the plan: MemAvailable above the
+    profile's threshold, every device a character device. A plan without a threshold (``preflight``
+    empty) cannot say the host is safe to boot, so it fails."""
+    from materialize.serve.preflight import Check, check_devices, check_memory
+
+    if "min_mem_available_gb" not in plan.preflight:
+        return [Check("memory", False, "the plan carries no memory threshold; install again")]
+    return [check_memory(float(plan.preflight["min_mem_available_gb"])), *check_devices(plan.devices)]
 
 
 def importable_names(folder: Path) -> set[str]:

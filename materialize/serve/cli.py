@@ -228,13 +228,19 @@ def install_cmd(obj: dict, profile: str, systemd: bool, root: Path, output_dir: 
 @option("--log", dest="log", type=Path, help="this start's server output")
 def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> int:
     """Run by the installed unit (ExecStartPre / ExecStartPost): fail the service closed."""
-    from materialize.serve.bootcheck import boot_check, check_sources, load_plan, shadowing
+    from materialize.serve.bootcheck import boot_check, check_sources, host_checks, load_plan, shadowing
 
     if not plan_file.is_file():
         write(f"FAILED: {plan_file} is missing: the unit cannot know what it was installed to serve")
         return 1
     plan = load_plan(plan_file)
     if pre:
+        host = host_checks(plan)
+        for c in host:
+            write(f"preflight {c.name}: {'ok' if c.ok else 'FAIL'}: {c.detail}")
+        if not all(c.ok for c in host):
+            write("FAILED: the host preflight refuses this start (as `serve up` would); nothing was started")
+            return 1
         missing = check_sources(plan)
         if missing:
             write(f"FAILED: {len(missing)} source(s) missing (was the content-addressed folder removed?): "

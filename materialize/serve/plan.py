@@ -30,7 +30,8 @@ from materialize.serve.names import SourceIndex, check_names
 from materialize.serve.profile import Profile, ProfileError
 from materialize.tree import Tree
 
-PLAN_FORMAT = 2  # 2: workdir; docker's --workdir / --entrypoint; a process's PATH and PLAN_ENV in env
+PLAN_FORMAT = 3  # 2: workdir; docker's --workdir / --entrypoint; a process's PATH and PLAN_ENV in env.
+# 3: preflight (the host checks the installed unit's ExecStartPre repeats)
 
 # The server's working directory. ``python -m`` puts it first on sys.path, ahead of the install path the
 # patches are mounted over (and of PYTHONPATH), so it is never the caller's (a checkout holding an
@@ -89,6 +90,10 @@ class Plan:
     gates: list[dict[str, Any]]
     stop_timeout_s: int
     workdir: str
+    # The host checks of ``serve up`` (``min_mem_available_gb``): the installed unit starts without it, on
+    # every boot and restart, so its ExecStartPre repeats them from here (seed 002: a boot below ~4 GB
+    # MemAvailable froze the host).
+    preflight: dict[str, float] = field(default_factory=dict)
     docker_args: list[str] = field(default_factory=list)
     disabled_flags: list[str] = field(default_factory=list)
     unobservable: list[dict[str, str]] = field(default_factory=list)
@@ -350,6 +355,7 @@ def build_plan(
         gates=resolved_gates(profile),
         stop_timeout_s=launcher.stop_timeout_s,
         workdir=workdir,
+        preflight=spec.preflight.model_dump(),
         docker_args=list(launcher.docker_args),
         unverified=unverified,
         sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,

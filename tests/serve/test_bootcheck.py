@@ -125,3 +125,18 @@ def test_pre_check_refuses_a_start_whose_sources_are_gone(installed):
     os.rename(sources, sources.with_name("gone"))
     pre = run_unit_command(fields["ExecStartPre"], root)
     assert pre.returncode == 1 and "source(s) missing" in pre.stdout
+
+
+
+@pytest.mark.parametrize(("override", "said"), [
+    ({"preflight": {"min_mem_available_gb": 1e9}}, "MemAvailable"),
+    ({"devices": ["/dev/tenstorrent/by-id/no-such-card"]}, "no-such-card"),
+])
+def test_pre_check_refuses_a_start_the_host_preflight_would_refuse(installed, override, said):
+    """Seed 002: a boot below ~4 GB MemAvailable hard-froze the host. `serve up` checks the profile's
+    threshold and devices first; the installed unit starts without `serve up` (every reboot, every
+    restart), so its ExecStartPre checks the same, carried in the plan."""
+    plan, root, fields = installed(process_profile(free_port(), **override))
+    assert plan.preflight["min_mem_available_gb"] == process_profile(0, **override)["preflight"]["min_mem_available_gb"]
+    pre = run_unit_command(fields["ExecStartPre"], root)
+    assert pre.returncode == 1 and said in pre.stdout, pre.stdout
