@@ -229,6 +229,7 @@ def install_cmd(obj: dict, profile: str, systemd: bool, root: Path, output_dir: 
 def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> int:
     """Run by the installed unit (ExecStartPre / ExecStartPost): fail the service closed."""
     from materialize.serve.bootcheck import boot_check, check_sources, host_checks, load_plan, shadowing
+    from materialize.serve.plan import edited_sources
 
     if not plan_file.is_file():
         write(f"FAILED: {plan_file} is missing: the unit cannot know what it was installed to serve")
@@ -245,6 +246,11 @@ def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> i
         if missing:
             write(f"FAILED: {len(missing)} source(s) missing (was the content-addressed folder removed?): "
                   + ", ".join(missing[:5]))
+            return 1
+        edited = edited_sources(plan)
+        if edited:
+            write(f"FAILED: {len(edited)} source(s) are not what materialization {plan.materialization_id} wrote "
+                  "(edited after installing?): " + "; ".join(edited[:5]))
             return 1
         shadows = shadowing(plan)
         if shadows:

@@ -94,6 +94,10 @@ class Plan:
     # every boot and restart, so its ExecStartPre repeats them from here (seed 002: a boot below ~4 GB
     # MemAvailable froze the host).
     preflight: dict[str, float] = field(default_factory=dict)
+    # Every changed file the plan delivers (host path under ``sources``) -> the git blob id the
+    # materialization wrote there. The sources folder is named by the id and served as it is found: the
+    # boot check, ``serve up`` and ``verify`` compare, so a file edited there never runs under the id.
+    digests: dict[str, str] = field(default_factory=dict)
     docker_args: list[str] = field(default_factory=list)
     disabled_flags: list[str] = field(default_factory=list)
     unobservable: list[dict[str, str]] = field(default_factory=list)
@@ -356,6 +360,7 @@ def build_plan(
         stop_timeout_s=launcher.stop_timeout_s,
         workdir=workdir,
         preflight=spec.preflight.model_dump(),
+        digests=source_digests(manifest, out_dir, index) if manifest is not None and out_dir is not None else {},
         docker_args=list(launcher.docker_args),
         unverified=unverified,
         sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,
@@ -367,6 +372,43 @@ def build_plan(
     )
     require_delivered(plan, manifest if out_dir is not None else None, series)
     return plan
+
+
+def source_digests(manifest: dict[str, Any], out_dir: Path, index: SourceIndex | None) -> dict[str, str]:
+    """``out_dir/<target>/<file>`` -> git blob id, for every changed file of the materialization, read
+    from the store's trees (the materialization itself, not the output folder, which may not exist yet)."""
+    if index is None:
+        return {}
+    digests = {}
+    for target, info in sorted(manifest.get("targets", {}).items()):
+        for rel in sorted(info.get("changed", [])):
+            entry = index.store.lookup(info["tree"], rel)
+            if entry is None:
+                raise PlanError(f"target {target}: {rel} is listed as changed by materialization {manifest.get('id')} "
+                                f"but its tree {info['tree']} has no such file; materialize again")
+            digests[str(out_dir / target / rel)] = entry.sha
+    return digests
+
+
+def edited_sources(plan: Plan, root: Path = Path("/")) -> list[str]:
+    """Sources of the plan (under ``root``) missing, or holding other bytes than the materialization wrote
+    (``plan.digests``). A plan that delivers sources without digests cannot be checked: that fails too."""
+    from materialize.store import blob_id
+
+    problems = []
+    if plan.sources and (plan.mounts or "PYTHONPATH" in plan.env) and not plan.digests:
+        problems.append(f"{plan.sources}: the plan carries no digests of its sources (plan again)")
+    for path, want in sorted(plan.digests.items()):
+        here = root / path.lstrip("/")
+        try:
+            data = here.read_bytes()
+        except OSError:
+            problems.append(f"{path}: missing")
+            continue
+        if blob_id(data) != want:
+            problems.append(f"{path}: edited since materialization {plan.materialization_id} (blob {blob_id(data)[:12]}, "
+                            f"the materialization wrote {want[:12]})")
+    return problems
 
 
 def undelivered(plan: Plan, manifest: dict[str, Any] | None, series: Series) -> list[str]:

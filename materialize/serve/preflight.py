@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from materialize.errors import MaterializeError
-from materialize.serve.plan import Plan
+from materialize.serve.plan import Plan, edited_sources
 from materialize.serve.profile import Profile
 
 TT_DEVICE_DIR = Path("/dev/tenstorrent")
@@ -103,6 +103,11 @@ def check_sources(plan: Plan) -> list[Check]:
     missing = [m.source for m in plan.mounts if not Path(m.source).is_file()]
     checks = [Check("sources", False, f"{len(missing)} mount source(s) missing, e.g. {missing[0]}") if missing
               else Check("sources", True, f"{len(plan.mounts)} mount source(s) present")]
+    if not missing:
+        edited = edited_sources(plan)
+        if edited:
+            checks.append(Check("sources", False, f"{len(edited)} source(s) are not what materialization "
+                                                  f"{plan.materialization_id} wrote: {'; '.join(edited[:3])}"))
     shadows = shadowing(plan)
     if shadows:
         checks.append(Check("workdir", False, f"{', '.join(shadows)} in the server's working directory would be "

@@ -39,7 +39,7 @@ from materialize.serve.install import (
     unit_name,
     unit_workdir,
 )
-from materialize.serve.plan import Plan
+from materialize.serve.plan import Plan, edited_sources
 
 VOLATILE = "/run/"
 
@@ -148,9 +148,14 @@ def _durable_files(plan: Plan, root: Path) -> list[Check]:
         checks.append(Check("unit", "plan-file", False, f"{installed} missing or not the current plan"))
     missing = [m.source for m in plan.mounts if not (root / m.source.lstrip("/")).is_file()]
     missing += [p for p in filter(None, plan.env.get("PYTHONPATH", "").split(":")) if not (root / p.lstrip("/")).is_dir()]
+    edited = edited_sources(plan, root) if not missing else []
     if missing:
         checks.append(Check("unit", "sources", False, f"{len(missing)} source(s) the unit needs are missing, e.g. "
                             f"{missing[0]}: the unit will refuse to start; install again"))
+    elif edited:
+        checks.append(Check("unit", "sources", False, f"{len(edited)} source(s) are not what materialization "
+                            f"{plan.materialization_id} wrote (edited after installing?): {'; '.join(edited[:3])}; "
+                            "the unit will refuse to start; install again"))
     else:
         checks.append(Check("unit", "sources", True, f"sources present under {plan.sources or '(none needed)'}"))
     fields = unit_fields(render_unit(plan))

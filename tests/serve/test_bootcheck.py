@@ -140,3 +140,23 @@ def test_pre_check_refuses_a_start_the_host_preflight_would_refuse(installed, ov
     assert plan.preflight["min_mem_available_gb"] == process_profile(0, **override)["preflight"]["min_mem_available_gb"]
     pre = run_unit_command(fields["ExecStartPre"], root)
     assert pre.returncode == 1 and said in pre.stdout, pre.stdout
+
+
+def test_pre_check_refuses_a_start_whose_sources_were_edited(installed):
+    """The sources folder is named by the materialization id, and the unit serves whatever is in it: a
+    changed file edited there after installing (a hot fix by hand) would run under that id. The plan
+    carries the git blob id of every changed file; ExecStartPre and `serve verify --root` compare."""
+    from materialize.serve.verify import verify
+
+    plan, root, fields = installed(process_profile(free_port()))
+    assert plan.digests and all(len(sha) == 40 for sha in plan.digests.values())
+    assert run_unit_command(fields["ExecStartPre"], root).returncode == 0
+    edited = Path(sorted(plan.digests)[0])
+    text = edited.read_text()
+    edited.parent.chmod(0o755)
+    edited.unlink()  # a new file, not a write through the hard link into the shared file cache
+    edited.write_text(text + "# hot fix\n")
+    pre = run_unit_command(fields["ExecStartPre"], root)
+    assert pre.returncode == 1 and "edited" in pre.stdout and str(edited) in pre.stdout, pre.stdout
+    bad = [c for c in verify(plan, url=None, unit_root=root) if not c.ok and c.name == "sources"]
+    assert bad and "edited" in bad[0].detail, bad
