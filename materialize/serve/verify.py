@@ -316,6 +316,18 @@ def verify_live(plan: Plan, url: str) -> list[Check]:
     return [Check("live", g.name, g.passed, gates_mod.describe(g)) for g in results]
 
 
+def verify_sources(plan: Plan) -> Check:
+    """The files the running server imports (mounted into its container, or on its PYTHONPATH) hold what
+    the materialization wrote: argv and environment can match the plan while a hand edit in the sources
+    folder runs under the id."""
+    edited = edited_sources(plan)
+    if edited:
+        return Check("process", "sources", False, f"{len(edited)} source(s) the server runs are not what "
+                     f"materialization {plan.materialization_id} wrote: {'; '.join(edited[:3])}")
+    return Check("process", "sources", True, f"{len(plan.digests)} changed source(s) hold what materialization "
+                 f"{plan.materialization_id} wrote")
+
+
 def verify(plan: Plan, *, url: str | None, pid: int | None = None, container: str | None = None,
            unit_root: Path | None = None, log: Path | None = None) -> list[Check]:
     checks: list[Check] = []
@@ -325,6 +337,8 @@ def verify(plan: Plan, *, url: str | None, pid: int | None = None, container: st
         checks += verify_pid(plan, pid)
     if container is not None:
         checks += verify_container(plan, container)
+    if pid is not None or container is not None:
+        checks.append(verify_sources(plan))
     if any(x is not None for x in (pid, container, unit_root, log)):
         text, where = server_output(pid, container, unit_root, plan, log)
         checks += verify_banners(plan, text, where)

@@ -128,3 +128,21 @@ def test_container_inspect_layer(prepared):
     bad = failed(verify_container_data(plan, inspect))
     assert "--tool-call-parser: plan 'qwen3_xml', running 'hermes'" in bad[("process", "argv")]
     assert "QWEN36_SDPA_STREAMING" in bad[("process", "env")]
+
+
+def test_a_running_server_whose_sources_were_edited_is_caught(prepared, running):
+    """`verify --pid`: the process's argv and environment can match the plan while the files on its
+    PYTHONPATH (or mounted into its container) are not what the materialization wrote: a hand edit in the
+    sources folder after publishing runs under the id. The process layer compares the plan's digests."""
+    from pathlib import Path
+
+    plan = prepared().plan
+    server = running(plan)
+    assert failed(verify(plan, url=None, pid=server.pid)) == {}
+    edited = Path(sorted(plan.digests)[0])
+    text = edited.read_text()
+    edited.parent.chmod(0o755)
+    edited.unlink()  # a new file, not a write through the hard link into the shared file cache
+    edited.write_text(text + "# hot fix\n")
+    bad = failed(verify(plan, url=None, pid=server.pid))
+    assert "edited since materialization" in bad[("process", "sources")], bad
