@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from materialize.serve import gates as gates_mod
-from materialize.serve.launch import banners_seen, poll_ready
+from materialize.serve.launch import banners_seen, describe_unexpected, poll_ready, unexpected_banners
 from materialize.serve.plan import Plan
 
 Echo = Callable[[str], None]
@@ -112,6 +112,8 @@ def boot_check(plan: Plan, log: Path | None, echo: Echo = print) -> BootResult:
         where = f"in {log}" if log else "(no log given)"
         return BootResult(False, "expected banner(s) did not appear " + where + ", so their patches did not "
                           "engage: " + "; ".join(f"{b.flag} ({b.patch}) -> {b.banner!r}" for b in missing), [])
+    if unexpected_banners(_read(log), plan):
+        return BootResult(False, describe_unexpected(unexpected_banners(_read(log), plan)), [])
     for b in seen:
         echo(f"banner seen: {b.banner}")
     for u in plan.unobservable:
@@ -123,4 +125,7 @@ def boot_check(plan: Plan, log: Path | None, echo: Echo = print) -> BootResult:
     if failed:
         return BootResult(False, "gate(s) failed: " + ", ".join(f"{g.name} {g.failures}/{g.requests}" for g in failed),
                           results)
+    late = unexpected_banners(_read(log), plan)  # a banner printed on a first request
+    if late:
+        return BootResult(False, describe_unexpected(late), results)
     return BootResult(True, "banners seen and all gates passed", results)

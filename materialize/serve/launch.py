@@ -151,6 +151,19 @@ def banners_seen(log_text: str, banners: list[Banner]) -> tuple[list[Banner], li
     return seen, missing
 
 
+def unexpected_banners(log_text: str, plan: Plan) -> list[Banner]:
+    """Banners of patches the profile left off that appear in the log: that patch engaged. A text that
+    also occurs inside an expected banner cannot tell the two apart and is not judged."""
+    return [b for b in plan.disabled_banners
+            if b.banner in log_text and not any(b.banner in e.banner for e in plan.banners)]
+
+
+def describe_unexpected(found: list[Banner]) -> str:
+    return ("banner(s) of patches the profile left off appeared, so they engaged (their flag reached the server "
+            "from outside the plan: the image's ENV, the service manager's environment?): "
+            + "; ".join(f"{b.flag} ({b.patch}) -> {b.banner!r}" for b in found))
+
+
 def wait_banners(running: Running, banners: list[Banner], grace_s: float, poll_s: float = 0.2) -> list[Banner]:
     """Missing banners after up to ``grace_s`` more seconds of log (a banner may trail readiness)."""
     deadline = time.monotonic() + grace_s

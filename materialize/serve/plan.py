@@ -100,6 +100,9 @@ class Plan:
     digests: dict[str, str] = field(default_factory=dict)
     docker_args: list[str] = field(default_factory=list)
     disabled_flags: list[str] = field(default_factory=list)
+    # Banners of the flag-gated patches the profile left off: one in the server's output means that patch
+    # runs, its flag having reached the server from outside the plan (an image's ENV, the manager's env).
+    disabled_banners: list[Banner] = field(default_factory=list)
     unobservable: list[dict[str, str]] = field(default_factory=list)
     sources: str | None = None
     unverified: list[dict[str, str]] = field(default_factory=list)
@@ -117,6 +120,7 @@ class Plan:
         fields = dict(data)
         fields["mounts"] = [Mount(**m) for m in data.get("mounts", [])]
         fields["banners"] = [Banner(**b) for b in data.get("banners", [])]
+        fields["disabled_banners"] = [Banner(**b) for b in data.get("disabled_banners", [])]
         return cls(**fields)
 
     def to_json(self) -> str:
@@ -365,6 +369,8 @@ def build_plan(
         unverified=unverified,
         sources=str(out_dir) if (mounts or "PYTHONPATH" in env) and out_dir is not None else None,
         disabled_flags=sorted({p.flag for p in series.patches if p.flag and p not in enabled}),
+        disabled_banners=[Banner(patch=p.name, flag=p.flag, banner=p.banner) for p in series.patches
+                          if p.flag and p not in enabled and p.banner and p.banner != BANNER_NONE],
         unobservable=[{"flag": p.flag or "", "patch": p.name, "reason": p.spec.banner_none_why or ""}
                       for p in enabled if p.banner == BANNER_NONE],
         notes=notes + [f"{p.name}: flag {p.flag} declares banner: none ({p.spec.banner_none_why}); its engagement "

@@ -20,7 +20,15 @@ from typing import Any
 from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
-from materialize.serve.launch import Running, banners_seen, launch, wait_banners, wait_ready
+from materialize.serve.launch import (
+    Running,
+    banners_seen,
+    describe_unexpected,
+    launch,
+    unexpected_banners,
+    wait_banners,
+    wait_ready,
+)
 from materialize.serve.plan import (
     Plan,
     PlanError,
@@ -227,6 +235,8 @@ def serve_up(prep: Prepared, *, log_dir: Path, ledger_dir: Path | None, echo: Ec
             if missing:
                 reason = "expected banner(s) did not appear, so their patches did not engage: " + "; ".join(
                     f"{b.flag} ({b.patch}) -> {b.banner!r}" for b in missing)
+            elif unexpected_banners(running.log_text(), plan):
+                reason = describe_unexpected(unexpected_banners(running.log_text(), plan))
             else:
                 for b in seen:
                     echo(f"banner seen: {b.banner}")
@@ -234,8 +244,11 @@ def serve_up(prep: Prepared, *, log_dir: Path, ledger_dir: Path | None, echo: Ec
                 failed = [g for g in gate_results if not g.passed]
                 for g in gate_results:
                     echo(gates_mod.describe(g))
+                late = unexpected_banners(running.log_text(), plan)  # a banner printed on a first request
                 if failed:
                     reason = "gate(s) failed: " + ", ".join(f"{g.name} {g.failures}/{g.requests}" for g in failed)
+                elif late:
+                    reason = describe_unexpected(late)
                 else:
                     exit_code, reason = 0, "all gates passed"
         if reason and exit_code:

@@ -39,6 +39,7 @@ from materialize.serve.install import (
     unit_name,
     unit_workdir,
 )
+from materialize.serve.launch import describe_unexpected, unexpected_banners
 from materialize.serve.plan import Plan, edited_sources
 
 VOLATILE = "/run/"
@@ -278,6 +279,9 @@ def verify_banners(plan: Plan, log_text: str | None, where: str) -> list[Check]:
                                 "did not appear in " + where + ", so their patches did not engage: " + "; ".join(
                                     f"{b.flag} ({b.patch}) -> {b.banner!r}" for b in missing) if missing
                                 else f"{len(plan.banners)} banner(s) seen in {where}"))
+    found = unexpected_banners(log_text, plan) if log_text is not None else []
+    if found:
+        checks.append(Check("process", "left-off", False, f"in {where}: {describe_unexpected(found)}"))
     for u in plan.unobservable:
         checks.append(Check("process", "unobservable", True,
                             f"{u['flag']} ({u['patch']}) declares banner: none: {u['reason']}"))

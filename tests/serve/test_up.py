@@ -201,3 +201,19 @@ def test_a_plan_that_does_not_deliver_the_materialized_code_is_never_launched_or
     with pytest.raises(PlanError, match="does not deliver"):
         run_record(stripped, ready=True, ready_s=1.0, banners=([], []), gate_results=[], notes=[],
                    log_path=tmp_path / "x.log")
+
+
+def test_a_patch_the_profile_left_off_that_engages_stops_the_server(up, tmp_path):
+    """The plan sets only the enabled flags, but a flag can still reach the server from outside it (an
+    image's ENV, the service manager's environment): the patch the profile left off then runs, and its
+    banner says so. A banner of a patch that is not enabled fails the run like a missing one."""
+    data = process_profile(free_port())
+    # The server's code engages 0001 (enabled) and also prints 0002's banner: its flag got in elsewhere.
+    data["env"] = {"FAKE_VLLM_BANNERS": json.dumps({"QWEN36_SDPA_STREAMING": "QWEN36_SDPA_STREAMING engaged\n"
+                                                    "INFO QWEN36_PREFIX_PREFILL_TRACE engaged: chunk trace captured"})}
+    prep, result = up(data)
+    assert [b.flag for b in prep.plan.disabled_banners] == ["QWEN36_PREFIX_PREFILL_TRACE", "QWEN36_DEVICE_RESIDENT"]
+    assert result.exit_code == 1, result.reason
+    assert "QWEN36_PREFIX_PREFILL_TRACE (0002-prefix-prefill-trace)" in result.reason and "left off" in result.reason
+    assert result.gate_results == []
+    assert_stopped(result)

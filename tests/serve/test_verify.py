@@ -146,3 +146,16 @@ def test_a_running_server_whose_sources_were_edited_is_caught(prepared, running)
     edited.write_text(text + "# hot fix\n")
     bad = failed(verify(plan, url=None, pid=server.pid))
     assert "edited since materialization" in bad[("process", "sources")], bad
+
+
+def test_a_banner_of_a_patch_the_profile_left_off_fails_verify(prepared, tmp_path):
+    """The server's output shows a patch engaged that the profile did not enable (its flag reached the
+    server from the image's ENV or the manager's environment): the banner layer fails."""
+    plan = prepared().plan
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"INFO {b.banner}\n" for b in plan.banners))
+    assert failed(verify(plan, url=None, log=log)) == {}
+    left_off = plan.disabled_banners[0]
+    log.write_text(log.read_text() + f"INFO {left_off.banner}\n")
+    bad = failed(verify(plan, url=None, log=log))
+    assert f"{left_off.flag} ({left_off.patch})" in bad[("process", "left-off")], bad
