@@ -117,7 +117,8 @@ LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_BIND_NOW", "LD_PR
 
 
 def unset_line(plan: Plan) -> str:
-    """For a process: ``UnsetEnvironment=`` every variable that selects code and the plan does not set.
+    """For a process: ``UnsetEnvironment=`` every variable that selects code, and every flag of a patch
+    left off, that the plan does not set.
     systemd passes its manager's environment (DefaultEnvironment=, ``systemctl set-environment``) to every
     service, and applies this list last, after EnvironmentFile=. For docker the unit runs the client; the
     container's environment is the argv's ``-e`` words."""
@@ -125,7 +126,9 @@ def unset_line(plan: Plan) -> str:
         return ""
     from materialize.serve.constraints import CODE_SELECTING_ENV
 
-    names = sorted((set(CODE_SELECTING_ENV) | set(LOADER_ENV)) - set(plan.env))
+    # and the flags of the patches the profile left off: from the manager's environment they would switch
+    # that patch on
+    names = sorted((set(CODE_SELECTING_ENV) | set(LOADER_ENV) | set(plan.disabled_flags)) - set(plan.env))
     return f"UnsetEnvironment={' '.join(names)}\n"
 
 

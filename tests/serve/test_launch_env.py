@@ -246,6 +246,8 @@ def test_the_process_unit_unsets_what_the_managers_environment_could_add(write_p
     assert {"PYTHONSTARTUP", "PYTHONUSERBASE", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "TT_METAL_HOME",
             "VLLM_PLUGINS"} <= set(unset)
     assert set(unset).isdisjoint(plan.env) and set(CODE_SELECTING_ENV) - set(plan.env) <= set(unset)
+    # a flag of a patch the profile left off, set in the manager's environment, would switch that patch on
+    assert plan.disabled_flags and set(plan.disabled_flags) <= set(unset)
     unit, *_ = install_systemd(plan, tmp_path / "root")
     out = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False)
     assert [line for line in (out.stdout + out.stderr).splitlines() if unit.name in line] == []
