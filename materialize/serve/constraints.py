@@ -768,10 +768,16 @@ def _gates(profile: Profile) -> list[Violation]:
     """A model that emits tool calls is gated on them, streamed and not (seed 000), with enough requests
     to rule out the declared failure rate, at the profile's concurrency (seed 001, issue 14.4)."""
     fmt, _ = derived_format(profile)
-    if fmt in (None, "none"):
-        return []
     spec = profile.spec
     names = {g.name for g in spec.gates}
+    if "models" not in names and fmt in (None, "none"):  # a tool-calling model: tool-call-gates-required says it
+        # Readiness is any 200 from /v1/models; without this gate a server listing another model (or
+        # answering 200 with anything) would pass serve up and the unit's boot check on readiness alone.
+        return [_v(profile, "models-gate-required", profile.where("gates"),
+                   "no models gate: nothing would check that the server answers well-formed and lists "
+                   f"{spec.model.served_name!r}; readiness alone is any HTTP 200")]
+    if fmt in (None, "none"):
+        return []
     missing = [g for g in ("models", *TOOL_GATES) if g not in names]
     problems = []
     if missing:

@@ -206,3 +206,19 @@ def test_env_that_selects_the_code_the_interpreter_runs_is_refused(write_profile
     found = violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", name: "/opt/unpatched"}))
     assert rules(found) == ["env-does-not-select-code"], [str(v) for v in found]
     assert f"{name} " in str(found[0]) and "p.yaml:" in str(found[0])
+
+
+def test_every_profile_runs_the_models_gate(write_profile, series, tmp_path):
+    """A model that emits no tool calls needs no tool-call gates, but with no gate at all `serve up` and
+    the unit's boot check passed on readiness alone: a server that lists another model (or answers 200
+    with anything) was recorded as good. The `models` gate (the served model listed, in a well-formed
+    answer) is required of every profile."""
+    model = tmp_path / "plain-model"
+    model.mkdir()
+    (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    plain = {"path": str(model), "served_name": "plain", "hybrid": False, "tool_call_format": "none"}
+    data = base_profile(model=plain, vllm={"tool_call_parser": None}, gates=[])
+    found = violations(write_profile, series, data)
+    assert rules(found) == ["models-gate-required"], [str(v) for v in found]
+    assert violations(write_profile, series, base_profile(model=plain, vllm={"tool_call_parser": None},
+                                                          gates=[{"name": "models"}])) == []
