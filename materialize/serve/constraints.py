@@ -261,6 +261,11 @@ CODE_SELECTING_ENV: dict[str, str] = {
     "VLLM_CUDART_SO_PATH": "loads another CUDA runtime shared library",
     "VLLM_MODEL_REDIRECT_PATH": "serves another folder or repo under the model name the tool-call format was "
                                 "derived from",
+    "VLLM_USE_MODELSCOPE": "resolves the model name on ModelScope, another repository (and chat template) than "
+                           "the one the tool-call format was derived from",
+    # huggingface_hub (the image's): where a model name is downloaded from
+    "HF_ENDPOINT": "downloads the model name from another hub, whose repository (and chat template) is not the one "
+                   "the tool-call format was derived from",
 }
 CODE_SELECTING_PREFIXES = {"LD_": "the dynamic loader's preloads and library search path",
                            "DYLD_": "the dynamic loader's preloads and library search path",

@@ -165,7 +165,9 @@ def test_red_team_env_is_refused_on_the_shipped_prod(shipped, name):
      "VLLM_NCCL_SO_PATH", "VLLM_CUDART_SO_PATH", "VLLM_MODEL_REDIRECT_PATH", "GCONV_PATH",
      # OpenSSL loads its config when Python's ssl module initializes it (every vLLM server imports ssl):
      # an engine or provider section there loads a shared object, as LD_PRELOAD would
-     "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES"],
+     "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+     # another hub serves the repo name (its chat template), as VLLM_MODEL_REDIRECT_PATH would
+     "VLLM_USE_MODELSCOPE", "HF_ENDPOINT"],
 )
 def test_env_that_selects_which_code_or_kernels_run_is_refused(write_profile, series, name):
     message = only(violations(write_profile, series, base_profile(env={"TT_METAL_CACHE": "/c", name: "/x"})),
