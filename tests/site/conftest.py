@@ -97,11 +97,12 @@ def write_project(root: Path) -> Project:
     # The pinned vLLM's argparse: serve checks every option of a plan against it (issue 14.9).
     (root / "upstream/plugin/vllm/entrypoints").mkdir()
     (root / "upstream/plugin/vllm/entrypoints/cli_args.py").write_text(
-        "class FrontendArgs:\n    host: str | None = None\n    port: int = 8000\n\n\n"
+        "import argparse\n\n\nclass FrontendArgs:\n    host: str | None = None\n    port: int = 8000\n\n\n"
         "def add_cli_args(parser):\n" + "".join(
             f"    parser.add_argument({opt!r})\n" for opt in (
-                "--model", "--served-model-name", "--max-model-len", "--tensor-parallel-size", "--max-num-seqs",
-                "--enable-prefix-caching", "--async-scheduling")))
+                "--model", "--served-model-name", "--max-model-len", "--tensor-parallel-size", "--max-num-seqs"))
+        + "".join(f"    parser.add_argument({opt!r}, action=argparse.BooleanOptionalAction)\n"
+                  for opt in ("--enable-prefix-caching", "--async-scheduling")))
     patches = root / "patches"
     (patches / "tt-metal").mkdir(parents=True)
     (patches / "plugin").mkdir(parents=True)
