@@ -174,8 +174,10 @@ def test_an_output_edited_after_materializing_is_refused(write_profile, series_r
     profile = write_profile("prod", base_profile())
     assert prepare(profile, manifest_dir=copy_dir).plan.mounts  # untouched: plans
     rel = manifest["targets"]["tt-metal"]["changed"][0]
-    with open(copy_dir / "tt-metal" / rel, "a") as handle:
-        handle.write("# hand fix\n")
+    edited = copy_dir / "tt-metal" / rel
+    text = edited.read_bytes()
+    edited.unlink()  # as an editor saves (a new file): appending in place, as root, would write
+    edited.write_bytes(text + b"# hand fix\n")  # through the hard link into the session's file cache
     with pytest.raises(PlanError, match="differs from what materialization .* wrote"):
         prepare(profile, manifest_dir=copy_dir)
 
