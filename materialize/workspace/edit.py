@@ -49,8 +49,13 @@ class RefreshPlan:
 
 
 def top_entry(ws: Workspace, state: State) -> PatchEntry:
+    """The patch on top of the stack work/ holds. Only while the series still starts with the applied
+    patches on record: after a hand edit of the series the entry at the top's position is another patch
+    (one taken out by hand made `header --set` rewrite the description of the next, unapplied one), so
+    every command that means "the top" refuses, as refresh and pop do, with the same way out."""
     if state.position == 0:
         raise MaterializeError("no patch is applied: `materialize push` or `materialize new NAME` first")
+    check_stack_matches(ws, state)
     return ws.series.patches[state.position - 1]
 
 

@@ -232,3 +232,44 @@ def test_new_refuses_a_subject_of_several_lines_that_quotes_a_diff(project: Path
     with pytest.raises(PatchFormatError, match=r"new a: the description's line \d+ \('--- a/models"):
         run(project, "new", "a", "--target", "tt-metal", "-m", QUOTED.decode().split("\n", 1)[1])
     assert not patch_file(project, "a").exists()
+
+
+# -- rt-ws 08: "the top" after a hand edit of the series -----------------------------------------------
+
+def _top_dropped_by_hand(project: Path) -> tuple[Path, bytes]:
+    """a, b, c; a and b applied, b on top; b's entry then deleted from the series by hand, so the series'
+    second entry (what `position - 1` indexes) is c, a patch that is not applied."""
+    _one_patch(project, "a")
+    _one_patch(project, "b", GEN, "TARGETS =", "TARGETS  =")
+    _one_patch(project, "c", GEN, "import ", "import  ")
+    run(project, "pop")
+    series = project / "series" / "default.yaml"
+    b = "  - patch: tt-metal/b.patch\n    target: tt-metal\n"
+    assert b in series.read_text()
+    series.write_text(series.read_text().replace(b, ""))
+    return series, patch_file(project, "c").read_bytes()
+
+
+@pytest.mark.parametrize("args", [["header", "--set", "-"], ["header"], ["diff"]])
+def test_header_and_diff_refuse_the_top_when_the_series_changed_by_hand(
+        project: Path, args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The record says b is the top; every command that writes "the top" refuses (refresh, rename...), and so
+    must `header --set` (it rewrote c's description, a patch not applied and not named) and the readers that
+    would show c as the top's."""
+    import io
+
+    series, c = _top_dropped_by_hand(project)
+    before = series.read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Subject: words for the top\n")))
+    capsys.readouterr()
+    with pytest.raises(MaterializeError, match="the series changed under the workspace"):
+        run(project, *args)
+    assert patch_file(project, "c").read_bytes() == c and series.read_bytes() == before
+    assert b"Subject: c" not in capsys.readouterr().out.encode()
+
+
+def test_header_of_a_named_patch_still_works_when_the_series_changed_by_hand(project: Path, capsys) -> None:
+    _top_dropped_by_hand(project)
+    capsys.readouterr()
+    assert run(project, "header", "c") == 0
+    assert "Subject: c" in capsys.readouterr().out
