@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from materialize import digest
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.workspace.journal import Journal
-from materialize.workspace.stack import check_stack_matches, move_to
+from materialize.workspace.stack import check_stack_matches, move_to, pushed
 from materialize.workspace.state import State, Workspace
 from materialize.workspace.trees import apply_one, trees_and_bases_at, trees_at
 
@@ -195,7 +195,7 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
                 for path in plan.files:
                     found = ws.store.lookup(tree, path)
                     tracked[path] = found.sha if found else None
-        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: state.position]]
+        state.applied = [pushed(p) for p in ws.series.patches[: state.position]]
         ws.save(state, journal)
     return plan
 
@@ -432,7 +432,7 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         if pos == state.position:
             state.position += 1
             top = ws.series.patches[state.position - 1]  # the ones below are unchanged (checked above)
-            state.applied = [*state.applied, {"name": top.name, "sha256": top.sha256()}]
+            state.applied = [*state.applied, pushed(top)]
             state.added = {}
         ws.save(state, journal)
     return ws.series.find(Path(stem).name)

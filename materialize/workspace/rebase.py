@@ -33,7 +33,7 @@ from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.session import REBASE_FILE
-from materialize.workspace.stack import move_to
+from materialize.workspace.stack import move_to, pushed
 from materialize.workspace.state import Changes, DirtyWorkspaceError, State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
@@ -477,7 +477,7 @@ def _stop_at(ws: Workspace, rb: Rebase, entry: PatchEntry, contents, journal: Jo
     for path, value in contents.items():
         ws.write_file(journal, entry.target, path, value)
     state.position = entry.position
-    state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: entry.position]]
+    state.applied = [pushed(p) for p in ws.series.patches[: entry.position]]
     state.added = {entry.name: files}
     ws.save(state, journal)
 
@@ -575,8 +575,8 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     _refuse_edits_elsewhere(ws, state, changes, entry, step)
     if current is None or entry is None:
         return _run(rb)
-    pushed = state.applied[-1] if state.applied else {}
-    if not skip and pushed.get("name") == entry.name and pushed.get("sha256") not in (None, entry.sha256()):
+    top_record = state.applied[-1] if state.applied else {}
+    if not skip and top_record.get("name") == entry.name and top_record.get("sha256") not in (None, entry.sha256()):
         raise MaterializeError(
             f"rebase --continue refused: {entry.path} was changed since the rebase stopped, and --continue writes "
             f"it again from the files in {ws.target_dir(entry.target)}, over that change. Put the change into those "
@@ -623,7 +623,7 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
         position = entry.position - 1 if skip else entry.position
         ws.sync(state, trees_at(ws.series, ws.store, position), {}, journal)
         state.position = position
-        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
+        state.applied = [pushed(p) for p in ws.series.patches[:position]]
         state.added = {}
         ws.save(state, journal)
         rb.data["todo"].pop(0)

@@ -49,8 +49,22 @@ def applied_entries(ws: Workspace, state: State) -> list[PatchEntry]:
     return list(ws.series.patches[: state.position])
 
 
-def check_stack_matches(ws: Workspace, state: State) -> None:
-    """The applied patches on record must still be the series' first ``position`` entries."""
+HOW = ("target", "strip", "reverse")  # how an applied patch went in, beside its bytes (a record's keys)
+
+
+def pushed(entry: PatchEntry) -> dict:
+    """What ``state.json`` records of an applied patch: its bytes, and how they were applied. A hand edit of
+    the entry's ``strip`` made refresh read the top's files under other names and write the patch without
+    its change; ``reverse`` made it drop the new field (see ``check_stack_matches``)."""
+    return {"name": entry.name, "sha256": entry.sha256(), "target": entry.target, "strip": entry.strip,
+            "reverse": entry.reverse}
+
+
+def check_stack_matches(ws: Workspace, state: State, keep: int | None = None) -> None:
+    """The applied patches on record must still be the series' first ``position`` entries, and the first
+    ``keep`` of them (default: all; a move: those that stay applied) still applied as their entries say:
+    work/ holds them applied the way they were pushed, so what regenerates or builds on one (refresh, diff,
+    a move that keeps it) would misread it. Records written before ``HOW`` was kept are not compared."""
     names = [p.name for p in ws.series.patches[: state.position]]
     recorded = [a["name"] for a in state.applied]
     if names != recorded:
@@ -58,6 +72,21 @@ def check_stack_matches(ws: Workspace, state: State) -> None:
             f"the series changed under the workspace: applied {recorded}, but the series now starts {names}; "
             "`materialize goto 0 --force` resets the workspace"
         )
+    for entry, record in zip(ws.series.patches[: state.position if keep is None else keep], state.applied,
+                             strict=False):
+        differs = [key for key in HOW if key in record and record[key] != getattr(entry, key)]
+        if differs:
+            def said(value: object) -> str:
+                return str(value).lower() if isinstance(value, bool) else str(value)
+
+            below = ws.series.patches[entry.position - 2].name if entry.position > 1 else "0"
+            raise MaterializeError(
+                f"the series entry changed under the workspace: {entry.name} was pushed with "
+                + ", ".join(f"{k} {said(record[k])}" for k in differs) + f", its entry ({entry.where}) now says "
+                + ", ".join(f"{k} {said(getattr(entry, k))}" for k in differs)
+                + f", and work/ holds it as it was pushed. Pop it (`materialize goto {below}`; `--force` saves "
+                "unrefreshed edits) and push it again as the entry says, or put the entry back"
+            )
 
 
 def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False,
@@ -71,7 +100,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     if position == state.position and not force:
         return MoveResult(position, state.top)
     if op != "goto" or not force:
-        check_stack_matches(ws, state)
+        check_stack_matches(ws, state, keep=min(position, state.position))
     stopped = None
     forced: PatchEntry | None = None
     with contextlib.nullcontext(journal) if journal is not None else Journal.run(ws.meta, op, args) as journal:
@@ -101,7 +130,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
         state.bases.update(bases)
         ws.sync(state, trees, keep, journal)
         state.position = position
-        state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[:position]]
+        state.applied = [pushed(p) for p in ws.series.patches[:position]]
         state.added = {top: state.added.get(top, [])} if top is not None and top in state.added else {}
         state.pins = ws.pins()
         if forced is not None:
@@ -139,7 +168,7 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
             tracked[path] = found.sha if found else None
         ws.write_file(journal, target, path, value)
     state.position = entry.position
-    state.applied = [{"name": p.name, "sha256": p.sha256()} for p in ws.series.patches[: entry.position]]
+    state.applied = [pushed(p) for p in ws.series.patches[: entry.position]]
     state.added = {entry.name: sorted(set(files))}
     state.rejects = {target: sorted(rejects)}
     return (f"Applied patch {entry.name} (forced; needs refresh): "

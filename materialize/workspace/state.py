@@ -51,13 +51,13 @@ class State:
 
     __slots__ = ("series", "position", "applied", "trees", "bases", "files", "added", "pins", "rejects", "refs_for")
 
-    def __init__(self, series: str, position: int = 0, applied: list[dict[str, str]] | None = None,
+    def __init__(self, series: str, position: int = 0, applied: list[dict[str, Any]] | None = None,
                  trees: dict[str, str] | None = None, bases: dict[str, str] | None = None,
                  files: dict[str, dict[str, str | None]] | None = None, added: dict[str, list[str]] | None = None,
                  pins: dict[str, Any] | None = None, rejects: dict[str, list[str]] | None = None) -> None:
         self.series = series
         self.position = position
-        self.applied = applied if applied is not None else []  # [{"name", "sha256"}] in order
+        self.applied = applied if applied is not None else []  # [stack.pushed(entry)] in order
         self.trees = trees if trees is not None else {}  # target -> store tree at ``position``
         self.bases = bases if bases is not None else {}  # target -> pinned base tree
         self.files = files if files is not None else {}  # target -> path -> blob|None

@@ -273,3 +273,41 @@ def test_header_of_a_named_patch_still_works_when_the_series_changed_by_hand(pro
     capsys.readouterr()
     assert run(project, "header", "c") == 0
     assert "Subject: c" in capsys.readouterr().out
+
+
+# -- rt-ws 09: a series entry's strip / reverse changed by hand while the patch is applied ----------------
+
+@pytest.mark.parametrize("field", ["    strip: 0\n", "    max_fuzz: 0\n    strip: 2\n"])
+@pytest.mark.parametrize("args", [["refresh"], ["refresh", "--force"], ["diff"]])
+def test_refresh_refuses_a_top_whose_strip_changed_since_it_was_pushed(project: Path, field: str, args: list[str],
+                                                                       capsys) -> None:
+    """`strip: 0` added by hand to the applied top: refresh read the patch's files as `a/models/...` (in no
+    tree), wrote the section as `new file mode None` with no hunk, and the patch's change was gone (no copy).
+    work/ holds the patch applied with the strip it was pushed with, so refresh cannot regenerate it."""
+    _one_patch(project, "a")
+    before = patch_file(project, "a").read_bytes()
+    series = project / "series" / "default.yaml"
+    entry = "  - patch: tt-metal/a.patch\n    target: tt-metal\n"
+    series.write_text(series.read_text().replace(entry, entry + field))
+    with pytest.raises(MaterializeError, match=r"a was pushed with strip 1.*now says strip [02].*Pop it"):
+        run(project, *args)
+    assert patch_file(project, "a").read_bytes() == before
+    # the way out the message gives: pop, then push applies it as the entry now says (here: it cannot)
+    assert run(project, "pop") == 0
+    assert patch_file(project, "a").read_bytes() == before
+
+
+def test_refresh_refuses_a_top_now_reversed_by_hand(project: Path) -> None:
+    """`reverse: true` added by hand to the applied top: refresh regenerated it forward from work/ (which holds
+    it applied forward) and dropped the new `reverse: true` from the series: the hand edit undone silently."""
+    _one_patch(project, "a")
+    series = project / "series" / "default.yaml"
+    entry = "  - patch: tt-metal/a.patch\n    target: tt-metal\n"
+    series.write_text(series.read_text().replace(entry, entry + "    reverse: true\n"))
+    wfile(project).write_text(wfile(project).read_text() + "# more\n")
+    edited, before = series.read_bytes(), patch_file(project, "a").read_bytes()
+    with pytest.raises(MaterializeError, match=r"a was pushed with reverse false.*now says reverse true"):
+        run(project, "refresh")
+    assert patch_file(project, "a").read_bytes() == before and series.read_bytes() == edited
+    assert run(project, "pop", "-f") == 0  # the way out: pop (it leaves), then push applies it reversed
+    assert series.read_bytes() == edited
