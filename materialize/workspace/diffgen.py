@@ -55,11 +55,11 @@ class FileChange(NamedTuple):
         return self.old_path or self.path
 
     def is_noop(self) -> bool:
-        return (
-            self.base == self.cur
-            and self.source_path == self.path
-            and (self.base is None or self.old_mode == self.new_mode)
-        )
+        """Nothing to write: the same bytes and mode under the same name, or no file on either side (a
+        "rename" of nothing into nothing was written as a bare ``new file mode None``)."""
+        if self.base is None and self.cur is None:
+            return True
+        return self.base == self.cur and self.source_path == self.path and self.old_mode == self.new_mode
 
 
 class _Piece(NamedTuple):

@@ -281,3 +281,12 @@ def test_names_with_spaces_and_special_characters_are_written_as_git_writes_them
     assert sorted(p.name for p in gnu.iterdir()) == sorted(p.name for p in repo.iterdir() if p.name != ".git")
     for p in gnu.iterdir():
         assert p.read_bytes() == (repo / p.name).read_bytes(), p.name
+
+
+def test_a_file_absent_before_and_after_is_no_section_even_under_two_names() -> None:
+    """(rt-ws 09) A section whose old name is in no tree and whose new name is on no disk changes nothing: it
+    was written as `diff --git` + `new file mode None` and nothing else (a refresh after the entry's strip
+    changed by hand); a no-op leaves the patch, like one under a single name."""
+    out = regenerate(None, [FileChange(path="b/models/x.py", old_path="a/models/x.py", base=None, cur=None,
+                                       old_mode=None, new_mode=None)], header=HEADER)
+    assert out == HEADER
