@@ -24,6 +24,7 @@ from materialize.workspace.trees import apply_one, trees_and_bases_at, trees_at
 if TYPE_CHECKING:
     from materialize.patching.model import Hunk
     from materialize.series import PatchEntry, Series
+    from materialize.workspace.patchtext import PatchText
     from materialize.workspace.seriesedit import SeriesDoc
 
 
@@ -66,6 +67,29 @@ def _patch_files(entry: PatchEntry, data: bytes) -> list[tuple[str, str]]:
     return patchtext.touched(data, source=str(entry.path), strip=entry.strip)
 
 
+def _names_as_gnu_chose(ws: Workspace, tree: str, entry: PatchEntry, data: bytes, old: PatchText) -> None:
+    """Give each plain section of ``old`` whose two names differ (``diff -u x x.new``, ``x.orig`` / ``x``)
+    the one file GNU patch chose in ``tree`` (``choose_name``, through the applier) as both of its names:
+    GNU reads and writes that one file, and so must refresh. Read as a rename, such a section was written
+    back as the creation of ``x.new`` and the deletion of all of ``x`` (the patch's change gone), or as the
+    creation of an ``x`` that exists. A git section keeps its names (a rename is one); the applier runs
+    only when some plain section names two files."""
+    plain = [sec for sec in old.sections if sec.old_path is not None and sec.new_path is not None
+             and sec.old_path != sec.new_path and not any(h.startswith(b"diff --git ") for h in sec.header)]
+    if not plain:
+        return
+    from materialize.engine import StoreView
+    from materialize.patching.tree import apply_to_tree
+
+    applied = apply_to_tree(StoreView(ws.store, tree), data, source=str(entry.path), strip=entry.strip,
+                            max_fuzz=entry.max_fuzz)
+    if applied.error is not None or len(applied.files) != len(old.sections):
+        return  # (the applier reads the sections otherwise: refresh's own check decides)
+    for sec, outcome in zip(old.sections, applied.files, strict=True):
+        if sec in plain and outcome.path in (sec.old_path, sec.new_path):
+            sec.old_path = sec.new_path = outcome.path
+
+
 def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     """Regenerate ``entry`` from the disk and check the result applies back to exactly the disk."""
     from materialize.workspace import patchtext
@@ -86,8 +110,10 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     after = state.trees[target] if entry.position == state.position else \
         trees_at(ws.series, ws.store, entry.position)[target]
     data = entry.read()
-    pairs = _patch_files(entry, data)
     old = patchtext.parse(data, source=str(entry.path), strip=entry.strip)
+    if not entry.reverse:
+        _names_as_gnu_chose(ws, before, entry, data, old)
+    pairs = [(sec.old_path or sec.path(), sec.path()) for sec in old.sections if sec.path()]
     if entry.reverse:
         # a `reverse: true` entry (quilt's -R) is written forward, and refresh drops the flag, as quilt's
         # refresh does: its old hunks run the other way, so none is kept; its description is

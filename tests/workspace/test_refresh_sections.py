@@ -311,3 +311,31 @@ def test_a_new_file_made_executable_after_its_first_refresh(ws: Path, tmp_path: 
     new = (ws / "patches" / "t" / "p1.patch").read_bytes()
     assert b"new file mode 100755\n" in new and b"new file mode 100644\n" not in new
     assert_gnu_and_quilt_give_work(tmp_path, ws / "up", new, work)
+
+
+# rt-ws 10: a plain section whose two names differ (`diff -u x x.new`, `diff -u x.orig x`): GNU patches the
+# one that exists, and so must refresh; it wrote `x.new` as created and `x` as deleted (the whole file), or
+# refused with a creation of `x` that does not apply.
+@pytest.mark.parametrize("names", [(b"f1", b"f1.new"), (b"f1.orig", b"f1"), (b"f1~", b"f1")])
+def test_refresh_of_a_plain_section_patches_the_file_gnu_chose(ws: Path, tmp_path: Path, names) -> None:
+    up = ws / "up"
+    (up / "f1").write_bytes(b"".join(b"line %d\n" % i for i in range(20)))
+    old, new = names
+    patch = (b"--- " + old + b"\t2026-01-01 00:00:00\n+++ " + new + b"\t2026-01-02 00:00:00\n"
+             b"@@ -2,3 +2,3 @@\n line 1\n-line 2\n+line two\n line 3\n")
+    (ws / "patches" / "t" / "p0.patch").write_bytes(patch)
+    args = series(ws, "[{patch: t/p0.patch, target: t, strip: 0}]")
+    assert main(["push", "-a", *args]) == 0
+    f1 = ws / "work" / "t" / "f1"
+    f1.write_bytes(f1.read_bytes().replace(b"line 15\n", b"line fifteen\n"))
+    assert main(["refresh", *args]) == 0
+    refreshed = (ws / "patches" / "t" / "p0.patch").read_bytes()
+    assert b"/dev/null" not in refreshed and b"deleted file" not in refreshed
+    assert refreshed.startswith(patch[: patch.index(b"@@")])  # the section's header lines are kept
+    gnu = tmp_path / "gnu"
+    shutil.copytree(up, gnu)
+    proc = subprocess.run(["patch", "-p0", "-F0", "-s", "-d", str(gnu)], input=refreshed, capture_output=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in gnu.iterdir()) == ["f1"] and (gnu / "f1").read_bytes() == f1.read_bytes()
+    assert main(["pop", *args]) == 0 and main(["push", *args]) == 0
+    assert f1.read_bytes().count(b"fifteen") == 1 and b"line two" in f1.read_bytes()
