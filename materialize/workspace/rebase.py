@@ -34,7 +34,7 @@ from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.session import REBASE_FILE
 from materialize.workspace.stack import move_to, pushed
-from materialize.workspace.state import Changes, DirtyWorkspaceError, State, Workspace
+from materialize.workspace.state import Changes, DirtyWorkspaceError, PinMovedError, State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
 MAX_FUZZ = 3
@@ -434,7 +434,15 @@ def _run(rb: Rebase) -> list[Outcome]:
     rb.load()
     while rb.data["todo"]:
         name = rb.data["todo"][0]
-        entry = ws.series.find(name)
+        entry = next((p for p in ws.series.patches if p.name == name), None)  # (a name, never a prefix)
+        if entry is None:  # taken out of the series by hand meanwhile: left out, as git's edited todo list
+            with Journal.run(ws.meta, "rebase", ["--continue"]) as journal:
+                rb.data["todo"].pop(0)
+                rb.data["done"].append(Outcome(name, 0, "removed", detail=(
+                    f"taken out of {ws.series.path} by hand during the rebase: left out (its file is as it "
+                    f"was, {rb.data['patches'].get(name, '?')})")).to_json())
+                rb.save(journal)
+            continue
         before = rb.data["tree"]
         data = entry.read()
         outcome, contents = _classify(ws.store, before, entry, data, tuple(rb.data["old"][name]))
@@ -569,7 +577,14 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     rb.load()
     step = "--skip" if skip else "--continue"
     current = rb.data.get("current")
-    state = ws.load()
+    try:
+        state = ws.load()
+    except PinMovedError:
+        raise MaterializeError(
+            f"rebase {step} refused: {ws.series.path} no longer pins {rb.data['target']} as the rebase wrote it "
+            f"(edited by hand?), and work/ was written from that pin: put the pin back as the rebase wrote it, or "
+            "`materialize rebase --abort` (it restores the series file as it was before the rebase and keeps the "
+            f"edited one under {ws.meta / 'saved'})") from None
     entry = ws.series.find(current["name"]) if current is not None else None
     changes = ws.changes(state)
     _refuse_edits_elsewhere(ws, state, changes, entry, step)
@@ -644,7 +659,10 @@ def abort(ws: Workspace) -> list[str]:
     rb = Rebase(ws)
     rb.load()
     backup = rb.dir / "backup"
-    state = ws.load()
+    # the series file is restored from the backup below, so a pin changed by hand since the rebase wrote it
+    # (`git checkout` of the series) is no reason to refuse: that refusal pointed at `goto 0 --force`,
+    # which a rebase refuses, so nothing could end the rebase
+    state = ws.load(follow_pins=True)
     notes: list[str] = []
     with Journal.run(ws.meta, "rebase", ["--abort"]) as journal:
         changes = ws.changes(state)

@@ -36,6 +36,10 @@ class DirtyWorkspaceError(MaterializeError):
     exit_code = 1
 
 
+class PinMovedError(MaterializeError):
+    """A pin was edited in the series file while work/ holds files written from the old one."""
+
+
 def work_root(series: Series) -> Path:
     """``work/`` next to ``series/`` at the repository root (override: MATERIALIZE_WORK)."""
     override = os.environ.get(WORK_ENV)
@@ -234,7 +238,7 @@ class Workspace:
             return
         moved = sorted(t for t in current if state.pins.get(t) != current[t])
         if not follow and (state.position or any(state.files.get(t) for t in moved)):
-            raise MaterializeError(
+            raise PinMovedError(
                 f"the pin of {', '.join(moved)} changed in {self.series.path} while patches were applied in "
                 f"{self.root}; `materialize rebase` moves pins, or `materialize goto 0 --force` resets the workspace"
             )

@@ -279,3 +279,61 @@ def test_abort_keeps_patch_files_edited_during_the_rebase(stopped: Path, capsys)
     assert [p.read_bytes() for p in kept] == [edited]
     assert str(kept[0].parent.parent) in out.out + out.err
     assert b"echo run faster" not in later.read_bytes()  # restored as before the rebase
+
+
+# -- rt-ws 11: the series file changed by hand while a rebase is stopped ---------------------------------
+
+def _pin_put_back(project: Path) -> tuple[Path, bytes, bytes]:
+    """The pin as it was before the rebase (`git checkout series/default.yaml`, an editor's undo)."""
+    series = project / "series" / "default.yaml"
+    before = (project / "work" / ".materialize" / "rebase" / "backup" / "series").read_bytes()
+    during = series.read_bytes()
+    assert during != before
+    series.write_bytes(before + b"# put back by hand\n")
+    return series, before, during
+
+
+def test_abort_restores_everything_after_the_pin_was_put_back_by_hand(project: Path, stopped: Path, capsys) -> None:
+    """--abort refused ("the pin changed ... `goto 0 --force` resets the workspace"), and goto is refused
+    during a rebase: every way out refused. --abort restores the series file anyway; the hand-edited one
+    is kept under saved/ and named."""
+    series, before, _during = _pin_put_back(project)
+    resolved = wfile(project, GEN).read_bytes()
+    capsys.readouterr()
+    assert cli(project, "rebase", "--abort") == 0
+    assert series.read_bytes() == before
+    assert not (project / "work" / ".materialize" / "rebase").exists()
+    saved = project / "work" / ".materialize" / "saved"
+    assert before + b"# put back by hand\n" in [p.read_bytes() for p in saved.rglob("default.yaml")]
+    assert resolved in [p.read_bytes() for p in saved.rglob("generator.py")]
+
+
+@pytest.mark.parametrize("step", ["--continue", "--skip"])
+def test_continue_and_skip_name_the_way_out_when_the_pin_was_put_back_by_hand(
+        project: Path, stopped: Path, step: str, capsys) -> None:
+    """They refuse (the workspace was written from the rebase's pin), naming a way out that runs now."""
+    _pin_put_back(project)
+    everything_before = everything(project)
+    capsys.readouterr()
+    assert cli(project, "rebase", step) == 1
+    err = capsys.readouterr().err
+    assert "rebase --abort" in err and "goto 0 --force" not in err
+    assert everything(project) == everything_before
+
+
+def test_a_patch_taken_out_of_the_series_by_hand_during_a_rebase_is_left_out(project: Path, stopped: Path,
+                                                                             capsys) -> None:
+    """0003-run removed from the series by hand while the rebase is stopped at 0002 (git's `rebase
+    --edit-todo`, deleting its line): --continue carried 0002, then failed on 0003 ("no patch named") at every
+    --continue after it, so only --abort (dropping the resolution) ended the rebase."""
+    series = project / "series" / "default.yaml"
+    entry = "  - patch: tt-metal/0003-run.patch\n    target: tt-metal\n"
+    assert entry in series.read_text()
+    series.write_text(series.read_text().replace(entry, ""))
+    run3 = patch_file(project, "0003-run").read_bytes()
+    resolve(project)
+    capsys.readouterr()
+    assert cli(project, "rebase", "--continue") == 0
+    assert not (project / "work" / ".materialize" / "rebase").exists()
+    assert "0003-run" not in series.read_text() and patch_file(project, "0003-run").read_bytes() == run3
+    assert "0003-run" in capsys.readouterr().out  # the outcome table says it was left out
