@@ -585,7 +585,15 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
             f"(edited by hand?), and work/ was written from that pin: put the pin back as the rebase wrote it, or "
             "`materialize rebase --abort` (it restores the series file as it was before the rebase and keeps the "
             f"edited one under {ws.meta / 'saved'})") from None
-    entry = ws.series.find(current["name"]) if current is not None else None
+    entry = None
+    if current is not None:
+        # the recorded name exactly, never a prefix of another patch's (a name typed on the command line)
+        entry = next((p for p in ws.series.patches if p.name == current["name"]), None)
+        if entry is None:
+            raise MaterializeError(
+                f"rebase {step} refused: the stopped patch {current['name']} is no longer in {ws.series.path} "
+                f"(taken out by hand?): put its entry back, or `materialize rebase --abort` (it restores the series "
+                f"file as it was before the rebase and keeps the edited one under {ws.meta / 'saved'})")
     changes = ws.changes(state)
     _refuse_edits_elsewhere(ws, state, changes, entry, step)
     if current is None or entry is None:

@@ -337,3 +337,24 @@ def test_a_patch_taken_out_of_the_series_by_hand_during_a_rebase_is_left_out(pro
     assert not (project / "work" / ".materialize" / "rebase").exists()
     assert "0003-run" not in series.read_text() and patch_file(project, "0003-run").read_bytes() == run3
     assert "0003-run" in capsys.readouterr().out  # the outcome table says it was left out
+
+
+def test_continue_never_takes_another_patch_for_the_stopped_one_by_a_prefix(project: Path, stopped: Path,
+                                                                           capsys) -> None:
+    """The stopped patch's entry taken out by hand and another entry named so that the stopped name is its
+    prefix: the stopped patch was looked up like a name typed on the command line (a unique prefix), so
+    --continue and --skip took 0003-run for it (only their other guards kept its file)."""
+    series = project / "series" / "default.yaml"
+    e2 = "  - patch: tt-metal/0002-targets.patch\n    target: tt-metal\n"
+    e3 = "  - patch: tt-metal/0003-run.patch\n    target: tt-metal\n"
+    text = series.read_text()
+    assert e2 in text and e3 in text
+    series.write_text(text.replace(e2, "").replace(e3, e3 + "    name: 0002-targets-run\n"))
+    resolve(project)
+    run3 = patch_file(project, "0003-run").read_bytes()
+    for step in ("--continue", "--skip"):
+        assert cli(project, "rebase", step) != 0
+        err = capsys.readouterr().err
+        assert "0002-targets is no longer in" in err and "stopped patch 0002-targets-run" not in err
+        assert patch_file(project, "0003-run").read_bytes() == run3
+    assert cli(project, "rebase", "--abort") == 0
