@@ -61,8 +61,9 @@ def _yaml() -> YAML:
 class SeriesDoc:
     """An editable series document; ``render()`` gives the new file bytes."""
 
-    def __init__(self, path: Path, text: str) -> None:
+    def __init__(self, path: Path, text: str, newline: str = "\n") -> None:
         self.path = path
+        self.newline = newline  # the file's own line ending, written back (ruamel writes "\n")
         self._yaml = _yaml()
         text, self._tail = split_tail(text)
         self.doc = self._yaml.load(text)
@@ -74,7 +75,11 @@ class SeriesDoc:
 
     @classmethod
     def load(cls, path: Path) -> SeriesDoc:
-        return cls(path, path.read_text(encoding="utf-8"))
+        """The document at ``path``; a file whose every line ends in CRLF is written back so (a rename
+        rewrote all its lines with LF, so a review diff showed the whole file changed)."""
+        raw = path.read_bytes()
+        crlf = b"\r\n" in raw and raw.count(b"\n") == raw.count(b"\r\n")
+        return cls(path, path.read_text(encoding="utf-8"), "\r\n" if crlf else "\n")
 
     def _guess_indent(self, text: str) -> None:
         """Follow the file's own list style (``- patch:`` at column 0 or indented under ``patches:``)."""
@@ -159,6 +164,8 @@ class SeriesDoc:
         text = buf.getvalue()
         if self._tail:
             text = (text if text.endswith("\n") else text + "\n") + self._tail
+        if self.newline != "\n":
+            text = text.replace("\n", self.newline)
         data = text.encode("utf-8")
         check_render(self.path, data, op, _plain(self.doc))
         return data
@@ -323,7 +330,7 @@ def with_entry(path: Path, index: int, entry: dict[str, str]) -> bytes:
     raw = path.read_bytes()
     found = _insertion(raw.decode("utf-8"), index, entry)
     if found is None:
-        doc = SeriesDoc(path, raw.decode("utf-8").replace("\r\n", "\n"))
+        doc = SeriesDoc.load(path)
         doc.insert(index, entry)
         return doc.render("new")
     text, at, count = found

@@ -146,3 +146,22 @@ def test_a_comment_block_at_the_end_stays_at_the_end(project: Path) -> None:
     series.write_text(TRAILING)
     assert run(project, "rename", "c2", "-P", "c") == 0
     assert series.read_text().endswith("  - patch: tt-metal/c2.patch\n    target: tt-metal\n" + tail)
+
+
+@pytest.mark.parametrize("args", [["rename", "-P", "b", "bb"], ["delete", "b"], ["move", "b", "--after", "0"],
+                                  ["new", "c", "--target", "tt-metal", "--after", "a"]])
+def test_a_crlf_series_keeps_its_line_endings(project: Path, args: list[str]) -> None:
+    """(rt-ws 12) A series file written with CRLF line endings: rename, delete and move rewrote every line
+    with LF (a review diff of the file showed all of it changed); `new` kept CRLF. Only the lines the edit
+    must change change."""
+    series = project / "series" / "default.yaml"
+    for name in ("a", "b"):
+        (project / "patches" / "tt-metal" / f"{name}.patch").write_bytes(b"Subject: " + name.encode() + b"\n")
+    text = series.read_text().replace("patches: []\n", "patches:\n  - patch: tt-metal/a.patch\n    target: tt-metal\n"
+                                      "  - patch: tt-metal/b.patch\n    target: tt-metal\n")
+    series.write_bytes(text.replace("\n", "\r\n").encode())
+    assert run(project, *args) == 0
+    data = series.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") and b"\r\r" not in data
+    old = set(text.replace("\n", "\r\n").encode().splitlines(keepends=True))
+    assert len([line for line in data.splitlines(keepends=True) if line not in old]) <= 3
