@@ -659,3 +659,36 @@ def test_the_oracle_checks_class_method_extractions(tmp_path, monkeypatch):
     result = check_module("rt_oracle_cls")
     assert result.members_checked == 2, result
     assert not result.mismatches and not result.crashed
+
+
+def test_the_oracle_reads_frozen_stdlib_modules_from_their_source():
+    """Since 3.11 `runpy`, `zipimport`, `os`… are frozen (origin "frozen"): the oracle reads and executes
+    the file they were frozen from, as the extractor does, instead of reporting "no Python source"."""
+    from materialize.offline.oracle import check_module, module_file
+
+    for name in ("runpy", "zipimport", "importlib._bootstrap"):
+        located = module_file(name)
+        assert located is not None, name
+        root, rel = located
+        assert (root / rel).is_file()
+    result = check_module("runpy")
+    assert not result.missing and result.checked > 0
+    assert not result.mismatches and not result.crashed, (result.mismatches, result.crashed)
+
+
+def test_the_oracle_compares_a_method_whose_class_cell_holds_the_partly_kept_class(tmp_path, monkeypatch):
+    """`super()` gives a method a `__class__` cell: in a `Class.method` extraction it holds the partly
+    kept class, whose left-out members are placeholders (refusing when called), compared by kind in
+    `_check_members`; comparing them again through the cell as whole definitions was a false fail-open
+    (`fractions.Fraction.__new__`)."""
+    from materialize.offline.oracle import check_module
+
+    (tmp_path / "rt_oracle_cell.py").write_text(
+        "class B:\n    def __init__(self):\n        self.x = 1\n"
+        "class C(B):\n    def __init__(self):\n        super().__init__()\n"
+        "    def other(self):\n        return 2\n    def last(self):\n        return __class__\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = check_module("rt_oracle_cell")
+    assert result.members_checked == 3, result
+    assert not result.mismatches and not result.crashed, result.mismatches
