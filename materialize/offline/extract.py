@@ -324,6 +324,7 @@ class _Analysis:
         """What each top-level statement may change when it runs (``_Effects``), through the file's
         own functions and classes it calls, decorates with or derives from, transitively."""
         self._body_cache: dict[int, _BodyEffects] = {}
+        self._own_cache: dict[int, tuple[_BodyEffects, list[_Unit]]] = {}
         self._dynamic_cache: dict[int, list[tuple[int, str]]] = {}
         # Code that escaped at import time (a function or class stored, passed on or decorated, a lambda
         # made): any later call at import time may run it (`for hook in HOOKS: hook()`, `list(map(fn, x))`)
@@ -456,7 +457,7 @@ class _Analysis:
 
     def _add_body(self, unit: _Unit, callee: _Unit) -> None:
         """``unit`` may run ``callee``'s code (call the function, make the class or its instances)."""
-        self._add_effects(unit, self._body_effects(callee, set()), f"{callee.node.name.value}()")  # type: ignore[attr-defined]
+        self._add_effects(unit, self._body_effects(callee), f"{callee.node.name.value}()")  # type: ignore[attr-defined]
 
     @staticmethod
     def _add_effects(unit: _Unit, effects: _BodyEffects, where: str) -> None:
@@ -470,37 +471,105 @@ class _Analysis:
     def _callables(self, name: str, before: int) -> list[_Unit]:
         return [u for u in self.bindings(name, before) if u.kind in ("def", "class")]
 
-    def _body_effects(self, unit: _Unit, active: set[int]) -> _BodyEffects:
-        """What calling the function (or using the class: creating it, its instances, its subclasses) may change."""
+    def _own_body_effects(self, unit: _Unit) -> tuple[_BodyEffects, list[_Unit]]:
+        """What the unit's own code may change, and the file's functions and classes it names (read once)."""
+        found = self._own_cache.get(unit.index)
+        if found is None:
+            effects = _Effects(
+                immediate=False,
+                class_name=unit.node.name.value if unit.kind == "class" else None,  # type: ignore[attr-defined]
+                bare=self.bare_dynamic,
+            )
+            unit.node.visit(effects)
+            own = (
+                frozenset(effects.changed),
+                frozenset(effects.passed),
+                frozenset(effects.rebound),
+                tuple((self.positions[n].start.line, how) for n, how in effects.dynamic),
+                frozenset(effects.consumed),
+            )
+            callees = {
+                callee.index: callee
+                for name in sorted(effects.refs)
+                for callee in self._callables(name, len(self.units))
+                if callee is not unit
+            }
+            found = self._own_cache[unit.index] = (own, sorted(callees.values(), key=lambda u: u.index))
+        return found
+
+    def _body_effects(self, unit: _Unit) -> _BodyEffects:
+        """What calling the function (or using the class: creating it, its instances, its subclasses) may
+        change: its own effects and those of every function or class of the file it may reach.
+
+        Computed once per strongly connected component of the call graph (Tarjan's algorithm, iterative):
+        all the functions of a cycle reach the same code, so they share one union. Walking the graph path
+        by path (caching only outside a cycle) cost n! body visits for n functions calling each other
+        (``typing`` took more than ten minutes)."""
         cached = self._body_cache.get(unit.index)
         if cached is not None:
             return cached
-        if unit.index in active:
-            return frozenset(), frozenset(), frozenset(), (), frozenset()
-        active.add(unit.index)
-        effects = _Effects(
-            immediate=False,
-            class_name=unit.node.name.value if unit.kind == "class" else None,  # type: ignore[attr-defined]
-            bare=self.bare_dynamic,
-        )
-        unit.node.visit(effects)
-        changed, passed, rebound = set(effects.changed), set(effects.passed), set(effects.rebound)
-        consumed = set(effects.consumed)
-        dynamic = [(self.positions[n].start.line, how) for n, how in effects.dynamic]
-        for name in effects.refs:
-            for callee in self._callables(name, len(self.units)):
-                if callee is not unit:
-                    more, more_passed, more_rebound, more_dynamic, more_consumed = self._body_effects(callee, active)
-                    changed |= more
-                    passed |= more_passed
-                    rebound |= more_rebound
-                    dynamic += more_dynamic
-                    consumed |= more_consumed
-        active.discard(unit.index)
+        index: dict[int, int] = {}
+        low: dict[int, int] = {}
+        stack: list[_Unit] = []
+        on_stack: set[int] = set()
+        counter = 0
+        work: list[tuple[_Unit, int]] = [(unit, 0)]
+        while work:
+            current, position = work.pop()
+            if position == 0:
+                index[current.index] = low[current.index] = counter
+                counter += 1
+                stack.append(current)
+                on_stack.add(current.index)
+            callees = self._own_body_effects(current)[1]
+            for i in range(position, len(callees)):
+                callee = callees[i]
+                if callee.index in self._body_cache:
+                    continue
+                if callee.index not in index:
+                    work.append((current, i + 1))
+                    work.append((callee, 0))
+                    break
+                if callee.index in on_stack:
+                    low[current.index] = min(low[current.index], index[callee.index])
+            else:
+                if low[current.index] == index[current.index]:  # the root of a component: pop it, union it
+                    members: list[_Unit] = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member.index)
+                        members.append(member)
+                        if member is current:
+                            break
+                    self._union_component(members)
+                if work:
+                    parent = work[-1][0]
+                    low[parent.index] = min(low[parent.index], low[current.index])
+        return self._body_cache[unit.index]
+
+    def _union_component(self, members: list[_Unit]) -> None:
+        """Cache, for each member of a component, the union of the members' own effects and of the
+        (already cached) effects of every component they call into."""
+        inside = {m.index for m in members}
+        changed: set[str] = set()
+        passed: set[str] = set()
+        rebound: set[str] = set()
+        consumed: set[str] = set()
+        dynamic: list[tuple[int, str]] = []
+        parts: list[_BodyEffects] = []
+        for member in sorted(members, key=lambda u: u.index):
+            own, callees = self._own_body_effects(member)
+            parts.append(own)
+            parts += [self._body_cache[c.index] for c in callees if c.index not in inside]
+        for more, more_passed, more_rebound, more_dynamic, more_consumed in parts:
+            changed |= more
+            passed |= more_passed
+            rebound |= more_rebound
+            consumed |= more_consumed
+            dynamic += [d for d in more_dynamic if d not in dynamic]
         result = (frozenset(changed), frozenset(passed), frozenset(rebound), tuple(dynamic), frozenset(consumed))
-        if not active:
-            self._body_cache[unit.index] = result
-        return result
+        for member in members:
+            self._body_cache[member.index] = result
 
     def body_dynamic(self, unit: _Unit) -> list[tuple[int, str]]:
         """Dynamic namespace access anywhere in the unit's own code (function bodies included)."""
