@@ -46,6 +46,7 @@ import ast
 import bisect
 import builtins
 import importlib
+import importlib.util
 import linecache
 import sys
 import types
@@ -907,12 +908,23 @@ class ImportPolicy:
             f"{root} is neither stdlib nor in the allowed list ({', '.join(sorted(self.allow)) or 'empty'})"
         )
 
-    def guarded_import(self, display: str):
-        """An ``__import__`` for the extracted namespace: same policy for imports that run later."""
+    def guarded_import(self, display: str, refusals: list[tuple[str, RefusedImport]] | None = None):
+        """An ``__import__`` for the extracted namespace: same policy for imports that run later.
+
+        Each refusal is also appended to ``refusals`` (the module name and the error), while the caller
+        keeps that list: the file's import-time code may catch it (``except ImportError``) and go on."""
 
         def _import(name, globals=None, locals=None, fromlist=(), level=0):
+            try:
+                return _checked(name, globals, locals, fromlist, level)
+            except RefusedImport as exc:
+                if refusals is not None:
+                    refusals.append((name, exc))
+                raise
+
+        def _checked(name, globals=None, locals=None, fromlist=(), level=0):
             if level:
-                frame = sys._getframe(1)
+                frame = sys._getframe(2)
                 raise observed(
                     RefusedImport(
                         f"{frame.f_code.co_filename}:{frame.f_lineno}: relative import (level {level}) of {name!r} "
@@ -924,7 +936,7 @@ class ImportPolicy:
                     return self.stubs[key]
             reason = self.verdict(name)
             if reason is not None:
-                frame = sys._getframe(1)
+                frame = sys._getframe(2)
                 raise observed(
                     RefusedImport(
                         f"{frame.f_code.co_filename}:{frame.f_lineno}: `import {name}` in {frame.f_code.co_name}() "
@@ -1441,7 +1453,8 @@ class _Plan:
         if is_package:
             namespace.__path__ = [self.display.rsplit("/", 1)[0]]  # type: ignore[attr-defined]
         guarded = dict(vars(builtins))
-        guarded["__import__"] = self.policy.guarded_import(self.display)
+        refused_at_import: list[tuple[str, RefusedImport]] = []
+        guarded["__import__"] = self.policy.guarded_import(self.display, refused_at_import)
         namespace.__dict__["__builtins__"] = guarded
         for name in sorted(self.stubbed):
             namespace.__dict__[name] = self.policy.stubs[name]
@@ -1489,6 +1502,9 @@ class _Plan:
             namespace.__dict__.pop(_IMPORTED, None)
             if registered:
                 sys.modules.pop(modname, None)
+        refused = list(refused_at_import)
+        refused_at_import.clear()  # refusals when the functions run later reach the caller themselves
+        self._refused_and_caught(refused)
         for placeholder in placeholders:
             placeholder.armed = True
         namespace.__extracted__ = names  # type: ignore[attr-defined]
@@ -1496,6 +1512,26 @@ class _Plan:
         namespace.__unresolved__ = {k: tuple(v) for k, v in self.unresolved.items()}  # type: ignore[attr-defined]
         namespace.__kept_lines__ = frozenset(keep)  # type: ignore[attr-defined]
         return namespace
+
+    def _refused_and_caught(self, refused: list[tuple[str, RefusedImport]]) -> None:
+        """An import the policy refused while the file's import-time code ran, which that code caught
+        (``try: import xxhash except ImportError: xxhash = None``): RefusedImport is an ImportError, so
+        the file went on with the fallback it takes only when the module is missing. When the module is
+        installed here, the real file would have imported it: refuse (a missing one: the file's fallback
+        is what it does here too)."""
+        for name, exc in refused:
+            top = name.split(".")[0]
+            try:
+                installed = importlib.util.find_spec(top) is not None
+            except (ImportError, ValueError):
+                installed = False
+            if installed and top not in self.policy.stubs:
+                raise observed(
+                    ExtractError(
+                        f"{exc}; the file's import-time code caught it (except ImportError) and went on "
+                        f"with its fallback, but {top!r} is installed: the file would have imported it"
+                    )
+                ) from exc
 
     def _left_out_lines(self, source_lines: list[str]) -> dict[int, str]:
         """For each method left out of a partly kept class, a line binding its name to a ``_LeftOut``

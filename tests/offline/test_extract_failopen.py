@@ -347,3 +347,25 @@ def test_a_function_changed_by_a_call_it_is_handed_to_is_kept_or_refused(tmp_pat
 )
 def test_a_function_handed_to_a_call_that_leaves_it_alone_still_extracts(tmp_path, source):
     assert _isolated(tmp_path, source, ["f"], "m.f()") == "same"
+
+
+# Oracle sweep over vLLM (vllm/utils/hashing.py: `try: import xxhash … except ImportError: _xxhash = None`):
+# an import the policy refuses while the file's import-time code runs raises RefusedImport, an
+# ImportError, which the file's own `except ImportError` swallowed: the extraction went on with the
+# fallback the real file takes only when the module is missing, though it is installed here.
+def test_a_refused_import_the_file_catches_at_import_time_is_refused(tmp_path):
+    from materialize.offline import extract
+    from materialize.offline.errors import ExtractError
+    from materialize.tree import DirTree
+
+    (tmp_path / "m.py").write_text(
+        "try:\n    import libcst as X\nexcept ImportError:\n    X = None\n\ndef f():\n    return X\n"
+    )
+    with pytest.raises(ExtractError, match=r"m.py:2: .*libcst.*caught"):
+        extract(DirTree(tmp_path, "t"), "m.py", "f")
+    # allowed, it is the real module; a module that is not installed takes the fallback, as the file does
+    assert extract(DirTree(tmp_path, "t"), "m.py", "f", allow=("libcst",)).f() is not None
+    (tmp_path / "n.py").write_text(
+        "try:\n    import rt_not_installed_xyz as X\nexcept ImportError:\n    X = None\n\ndef f():\n    return X\n"
+    )
+    assert extract(DirTree(tmp_path, "t"), "n.py", "f").f() is None
