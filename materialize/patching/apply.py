@@ -9,6 +9,7 @@ handled exactly as GNU does. Behaviour is pinned by a differential test against 
 
 from __future__ import annotations
 
+import io
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, ge, itemgetter, sub
 
@@ -27,7 +28,7 @@ _CONTEXT_COUNTS = itemgetter(10)  # Hunk.context_counts
 _SOURCE_START = itemgetter(0)
 _new_tuple = tuple.__new__
 _DIRECT_OFFSETS = 64  # offsets the hunk search tries one by one before it asks the line index
-_BULK_CHUNK = 4096  # hunks whose bodies the bulk applier splits into lines at once
+_BULK_CHUNK = 4096  # hunks the bulk applier checks and writes at once
 _JOIN_SLICE = 16384  # output lines joined at once (see _Applier.finish)
 
 
@@ -348,18 +349,19 @@ class _Applier:
         return b"".join([b"".join(out[k : k + _JOIN_SLICE]) for k in range(0, len(out), _JOIN_SLICE)])
 
 
-def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], refuse_top: bool) -> list[HunkResult] | None:
-    """GNU's outcome for a file whose hunks are all the common kind and all match where they say.
+def _apply_in_bulk(data: bytes, hunks: tuple[Hunk, ...], refuse_top: bool) -> tuple[bytes, list[HunkResult]] | None:
+    """GNU's output and results for a file whose hunks are all the common kind and all match where they say.
 
     The common hunk (see ``exact_in_place``) with one block of changes, for every hunk of the file,
     each matching at the line its header names (so GNU's offset stays 0 and no hunk is searched
     for): then GNU's run is fixed, and it is checked and written here in C-level passes over
-    per-hunk columns (``map``, ``chain``), with no Python code per hunk. Returns None, leaving
-    ``state`` untouched, when any hunk is not such; the caller then runs GNU's loop hunk by hunk.
-    The bodies are split into lines ``_BULK_CHUNK`` hunks at a time, so a file of 100k hunks is not
-    held as a million line objects on top of its own lines.
+    per-hunk columns (``map``, ``chain``), with no Python code per hunk. Returns None when any hunk
+    is not such; the caller then runs GNU's loop hunk by hunk on a fresh ``_Applier``.
+    Everything goes ``_BULK_CHUNK`` hunks at a time: their bodies are split into lines, the file's
+    lines they reach are read from a stream (``_LineWindow``) and dropped once behind, and their
+    output is joined, so a file of a million lines and 100k hunks is never held as a million line
+    objects (the peak memory of a large patch was the file's lines, not the patch).
     """
-    inp = state.input
     kinds = list(map(_KINDS, hunks))
     # A hunk's shape follows from its kinds string alone, and a large patch repeats few of them:
     # each distinct one is looked at once, and every hunk's numbers are dictionary look-ups.
@@ -369,38 +371,85 @@ def _apply_in_bulk(state: _Applier, hunks: tuple[Hunk, ...], refuse_top: bool) -
     if any(map(_UNTERMINATED, hunks)) or any(map(_CONTEXT_COUNTS, hunks)):
         return None  # a missing newline, context GNU counts its own way
     prefix_of, old_of, plus_of = ({k: v[i] for k, v in shapes.items() if v} for i in range(3))
-    prefix = list(map(prefix_of.__getitem__, kinds))
-    n_old = list(map(old_of.__getitem__, kinds))
-    plus = list(map(plus_of.__getitem__, kinds))
-    starts = list(map(sub, map(_SOURCE_START, hunks), repeat(1)))  # GNU's where - 1
-    ends = list(map(add, starts, n_old))
-    frozen = list(map(sub, ends, prefix))  # GNU's last_frozen after each hunk (suffix = prefix)
-    if starts[0] < 0 or (refuse_top and starts[0] == 0) or max(ends) > len(inp):
+    first = hunks[0].source_start - 1  # GNU's where - 1
+    if first < 0 or (refuse_top and first == 0):
         return None
-    if not all(map(ge, islice(starts, 1, None), frozen)):  # each hunk after what the previous consumed
-        return None
-    copy_from = [0, *frozen[:-1]]  # each hunk copies the input from where the previous one stopped
-    copy_to = list(map(add, starts, prefix))  # up to its changes
-    out: list[bytes] = []
+    line_count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    window = _LineWindow(data)
+    pieces: list[bytes] = []
+    results: list[HunkResult] = []
+    frozen_before = 0  # GNU's last_frozen after the previous chunk's last hunk
+    out_offset = 0
     for a in range(0, len(hunks), _BULK_CHUNK):
         b = a + _BULK_CHUNK
-        lines = split_lines(b"".join(map(_BODY, hunks[a:b])))  # every body line ends in "\n": one per kind
-        chunk_kinds = b"".join(kinds[a:b])
-        old = list(map(_TAIL, compress(lines, chunk_kinds.translate(_OLD_SIDE))))
-        if list(chain.from_iterable(map(inp.__getitem__, map(slice, starts[a:b], ends[a:b])))) != old:
+        chunk, chunk_kinds = hunks[a:b], kinds[a:b]
+        prefix = list(map(prefix_of.__getitem__, chunk_kinds))
+        n_old = list(map(old_of.__getitem__, chunk_kinds))
+        plus = list(map(plus_of.__getitem__, chunk_kinds))
+        starts = list(map(sub, map(_SOURCE_START, chunk), repeat(1)))
+        ends = list(map(add, starts, n_old))
+        frozen = list(map(sub, ends, prefix))  # GNU's last_frozen after each hunk (suffix = prefix)
+        copy_from = [frozen_before, *frozen[:-1]]  # each hunk copies the input from where the previous stopped
+        last = max(ends)  # a hunk may reach less far than the one before it (into its trailing context)
+        if not all(map(ge, starts, copy_from)) or last > line_count:  # after what the previous consumed
             return None
-        added_lines = list(map(_TAIL, compress(lines, chunk_kinds.translate(_PLUS))))
+        lines = split_lines(b"".join(map(_BODY, chunk)))  # every body line ends in "\n": one per kind
+        joined_kinds = b"".join(chunk_kinds)
+        old = list(map(_TAIL, compress(lines, joined_kinds.translate(_OLD_SIDE))))
+        inp, base = window.lines_until(last, keep_from=frozen_before)
+        rel_starts = list(map(sub, starts, repeat(base)))
+        if list(chain.from_iterable(map(inp.__getitem__, map(slice, rel_starts, map(sub, ends, repeat(base)))))) != old:
+            return None
+        added_lines = list(map(_TAIL, compress(lines, joined_kinds.translate(_PLUS))))
         del lines, old
-        plus_ends = list(accumulate(plus[a:b], initial=0))
-        copied = map(inp.__getitem__, map(slice, copy_from[a:b], copy_to[a:b]))
+        plus_ends = list(accumulate(plus, initial=0))
+        copied = map(inp.__getitem__, map(slice, map(sub, copy_from, repeat(base)), map(add, rel_starts, prefix)))
         added = map(added_lines.__getitem__, map(slice, plus_ends, islice(plus_ends, 1, None)))
-        out.extend(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True))))
-    state.out = out  # the state is fresh: the bulk pass is the first thing a file's run tries
-    state.zero_output = False
-    state.last_frozen = frozen[-1]
-    state.out_offset = sum(plus) - (sum(n_old) - 2 * sum(prefix))  # added minus removed lines
-    wheres = map(_SOURCE_START, hunks)  # each applied at its header's line: that line's own int object
-    return list(map(_new_tuple, repeat(HunkResult), zip(hunks, repeat("clean"), repeat(0), repeat(0), wheres)))
+        pieces.append(b"".join(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True)))))
+        frozen_before = frozen[-1]
+        out_offset += plus_ends[-1] - (sum(n_old) - 2 * sum(prefix))  # added minus removed lines
+        wheres = map(_SOURCE_START, chunk)  # each applied at its header's line: that line's own int object
+        results.extend(map(_new_tuple, repeat(HunkResult), zip(chunk, repeat("clean"), repeat(0), repeat(0), wheres)))
+    # GNU's spew_output: the rest of the input after the last hunk's frozen line, as it stands.
+    pieces.append(window.rest_from(frozen_before))
+    return b"".join(pieces), results
+
+
+class _LineWindow:
+    """The lines of a file read forward from a stream, only those not yet behind the caller kept.
+
+    ``io.BytesIO.readlines`` splits on ``\\n`` alone, keeping terminators and an unterminated last
+    line, as ``split_lines`` does, in C and a bounded batch at a time.
+    """
+
+    __slots__ = ("data", "stream", "lines", "base", "offset")
+    _BATCH = 1 << 18  # bytes of lines read at once
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.stream = io.BytesIO(data)
+        self.lines: list[bytes] = []
+        self.base = 0  # 0-based number of lines[0] in the file
+        self.offset = 0  # byte offset of lines[0] in the file
+
+    def lines_until(self, end: int, *, keep_from: int) -> tuple[list[bytes], int]:
+        """The kept lines (from ``keep_from`` on) and the number of the first, reaching line ``end``."""
+        drop = keep_from - self.base
+        if drop > 0:
+            self.offset += sum(map(len, self.lines[:drop]))
+            del self.lines[:drop]
+            self.base = keep_from
+        while self.base + len(self.lines) < end:
+            batch = self.stream.readlines(self._BATCH)
+            if not batch:
+                break
+            self.lines.extend(batch)
+        return self.lines, self.base
+
+    def rest_from(self, line: int) -> bytes:
+        """The file's bytes from ``line`` (at or after the kept lines' first) to its end."""
+        skip = sum(map(len, self.lines[: line - self.base]))
+        return self.data[self.offset + skip :]
 
 
 def _common_shape(kinds: bytes) -> tuple[int, int, int] | None:
@@ -442,14 +491,14 @@ def apply_file(original: bytes | None, fp: FilePatch, *, max_fuzz: int = 0) -> F
         reject = format_reject(fp, [(h, 0) for h in fp.hunks]) if fp.hunks else None
         return FileResult(None, failed, reject, error=f"{fp.old_path}: file to patch does not exist")
 
+    refuse_top = bool(fp.is_new and original)
+    if fp.hunks and not fp.strip_trailing_cr:
+        in_bulk = _apply_in_bulk(original or b"", fp.hunks, refuse_top)
+        if in_bulk is not None:  # every hunk clean where it says: nothing written is ever empty
+            return _file_result(fp, original, in_bulk[0], False, tuple(in_bulk[1]), [])
     state = _Applier(original or b"")
     results: list[HunkResult] = []
     rejected: list[tuple[Hunk, int]] = []
-    refuse_top = bool(fp.is_new and original)
-    if fp.hunks and not fp.strip_trailing_cr:
-        in_bulk = _apply_in_bulk(state, fp.hunks, refuse_top)
-        if in_bulk is not None:
-            return _file_result(fp, original, state.finish(), state.zero_output, tuple(in_bulk), [])
     sides = None if fp.strip_trailing_cr or not fp.hunks else _Sides(fp.hunks)
     try:
         for hunk in fp.hunks:

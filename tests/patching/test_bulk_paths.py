@@ -167,6 +167,34 @@ def test_blocks_and_bulk_chunks_smaller_than_the_file(
     assert result.ok and out["a.txt"].count(b"A ") == 10
 
 
+@needs_gnu
+@pytest.mark.parametrize("unterminated", [False, True])
+def test_bulk_reads_the_file_in_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unterminated: bool) -> None:
+    """The bulk applier reads the file's lines a window at a time and never splits it whole (the
+    100k-hunk patch's peak memory was the file's million line objects): with one line per read and
+    chunks of 3 hunks, every window edge falls inside a hunk or its copied run, one hunk reaches less
+    far than the one before it (three lines of context, then one), and the tail after the last hunk
+    (unterminated or not) is copied as it stands. GNU patch decides the output; the per-hunk
+    applier, which splits the file whole, must not be needed."""
+    lines = _lines("a", 60)
+    original = lines[:-1] if unterminated else lines
+    hunks = [b"@@ -2,7 +2,7 @@\n a 2\n a 3\n a 4\n-a 5\n+A 5\n a 6\n a 7\n a 8\n",
+             b"@@ -6,2 +6,3 @@\n a 6\n+X 6\n a 7\n"]
+    hunks += [b"@@ -%d,3 +%d,3 @@\n a %d\n-a %d\n+A %d\n a %d\n" % (at - 1, at - 1, at - 1, at, at, at + 1)
+              for at in range(12, 56, 4)]
+    patch = b"--- a/a.txt\n+++ b/a.txt\n" + b"".join(hunks)
+    monkeypatch.setattr(apply_module._LineWindow, "_BATCH", 1)
+    monkeypatch.setattr(apply_module, "_BULK_CHUNK", 3)
+
+    def no_line_by_line(*_args: object) -> None:
+        raise AssertionError("the bulk path fell back to the per-hunk applier")
+
+    monkeypatch.setattr(apply_module, "_Applier", no_line_by_line)
+    result, out = compare(tmp_path, {"a.txt": original}, patch)
+    assert result.ok and out["a.txt"].count(b"A ") == len(hunks) - 1 and b"a 6\nX 6\na 7\n" in out["a.txt"]
+    assert out["a.txt"].endswith(b"a 60" if unterminated else b"a 60\n")
+
+
 def test_block_and_walk_give_the_same_hunks() -> None:
     patch = (
         b"--- a/a.txt\n+++ b/a.txt\n@@ -4,3 +4,3 @@\n a 4\n-a 5\n+A 5\n a 6\n"
