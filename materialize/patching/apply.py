@@ -376,7 +376,9 @@ def _apply_in_bulk(data: bytes, hunks: tuple[Hunk, ...], refuse_top: bool) -> tu
         return None
     line_count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     window = _LineWindow(data)
-    pieces: list[bytes] = []
+    # Written to a BytesIO, whose getvalue() hands over its own buffer (trimmed in place), rather
+    # than joined from pieces at the end: the output is not held twice at the peak.
+    output = io.BytesIO()
     results: list[HunkResult] = []
     frozen_before = 0  # GNU's last_frozen after the previous chunk's last hunk
     out_offset = 0
@@ -405,14 +407,14 @@ def _apply_in_bulk(data: bytes, hunks: tuple[Hunk, ...], refuse_top: bool) -> tu
         plus_ends = list(accumulate(plus, initial=0))
         copied = map(inp.__getitem__, map(slice, map(sub, copy_from, repeat(base)), map(add, rel_starts, prefix)))
         added = map(added_lines.__getitem__, map(slice, plus_ends, islice(plus_ends, 1, None)))
-        pieces.append(b"".join(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True)))))
+        output.write(b"".join(chain.from_iterable(chain.from_iterable(zip(copied, added, strict=True)))))
         frozen_before = frozen[-1]
         out_offset += plus_ends[-1] - (sum(n_old) - 2 * sum(prefix))  # added minus removed lines
         wheres = map(_SOURCE_START, chunk)  # each applied at its header's line: that line's own int object
         results.extend(map(_new_tuple, repeat(HunkResult), zip(chunk, repeat("clean"), repeat(0), repeat(0), wheres)))
     # GNU's spew_output: the rest of the input after the last hunk's frozen line, as it stands.
-    pieces.append(window.rest_from(frozen_before))
-    return b"".join(pieces), results
+    output.write(window.rest_from(frozen_before))
+    return output.getvalue(), results
 
 
 class _LineWindow:
