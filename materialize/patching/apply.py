@@ -424,22 +424,18 @@ class _LineWindow:
     line, as ``split_lines`` does, in C and a bounded batch at a time.
     """
 
-    __slots__ = ("data", "stream", "lines", "base", "offset")
+    __slots__ = ("stream", "lines", "base")
     _BATCH = 1 << 18  # bytes of lines read at once
 
     def __init__(self, data: bytes) -> None:
-        self.data = data
         self.stream = io.BytesIO(data)
         self.lines: list[bytes] = []
         self.base = 0  # 0-based number of lines[0] in the file
-        self.offset = 0  # byte offset of lines[0] in the file
 
     def lines_until(self, end: int, *, keep_from: int) -> tuple[list[bytes], int]:
         """The kept lines (from ``keep_from`` on) and the number of the first, reaching line ``end``."""
-        drop = keep_from - self.base
-        if drop > 0:
-            self.offset += sum(map(len, self.lines[:drop]))
-            del self.lines[:drop]
+        if keep_from > self.base:
+            del self.lines[: keep_from - self.base]
             self.base = keep_from
         while self.base + len(self.lines) < end:
             batch = self.stream.readlines(self._BATCH)
@@ -450,8 +446,7 @@ class _LineWindow:
 
     def rest_from(self, line: int) -> bytes:
         """The file's bytes from ``line`` (at or after the kept lines' first) to its end."""
-        skip = sum(map(len, self.lines[: line - self.base]))
-        return self.data[self.offset + skip :]
+        return b"".join(self.lines[line - self.base :]) + self.stream.read()
 
 
 def _common_shape(kinds: bytes) -> tuple[int, int, int] | None:
