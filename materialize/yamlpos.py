@@ -242,6 +242,13 @@ def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         raise SeriesError(f"{where}: invalid YAML: {exc.problem or exc}") from None
+    except yaml.reader.ReaderError as exc:
+        # a character YAML's reader refuses (NUL, other controls, U+FFFE) carries no mark, only its
+        # character offset in the text: the line is counted from it
+        line = text.count("\n", 0, exc.position) + 1
+        char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        raise SeriesError(f"{source}:{line}: invalid YAML: unacceptable character {char!r}"
+                          " (control characters are not allowed)") from None
     lines: dict[PathKey, int] = {}
     scalars = yaml.constructor.SafeConstructor()
     data = _build(node, (), lines, source, _Budget(source), scalars) if node is not None else None

@@ -117,3 +117,16 @@ def test_a_series_path_that_is_a_folder_or_unreadable_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(folder)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x1b", "\x7f", "\ufffe"])
+def test_a_control_character_yaml_cannot_read_is_exit_2_naming_the_line(tmp_path, char):
+    """A NUL (or another character YAML's reader refuses) in a series file was a ReaderError traceback:
+    the reader's error is not a MarkedYAMLError, which was all that was caught."""
+    series = write(tmp_path, f"version: 1\ntargets: {{}}\npatches: []\nwhy: a{char}b\n")
+    with pytest.raises(SeriesError, match=r"series.yaml:4: invalid YAML: .*character"):
+        load_located(series)
+    proc = subprocess.run([sys.executable, "-m", "materialize", "status", "--series", str(series)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "series.yaml:4:" in proc.stderr
