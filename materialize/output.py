@@ -193,6 +193,7 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
     default = out is None
     final = (DEFAULT_ROOT / (m.id + ("-overlay" if overlay else ""))) if default else out
     final = final.absolute()
+    _refuse_inside_inputs(m, final)
     if final.is_symlink():  # `latest`, or a deployment's pointer: replacing it by a folder breaks its owner
         raise MaterializeError(f"{final} is a symlink (to {os.readlink(final)}); refusing to replace it: name the"
                                " folder itself")
@@ -206,6 +207,22 @@ def write_output(m: Materialization, out: Path | None = None, *, overlay: bool =
                                "is unchanged") from None
     m.display_root = str(final)
     return final
+
+
+def _refuse_inside_inputs(m: Materialization, final: Path) -> None:
+    """An output inside (or holding) a folder that a path pin reads is read back by the next run as
+    upstream, each run nesting the last output one level deeper; one inside the cache sits among the
+    entries gc prunes and the objects the store owns. Refused before anything is written (exit 2)."""
+    from materialize.cliargs import UsageError
+
+    where = final.resolve()
+    inputs = [(f"the path pin of target {name!r}", Path(pin["resolved"]["path"]), "the next run would read it back")
+              for name, pin in m.pins.items() if pin["resolved"].get("kind") == "path"]
+    for what, folder, why in [*inputs, ("the cache", m.store.root.resolve(), "the cache owns that folder")]:
+        if where.is_relative_to(folder) or folder.is_relative_to(where):
+            side = "inside" if where.is_relative_to(folder) else "holding"
+            raise UsageError(f"{final}: an output {side} {what} ({folder}) is refused: {why}; name a folder"
+                             " outside it (--out)")
 
 
 def _write_locked(m: Materialization, final: Path, default: bool, overlay: bool) -> None:

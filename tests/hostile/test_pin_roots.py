@@ -119,3 +119,37 @@ def test_a_path_pin_folder_swapped_for_a_link_while_read_is_refused(tmp_path, mo
     with pytest.raises(UnsafePathError, match="(became a symlink|changed) while"):
         resolve(PathPin(kind="path", path=str(up)), Store.open(), base_dir=tmp_path)
     assert done
+
+
+
+def _apply(path: Path, cwd: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "materialize", "apply", "--series", str(path), *extra],
+                          capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "MATERIALIZE_CACHE": str(path.parent.parent / "cache")})
+
+
+def _files(tmp_path: Path) -> list[Path]:
+    return sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "cache" not in p.parts)
+
+
+@pytest.mark.parametrize("out", ["up/t/out", "up/t", "up/t/sub/deeper/out", "cache/out", "cache/files/out",
+                                 "default"])
+def test_an_output_inside_a_path_pin_or_the_cache_is_refused_and_nothing_is_written(tmp_path: Path,
+                                                                                    out: str) -> None:
+    """`--out` inside a path pin's folder published the output there, and the next run read it back as
+    upstream: each run nested the previous output one level deeper (up/t/out/t/out/t/...). An output
+    inside the cache (files/, store.git) was published among the entries gc prunes. Both refused, exit 2,
+    naming both folders, and nothing is written; so is the default output of a run whose working
+    folder is inside the pin (build/materialized below the pinned checkout)."""
+    path = series(tmp_path, "{kind: path, path: ../up/t}")
+    assert _apply(path, tmp_path).returncode == 0  # the cache exists
+    before = _files(tmp_path)
+    if out == "default":
+        proc = _apply(path, tmp_path / "up" / "t" / "sub")
+    else:
+        proc = _apply(path, tmp_path, "--out", str(tmp_path / out))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "inside" in proc.stderr, proc.stderr
+    assert _files(tmp_path) == before
+    assert not (tmp_path / "cache" / "out").exists() and not (tmp_path / "cache" / "files" / "out").exists()
+    assert _apply(path, tmp_path, "--out", str(tmp_path / "elsewhere")).returncode == 0
