@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -266,7 +265,7 @@ def _publish_fresh(m: Materialization, final: Path, wanted: str, overlay: bool) 
         else:
             os.replace(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
         raise
 
 
@@ -438,6 +437,16 @@ def _discard(trash: Path) -> None:
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
 
 
+def remove_tree(path: Path | str) -> bool:
+    """Delete the folder ``path`` (an output, or what a run left of one) and say whether it is gone.
+    ``rm -rf``, as ``_discard`` runs it, not ``shutil.rmtree``: that recurses once per folder level,
+    and a patch may make a tree deeper than Python's recursion limit (1,500 folders are 3 KB of path);
+    its RecursionError left the folder behind and failed every later publish and gc."""
+    subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return not os.path.lexists(path)
+
+
 def settle() -> None:
     """Wait for this process's background deletions (tests, and callers about to measure disk)."""
     while _DISCARDS:
@@ -453,7 +462,7 @@ def _remove_leftovers(final: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in os.scandir(final.parent):
             if own.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                remove_tree(entry.path)
 
 
 def _point_latest(final: Path, default: bool) -> None:

@@ -18,6 +18,7 @@ from materialize.errors import UnsafePathError
 
 MAX_LINK_HOPS = 40  # the kernel's MAXSYMLINKS
 MAX_LINK_TARGET = 4095  # bytes a symlink target may hold: PATH_MAX, less its NUL
+NAME_MAX = 255  # bytes in one path component: no file system we write to holds a longer name
 
 
 def is_git_dir_name(part: str) -> bool:
@@ -25,10 +26,24 @@ def is_git_dir_name(part: str) -> bool:
     return part.rstrip(". ").lower() == ".git" or part.lower() == "git~1"
 
 
+def _check_lengths(path: str, origin: str) -> None:
+    """Refuse a name no file system we write to holds (a component over NAME_MAX bytes, a path over
+    PATH_MAX): it would fail only while publishing, in a half-built folder. Said without the name,
+    which can be megabytes."""
+    data = path.encode("utf-8", "surrogateescape")
+    if len(data) > MAX_LINK_TARGET:
+        raise UnsafePathError(f"{origin}: path longer than {MAX_LINK_TARGET} bytes ({len(data)}); refused")
+    longest = max(len(part) for part in data.split(b"/"))
+    if longest > NAME_MAX:
+        raise UnsafePathError(f"{origin}: a path component of {longest} bytes (more than {NAME_MAX}); refused")
+
+
 def safe_relpath(path: str, *, origin: str) -> str:
     """Return ``path`` normalized as a relative POSIX path inside a root, or raise UnsafePathError."""
     if not path or "\0" in path:
         raise UnsafePathError(f"{origin}: empty or NUL-containing path {path!r}")
+    if len(path) > NAME_MAX // 4:  # only then can a component (or the path) be too long for any file system
+        _check_lengths(path, origin)
     if path.startswith("/"):
         raise UnsafePathError(f"{origin}: absolute path {path!r} escapes the target root")
     parts = [p for p in path.split("/") if p not in ("", ".")]

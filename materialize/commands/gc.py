@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 
 from materialize.console import out
-from materialize.output import DEFAULT_ROOT, MANIFEST, replaceable
+from materialize.errors import MaterializeError
+from materialize.output import DEFAULT_ROOT, MANIFEST, remove_tree, replaceable
 
 # What our own runs leave in the folder when killed: mkdtemp's names (8 characters of [a-z0-9_]) for a
 # publish (output.py: .tmp-/.old-/.upd-<output>-) or a gc (.gc-). Nothing else is swept: a `.tmp-x`
@@ -61,7 +62,8 @@ def _collect_outputs(keep: int, dry_run: bool, root: Path) -> None:
             # Rename first so a reader never sees a half-deleted output under its published name.
             trash = Path(tempfile.mkdtemp(prefix=".gc-", dir=root))
             os.replace(path, trash / path.name)
-            shutil.rmtree(trash)
+            if not remove_tree(trash):
+                raise MaterializeError(f"{trash}: cannot remove it (the output {path.name} moved there)")
     out.print(f"kept {len(outputs(root)) if not dry_run else len(outputs(root)) - len(doomed)} outputs")
     if not dry_run:
         # Replaced outputs are deleted in the background (output._discard); finish that now, so
@@ -70,4 +72,4 @@ def _collect_outputs(keep: int, dry_run: bool, root: Path) -> None:
         # .gc-* (a gc killed while it removed an output).
         for leftover in os.scandir(root):
             if _LEFTOVER.fullmatch(leftover.name) and leftover.is_dir(follow_symlinks=False):
-                shutil.rmtree(leftover.path, ignore_errors=True)
+                remove_tree(leftover.path)

@@ -37,7 +37,6 @@ CHUNK = 1 << 20
 # tarfile reads a GNU long name/link or a pax header whole into memory, before any member data: one
 # larger than this is refused unread (real ones hold a name, a link, a few attributes: kilobytes).
 MAX_EXTENDED_HEADER = 1 << 20
-NAME_MAX = 255  # bytes in one path component: no file system we write to holds a longer name
 SHOWN_NAME = 160  # characters of a member's name a message prints
 # What a damaged compressed stream raises, depending on where the damage is and which codec reads it.
 _CORRUPT = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
@@ -100,18 +99,6 @@ def shown(name: str) -> str:
 
 def _nbytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
-
-
-def member_path(name: str, where: str) -> str:
-    """``safe_relpath`` for an archive member, refusing first a name no file system could hold: a
-    component longer than NAME_MAX or a path longer than PATH_MAX (which also keeps the messages of
-    ``safe_relpath``, which print the path, a line long)."""
-    if _nbytes(name) > MAX_LINK_TARGET:
-        raise UnsafePathError(f"{where}: path longer than {MAX_LINK_TARGET} bytes; refused")
-    longest = max(_nbytes(part) for part in name.split("/"))
-    if longest > NAME_MAX:
-        raise UnsafePathError(f"{where}: a path component of {longest} bytes (more than {NAME_MAX}); refused")
-    return safe_relpath(name, origin=where)
 
 
 _HIGH_BYTES = bytes(range(128, 256))
@@ -321,9 +308,9 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             if info.isdir():
                 if info.name.strip("./"):
                     # a "../x/" folder entry is refused too
-                    yield StreamMember(member_path(info.name.rstrip("/"), where), TREE, 0, _BytesReader(b""))
+                    yield StreamMember(safe_relpath(info.name.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
                 continue
-            path = member_path(info.name, where)
+            path = safe_relpath(info.name, origin=where)
             if info.issym():
                 if len(info.linkname.encode("utf-8", "surrogateescape")) > MAX_LINK_TARGET:
                     raise UnsafePathError(f"{where}: symlink target longer than {MAX_LINK_TARGET} bytes")
@@ -336,7 +323,7 @@ def _tar_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
                 # tar stores a second name for a file as a hard link to the first: inside the tree it
                 # is that member's content again (``tar -x`` links it; GNU patch breaks the link when it
                 # patches either name). Its target must be a member read before it.
-                target = member_path(info.linkname, f"{where}: hard link target")
+                target = safe_relpath(info.linkname, origin=f"{where}: hard link target")
                 if target not in modes:
                     raise UpstreamError(f"{where}: hard link to {shown(info.linkname)}, which is not an earlier member")
                 yield StreamMember(path, modes[target], 0, _BytesReader(b""), same_as=target)
@@ -376,9 +363,9 @@ def _zip_members(archive: Path, budget: _Budget) -> Iterator[StreamMember]:
             where = f"{origin}: member {shown(info.filename)}"
             if info.is_dir():
                 if info.filename.strip("./"):
-                    yield StreamMember(member_path(info.filename.rstrip("/"), where), TREE, 0, _BytesReader(b""))
+                    yield StreamMember(safe_relpath(info.filename.rstrip("/"), origin=where), TREE, 0, _BytesReader(b""))
                 continue
-            path = member_path(info.filename, where)
+            path = safe_relpath(info.filename, origin=where)
             if info.flag_bits & _ZIP_ENCRYPTED:  # zipfile would raise RuntimeError asking for a password
                 raise UpstreamError(f"{where}: encrypted (zip flag 0x1); an upstream archive needs no password")
             unix_mode = info.external_attr >> 16
