@@ -230,20 +230,29 @@ def _open_tar(archive: Path, budget: _Budget) -> Iterator[tarfile.TarFile]:
                 tar = tarfile.open(fileobj=_ForwardReader(proc.stdout), mode="r:",  # noqa: SIM115 - closed below
                                    tarinfo=guarded)
             except _CORRUPT as exc:
+                # nothing came out of a cut or damaged stream (bzip2 writes nothing before its first
+                # 900 KB block is whole): the tool's own error says so, not tarfile's "empty file"
+                _drain(proc.stdout, budget)
+                _check_tool(proc, tool, errors, origin)
                 raise UpstreamError(f"{origin}: not a readable tar archive: {exc}") from None
             with tar:
                 yield tar
             _drain(proc.stdout, budget)  # to the end, so the tool checks the trailing checksum
-            if proc.wait() != 0:
-                errors.seek(0)
-                detail = errors.read().decode(errors="replace").strip().splitlines()
-                raise UpstreamError(f"{origin}: corrupt or truncated archive ({tool}: "
-                                    f"{detail[-1] if detail else f'exit {proc.returncode}'})")
+            _check_tool(proc, tool, errors, origin)
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.stdout.close()
             proc.wait()
+
+
+def _check_tool(proc: subprocess.Popen, tool: str, errors: BinaryIO, origin: str) -> None:
+    """Wait for the decompressor; a non-zero exit is a damaged or truncated archive, said in its words."""
+    if proc.wait() != 0:
+        errors.seek(0)
+        detail = errors.read().decode(errors="replace").strip().splitlines()
+        raise UpstreamError(f"{origin}: corrupt or truncated archive ({tool}: "
+                            f"{detail[0] if detail else f'exit {proc.returncode}'})")
 
 
 def _drain(stream: BinaryIO, budget: _Budget) -> None:

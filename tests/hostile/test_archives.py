@@ -119,6 +119,24 @@ def test_truncated_tar_gz_is_exit_3_not_interrupted(tmp_path, cut):
     assert "bad.tar.gz" in proc.stderr and "interrupted" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("suffix", "mode", "says"), [
+    ("tar.bz2", "w:bz2", "bzip2: compressed file ends unexpectedly"),
+    ("tar.xz", "w:xz", "unexpected end of"),  # some bytes came out: tarfile or xz says it, either is true
+    ("tar.gz", "w:gz", "unexpected end of"),
+])
+def test_a_cut_archive_that_yields_no_byte_says_what_its_tool_said(tmp_path, suffix, mode, says):
+    """A .tar.bz2 cut before its first block ends gives bzip2 no byte to write: tarfile's "empty file"
+    was reported (a 30 KB file, not empty), the decompressor's own error unread. It is the message now,
+    its first line (bzip2's last is advice on recovering data)."""
+    good = tar_with(tmp_path / f"good.{suffix}", {f"pkg/f{i}.txt": os.urandom(3000) for i in range(20)}, mode)
+    bad = tmp_path / f"bad.{suffix}"
+    bad.write_bytes(good.read_bytes()[:200])
+    proc = run_cli("apply", "--series", str(series_for(tmp_path, bad)), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    assert f"bad.{suffix}: corrupt or truncated archive" in proc.stderr and says in proc.stderr.lower(), proc.stderr
+    assert "empty file" not in proc.stderr and not (tmp_path / "out").exists()
+
+
 def test_corrupt_zip_member_is_exit_3(tmp_path):
     archive = tmp_path / "c.zip"
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
