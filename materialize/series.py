@@ -632,6 +632,12 @@ def _check_inside(patches_dir: Path, patch: str, where: str, links: dict[str, bo
     whole on the report page. A symlink on the way is followed, so one that leads out is refused too
     (``links`` remembers which folders are symlinks: one lstat per file and per folder, not a full
     resolve per patch)."""
+    if "\0" in patch:  # lstat would raise ValueError
+        raise SeriesError(f"{where}: {patch!r} holds a NUL; no file name does")
+    try:
+        patch.encode("utf-8")
+    except UnicodeEncodeError:  # a name read from bytes (a quilt series): no YAML series file can hold it
+        raise SeriesError(f"{where}: {patch!r} is not UTF-8; a series file (YAML) cannot name it") from None
     rel = Path(patch)
     if rel.is_absolute() or ".." in rel.parts:
         raise SeriesError(f"{where}: {patch!r} is outside {folder} (a {kind} path is relative to it and has no '..')")

@@ -177,6 +177,21 @@ def test_a_quilt_series_that_lists_a_file_outside_its_folder_is_refused_at_impor
         parse_quilt_series(quilt / "series")
 
 
+@pytest.mark.parametrize(("listed", "says"), [(b"a\x00b.patch", "a NUL"), (b"\xff.patch", "not UTF-8")])
+def test_a_quilt_series_line_no_series_file_can_hold_is_refused_naming_the_line(tmp_path, listed, says):
+    """A NUL in a series line was a ValueError traceback (lstat of the name); a name that is not UTF-8
+    was written as a `"\\uDCFF.patch"` escape the YAML reader then refused: every later command failed
+    on the series import-quilt had just written. Both refused at import, naming the line."""
+    quilt = tmp_path / "patches"
+    quilt.mkdir()
+    (quilt / "series").write_bytes(b"ok.patch\n" + listed + b"\n")
+    (quilt / "ok.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    if b"\x00" not in listed:
+        (quilt / os.fsdecode(listed)).write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(SeriesError, match=rf"series:2: .*{says}"):
+        parse_quilt_series(quilt / "series")
+
+
 # Series lines against quilt itself. Each is run by ``quilt push -a`` and by import-quilt + apply on the
 # same tree: where quilt applies, our tree must be quilt's; where quilt fails, we must refuse (at import,
 # or apply exits non-zero). KNOWN_REFUSALS are lines quilt applies that we refuse on purpose, loudly.
