@@ -406,6 +406,10 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             old = new = chosen
     dest = new or old
     assert dest is not None
+    if (fp.is_rename or fp.is_copy) and new is not None and (onto := overlay.get(new)) is not None \
+            and onto[0] == SYMLINK:  # GNU finds no valid destination name: nothing is renamed or copied
+        return FileOutcome(fp, dest, old, None, None, error=(
+            f"Cannot {'rename' if fp.is_rename else 'copy'} file without two valid file names"))
     if queue is not None:
         queue.check(overlay, fp, dest if already else None if fp.is_new else old, dest, where)
     for path in {p for p in (old, new) if p is not None}:

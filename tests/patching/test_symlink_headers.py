@@ -102,3 +102,14 @@ def ours(links: dict[str, str], patch: bytes) -> dict[str, tuple[str, bytes]] | 
 def test_symlinks_in_git_patches_match_gnu_patch(links: dict[str, str], sections: list[bytes]) -> None:
     patch = b"".join(sections)
     assert ours(links, patch) == gnu(links, patch), patch.decode()
+
+
+@pytest.mark.parametrize("op", ["rename", "copy"])
+@pytest.mark.parametrize("target", TARGETS["l"])
+@pytest.mark.parametrize("modes", ["", "old mode 120000\nnew mode 120000\n", "old mode 100644\nnew mode 100644\n"])
+def test_a_rename_or_copy_onto_a_symlink_does_what_gnu_does(op: str, target: str, modes: str) -> None:
+    """`rename to longlink` over a symlink `longlink` replaced the link by the file (exit 0) where GNU says
+    "Cannot rename file without two valid file names" and changes nothing (found by the hostile red
+    team: renames onto links). The names are such that GNU's choose_name picks neither."""
+    patch = f"diff --git a/d/g.c b/longlink\n{modes}similarity index 100%\n{op} from d/g.c\n{op} to longlink\n".encode()
+    assert ours({"longlink": target}, patch) == gnu({"longlink": target}, patch)
