@@ -44,6 +44,10 @@ MAX_NODES = 100_000
 # "59:59:..." took 13 s), and a long decimal int or float ends in Python's ValueError (4300 digits)
 # or OverflowError: a scalar resolved as a number longer than this is refused with its line.
 MAX_NUMBER = 100
+# A series or profile is kilobytes (a 1,000-patch quilt import is ~100 KB). Without a cap, one 300 MB
+# ``why:`` string took 8 s and 1.7 GB before the node budget could say anything: a file past this size
+# is refused before it is read whole, naming the file.
+MAX_BYTES = 16 << 20
 _NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 
 
@@ -219,11 +223,15 @@ def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
     source = str(path)
     if raw is None:
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_BYTES + 1)
         except FileNotFoundError:
             raise SeriesError(f"{source}: no such file") from None
         except OSError as exc:  # a folder, no permission: one line naming the file, not a traceback
             raise SeriesError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise SeriesError(f"{source}: larger than {MAX_BYTES >> 20} MiB; a series or profile file is refused"
+                          " (it is kilobytes: move long text into the patches)")
     raw_digest = digest.sha256(raw).hexdigest()
     cache = _parsed_file(source)
     kept = _read_parsed(cache, raw_digest)

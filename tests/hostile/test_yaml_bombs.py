@@ -130,3 +130,26 @@ def test_a_control_character_yaml_cannot_read_is_exit_2_naming_the_line(tmp_path
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "series.yaml:4:" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_file_past_the_size_cap_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """A 300 MB ``why:`` took 8 s and 1.7 GB before any budget spoke: the file's size is checked first,
+    through the CLI (exit 2, one line naming the file), and a file at the cap still loads."""
+    import materialize.yamlpos as yamlpos
+
+    monkeypatch.setattr(yamlpos, "MAX_BYTES", 4096)
+    head = "version: 1\npatches: []\ntargets: {}\n"
+    at_cap = write(tmp_path, head + "# " + "x" * (4096 - len(head) - 3) + "\n")
+    assert at_cap.stat().st_size == 4096
+    load_located(at_cap)
+    big = tmp_path / "big.yaml"
+    big.write_text(head + "why: " + "x" * 5000 + "\n")
+    with pytest.raises(SeriesError, match=r"big.yaml: larger than 0 MiB"):
+        load_located(big)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(head + "why: " + "x" * (17 << 20) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "materialize", "status", "--series", str(huge)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "huge.yaml: larger than 16 MiB" in proc.stderr and "Traceback" not in proc.stderr
