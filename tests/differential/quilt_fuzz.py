@@ -46,11 +46,23 @@ def rline(rng: random.Random) -> bytes:
     return rng.choice(VOCAB)
 
 
+# Seeds from NEW_SHAPES on also draw the shapes added by the session-15 red team: names git quotes
+# (TAB, quote, backslash, non-ASCII with core.quotepath), a binary file (git --binary, "Binary files
+# differ"), lines with CRLF among LF lines, renames/copies onto existing files, several sections on one
+# file in different formats, hand-trimmed context (hunks with fewer leading/trailing context lines).
+NEW_SHAPES = 20000
+SHAPES = {"new": False}
+ODD_NAMES = ["t\tab.c", 'q"uote.c', "back\\slash.c", "sp ace/\u00e9t\u00e9.txt", "-dash.c", "#hash.c"]
+
+
 def gen_file(rng: random.Random, crlf: bool = False) -> bytes:
     n = rng.choice([0, 1, 3, 8, 15, 30, 50])
     lines = [rline(rng) for _ in range(n)]
     eol = b"\r\n" if crlf else b"\n"
-    data = b"".join(x + eol for x in lines)
+    if SHAPES["new"] and rng.random() < 0.1:  # CRLF on some lines only
+        data = b"".join(x + rng.choice([b"\n", b"\r\n"]) for x in lines)
+    else:
+        data = b"".join(x + eol for x in lines)
     if data and rng.random() < 0.15:
         data = data[: -len(eol)]
     return data
@@ -59,8 +71,12 @@ def gen_file(rng: random.Random, crlf: bool = False) -> bytes:
 def gen_tree(rng: random.Random) -> dict:
     tree = {}
     names = ["f.c", "src/g.c", "src/h.txt", "doc/readme", "dir two/s p.txt", "x/y/z.c", "e.txt", "caf\u00e9.c"]
+    if SHAPES["new"]:
+        names += rng.sample(ODD_NAMES, 2)
     for name in rng.sample(names, rng.randint(2, 5)):
         tree[name] = ("file", rng.random() < 0.15, gen_file(rng, crlf=rng.random() < 0.15))
+    if SHAPES["new"] and rng.random() < 0.2:
+        tree["bin.dat"] = ("file", False, bytes(rng.randrange(256) for _ in range(rng.choice([4, 40]))) + b"\0")
     if rng.random() < 0.3:
         tree["link"] = ("link", False, rng.choice(list(tree)).encode())
     if rng.random() < 0.4:
@@ -169,7 +185,8 @@ def git_patch(rng: random.Random, old_tree: dict, new_tree: dict, strip: int, tm
     repo = tmp / "repo"
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir()
-    git = ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-C", str(repo)]
+    quotepath = "true" if SHAPES["new"] and rng.random() < 0.5 else "false"
+    git = ["git", "-c", "core.autocrlf=false", "-c", f"core.quotepath={quotepath}", "-C", str(repo)]
     subprocess.run(git + ["init", "-q"], check=True, env=ENV)
     write_tree(repo, old_tree)
     subprocess.run(git + ["add", "-A"], check=True, env=ENV)
@@ -180,6 +197,8 @@ def git_patch(rng: random.Random, old_tree: dict, new_tree: dict, strip: int, tm
     write_tree(repo, new_tree)
     subprocess.run(git + ["add", "-A"], check=True, env=ENV)
     opts = [rng.choice(["-M", "-M", "-C", "-C", "--no-renames"]), f"-U{rng.choice([0, 1, 3, 3])}"]
+    if SHAPES["new"] and rng.random() < 0.5:
+        opts.append("--binary")
     if opts[0] == "-C" and rng.random() < 0.5:
         opts.append("--find-copies-harder")
     src, dst = {0: ("", ""), 1: ("a/", "b/"), 2: ("w/a/", "w/b/")}[strip]
@@ -224,7 +243,12 @@ def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
         elif git and files and r < 0.88:
             p = rng.choice(files)
             if p in new and new[p][0] == "file":
-                dest = rng.choice(["moved.c", "src/moved.c", "g2/" + p.split("/")[-1]])
+                dests = ["moved.c", "src/moved.c", "g2/" + p.split("/")[-1]]
+                if SHAPES["new"]:
+                    dests = [x for x in dests + files[:2] + ["t\tmoved.c", 'mo"ved.c'] if x != p]
+                dest = rng.choice(dests)
+                if SHAPES["new"] and dest in new and rng.random() < 0.5:
+                    del new[dest]  # the destination existed before: git shows a rename onto it
                 if dest not in new:
                     data = new[p][2]
                     if rng.random() < 0.5 and data:
@@ -246,6 +270,56 @@ def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
                 target = rng.choice(files + ["nowhere", "dangling/x"]) if files else "nowhere"
                 new[name] = ("link", False, target.encode())
     return old, new
+
+
+_UHUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def trim_context(rng: random.Random, body: bytes) -> bytes:
+    """Hand-trimmed unified hunks: some leading or trailing context lines dropped, header recounted."""
+    lines = body.split(b"\n")
+    out: list[bytes] = []
+    k = 0
+    while k < len(lines):
+        m = _UHUNK.match(lines[k])
+        if not m or rng.random() < 0.4:
+            out.append(lines[k])
+            k += 1
+            continue
+        a, b, c, d = (int(m.group(1)), int(m.group(2) or 1) if m.group(2) is not None else 1,
+                      int(m.group(3)), int(m.group(4)) if m.group(4) is not None else 1)
+        n_old, n_new, j = 0, 0, k + 1
+        while j < len(lines) and (n_old < b or n_new < d):
+            t = lines[j][:1]
+            if t in (b" ", b""):
+                n_old, n_new = n_old + 1, n_new + 1
+            elif t == b"-":
+                n_old += 1
+            elif t == b"+":
+                n_new += 1
+            elif t != b"\\":
+                break
+            j += 1
+        while j < len(lines) and lines[j].startswith(b"\\"):
+            j += 1
+        hunk = lines[k + 1 : j]
+        b0, d0 = b, d
+        lead = rng.randint(0, 2) if rng.random() < 0.5 else 0
+        trail = rng.randint(0, 2) if lead == 0 or rng.random() < 0.3 else 0
+        while lead and hunk and hunk[0][:1] == b" " and len(hunk) > 1:
+            hunk.pop(0)
+            a, b, c, d, lead = a + 1, b - 1, c + 1, d - 1, lead - 1
+        while trail and len(hunk) > 1 and hunk[-1][:1] == b" " :
+            hunk.pop()
+            b, d, trail = b - 1, d - 1, trail - 1
+        if b == 0 and b0:  # trimmed to an empty side: the range now starts at the line before
+            a -= 1
+        if d == 0 and d0:
+            c -= 1
+        out.append(b"@@ -%d,%d +%d,%d @@" % (a, b, c, d) + m.group(5))
+        out.extend(hunk)
+        k = j
+    return b"\n".join(out)
 
 
 def make_patch(rng: random.Random, cur: dict, tmp: Path) -> tuple[bytes, str, int, bool]:
@@ -275,13 +349,16 @@ def make_patch(rng: random.Random, cur: dict, tmp: Path) -> tuple[bytes, str, in
                 continue
             if rng.random() < 0.15 and ob is not None and nb is not None and kind != "normal":
                 mid = edit_lines(rng, ob)  # two sections for the same file
+                k2 = rng.choice(["unified", "context", "normal"]) if SHAPES["new"] else kind
                 parts.append(plain_section(rng, kind, p, ob, mid, strip, tmp))
-                parts.append(plain_section(rng, kind, p, mid, nb, strip, tmp))
+                parts.append(plain_section(rng, k2, p, mid, nb, strip, tmp))
             else:
                 parts.append(plain_section(rng, kind, p, ob, nb, strip, tmp))
         garbage = [b"", b"", b"Only in a: junk\n", b"Binary files a/x.bin and b/x.bin differ\n", b"\n",
                    b"# comment line\n", b"some prose here\n"]
         body = b"".join(rng.choice(garbage) + part for part in parts)
+    if SHAPES["new"] and rng.random() < 0.2:
+        body = trim_context(rng, body)
     if rng.random() < 0.25:  # whitespace eaten by a mailer or an editor: blank and TAB-led context lines
         lines = body.split(b"\n")
         for k, line in enumerate(lines):
@@ -311,7 +388,7 @@ def quilt(cwd: Path, patches: Path, *args: str) -> subprocess.CompletedProcess:
 _SUCC = re.compile(r"^Hunk #(\d+) succeeded at (-?\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?\.$")
 
 
-STATS = {"hunks": 0, "nonclean": 0, "patches": 0}
+STATS = {"hunks": 0, "nonclean": 0, "patches": 0, "identical": 0, "identical_failure": 0}
 
 
 def gnu_hunks(out: str) -> list[tuple[str, dict[int, tuple[int, int, int]]]]:
@@ -360,6 +437,7 @@ def cmp_snap(a, b) -> list[str]:
 
 def run_seed(seed: int, root: Path) -> dict | None:
     rng = random.Random(seed)
+    SHAPES["new"] = seed >= NEW_SHAPES
     base = root / "base"
     base.mkdir()
     write_tree(base, gen_tree(rng))
@@ -435,6 +513,9 @@ def run_seed(seed: int, root: Path) -> dict | None:
     else:
         if code == 0:
             return dict(info, problem="ours applied where quilt failed", quilt=out[-800:])
+        if code == 4:  # refused as unsafe (a symlink patched as a file): quilt fails on it too
+            return dict(info, problem="ours refused as unsafe (exit 4) where quilt failed (ok-ish)", msg=msg[-400:],
+                        soft=True)
         if code not in (1, 2):
             return dict(info, problem=f"ours exit {code} where quilt failed", msg=msg[-800:], quilt=out[-600:])
         if f"{failed_at:02d}-" not in msg:
@@ -497,6 +578,7 @@ def run_seed(seed: int, root: Path) -> dict | None:
         if ours_nonclean != flat_gnu:
             return dict(info, problem=f"patch {k}: hunk reports differ", ours=ours_nonclean, gnu=flat_gnu,
                         gnu_raw=[f for f, _ in files])
+    STATS["identical" if failed_at is None else "identical_failure"] += 1
     return None
 
 
@@ -504,7 +586,7 @@ def main() -> None:
     start, count = int(sys.argv[1]), int(sys.argv[2])
     scratch = Path(tempfile.mkdtemp(prefix="quilt-fuzz-"))
     os.environ.setdefault("MATERIALIZE_CACHE", str(scratch / "cache"))
-    found = 0
+    found = soft = 0
     for seed in range(start, start + count):
         root = Path(tempfile.mkdtemp(prefix=f"fz{seed}-", dir=scratch))
         try:
@@ -513,12 +595,14 @@ def main() -> None:
             res = dict(seed=seed, problem="harness error", tb=traceback.format_exc()[-1200:])
         if res:
             found += 1
+            soft += bool(res.get("soft"))
             print(json.dumps(res), flush=True)
             if "--keep" not in sys.argv:
                 shutil.rmtree(root, ignore_errors=True)
         else:
             shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(dict(done=count, start=start, findings=found, **STATS)), flush=True)
+    print(json.dumps(dict(done=count, start=start, findings=found, soft=soft, other=found - soft, **STATS)),
+          flush=True)
 
 
 if __name__ == "__main__":
