@@ -282,10 +282,12 @@ class _GnuQueue:
     file it deletes counts as gone at once) and what a rename or copy writes, and does it after the
     last section, or as soon as a later section writes such a file again while it is on disk (and
     before any plain diff); a new file and a rename's removal of its source happen at once. Until
-    then a later section that reads a held-back file reads what was on disk before: renaming a file
-    that an earlier section of the same patch edited renames the unedited file. git applies each section to the result of the ones before, and so do we; where GNU would
-    read something else, the patch is refused, naming the section and the file, rather than applied
-    differently from quilt (tests/patching/test_git_headers.py runs GNU patch as the oracle).
+    then a later section that reads a held-back file reads what was on disk before: renaming or copying
+    a file that an earlier section of the same patch changed renames or copies the unchanged file, and
+    the change is written to the old name after the last section (``git apply`` agrees: a swap of two
+    names). Otherwise git applies each section to the result of the ones before, and so do we; where
+    GNU would read something else, the patch is refused, naming the section and the file, rather than
+    applied differently from quilt (tests/patching/test_git_headers.py runs GNU patch as the oracle).
     """
 
     def __init__(self) -> None:
@@ -318,9 +320,12 @@ class _GnuQueue:
             self.git_deleted[path] = before
 
     def copy_source(self, fp: FilePatch, source: str) -> Content | None:
-        """What a copy section reads from ``source`` on GNU's disk when an earlier section of the patch
-        changed it and GNU holds that back (None: read the tree as it is)."""
-        if fp.is_copy and source in self.held and source not in self.gone and source in self.original:
+        """What a copy or rename section reads from ``source`` on GNU's disk when an earlier section of
+        the patch changed it and GNU holds that back (None: read the tree as it is). ``git apply`` reads
+        the same: a rename's or copy's source is the file before the patch (a swap of two names)."""
+        # (a rename's source is counted gone by ``check`` just before: it was there when checked)
+        if ((fp.is_copy or fp.is_rename) and source in self.held and (fp.is_rename or source not in self.gone)
+                and source in self.original):
             return self.original[source]
         return None
 
@@ -337,8 +342,9 @@ class _GnuQueue:
         touched = [path for path in (source, out) if path in self.held]
         if touched and source == out and out not in self.gone:  # written again while on disk: GNU writes out
             self.write_out()
-        elif touched == [source] and fp.is_copy and source not in self.gone and source in self.original:
-            pass  # GNU copies the source on its disk, as it was before the patch: ``copy_source`` reads that
+        elif (touched == [source] and (fp.is_copy or fp.is_rename) and source not in self.gone
+              and source in self.original):
+            pass  # GNU copies or renames the source on its disk, as it was before the patch (``copy_source``)
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
             raise PatchApplyError(
@@ -425,8 +431,9 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     if already:
         read_from = dest
     before = overlay.get(read_from) if read_from else None
+    held = None
     if queue is not None and read_from is not None and read_from == old and (held := queue.copy_source(fp, old)):
-        before = held  # GNU copies the source as it was before this patch (and so do git's hunks)
+        before = held  # GNU copies or renames the source as it was before this patch (and so does git)
     if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
             and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
         read_from = read_from or old
@@ -452,7 +459,9 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             outcome.reverse_applies = back.ok and bool(fp.hunks)
         if not partial or result.content is None:
             return outcome
-    if fp.is_rename and old is not None and old != dest and not already:
+    if fp.is_rename and old is not None and old != dest and not already and held is None:
+        # (a source read as it was before the patch keeps what the earlier section wrote to it: GNU
+        # renames the file on its disk and writes the held-back change after the last section)
         overlay.changes[old] = None
         if queue is not None:
             queue.deleted(fp, old, None)

@@ -111,14 +111,48 @@ def test_git_headers_match_gnu_patch(tree: dict[str, str], sections: list[bytes]
     assert mine == gnu(tree, patch, reverse), patch.decode()
 
 
-def test_renaming_a_file_an_earlier_section_edited_is_refused_not_applied_unlike_quilt() -> None:
-    """GNU renames the unedited file and keeps the edited one (quilt's tree); git renames the edited
-    one. Neither is what the other tool gives, so the patch is refused, naming the section."""
-    patch = (b"diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n" + hunk("p.py")
-             + b"diff --git a/p.py b/q.py\nsimilarity index 100%\nrename from p.py\nrename to q.py\n")
+def git_apply(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | None:
+    """What ``git apply`` makes of ``patch`` on ``tree`` (None: it refuses)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+        for name, mode in tree.items():
+            (work / name).write_bytes(content(name))
+            (work / name).chmod(0o755 if mode == "100755" else 0o644)
+        proc = subprocess.run(["git", "apply", "-"], input=patch, cwd=work, capture_output=True)
+        if proc.returncode != 0:
+            return None
+        return {p.name: (bool(p.stat().st_mode & stat.S_IXUSR), p.read_bytes()) for p in work.iterdir()
+                if p.name != ".git"}
+
+
+RENAME = b"diff --git a/p.py b/q.py\nsimilarity index 100%\nrename from p.py\nrename to q.py\n"
+
+
+@pytest.mark.parametrize(("first", "names"), [
+    (b"diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n" + hunk("p.py"), ["p.py"]),  # edited, then renamed
+    (b"diff --git a/p.py b/p.py\nold mode 100644\nnew mode 100755\n", ["p.py"]),  # a mode change, then renamed
+    (b"diff --git a/q.py b/p.py\nsimilarity index 100%\nrename from q.py\nrename to p.py\n", ["p.py", "q.py"]),
+])
+def test_a_rename_of_a_file_an_earlier_section_changed_reads_it_as_it_was(first: bytes, names: list[str]) -> None:
+    """A git patch that changes p.py, then renames p.py (``git diff -M`` of a swap of two names, or an
+    edited patch): GNU renames the file on its disk, the one before the patch, and writes the held-back
+    change to p.py after the last section; ``git apply`` gives the same tree. Refused as "written by an
+    earlier section" until then (quilt pushes it)."""
+    tree = dict.fromkeys(names, "100644")
+    patch = first + RENAME
+    expected = gnu(tree, patch)
+    assert expected is not None and expected == git_apply(tree, patch)
+    assert ours(tree, patch) == expected
+
+
+def test_a_rename_of_a_file_a_rename_wrote_is_still_refused() -> None:
+    """p.py renamed to q.py, then q.py renamed on: GNU has no q.py on its disk yet, git renames the first
+    rename's result; the patch is refused, naming the section."""
+    patch = RENAME + b"diff --git a/q.py b/r.py\nsimilarity index 100%\nrename from q.py\nrename to r.py\n"
     view = DictView({"p.py": ("100644", content("p.py"))})
     result = apply_to_tree(view, patch, source="t.patch", strip=1)
-    assert not result.ok and "t.patch:8: p.py was written by an earlier section" in str(result.error)
+    assert not result.ok and "t.patch:5: q.py was written by an earlier section" in str(result.error)
 
 
 @pytest.mark.parametrize("kind", ["rename", "copy"])
