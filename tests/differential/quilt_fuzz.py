@@ -214,6 +214,13 @@ def git_patch(rng: random.Random, old_tree: dict, new_tree: dict, strip: int, tm
     return out.stdout
 
 
+def fits(name: str, tree: dict) -> bool:
+    """``name`` can be written into ``tree``: no file where it needs a folder, no folder below it."""
+    parents = ["/".join(name.split("/")[:k]) for k in range(1, name.count("/") + 1)]
+    return not any(tree.get(x, ("dir",))[0] != "dir" for x in parents) \
+        and not any(x.startswith(name + "/") for x in tree)
+
+
 def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
     """(author's old tree, author's new tree) for one patch over the current tree ``cur``."""
     files = [p for p, v in cur.items() if v[0] == "file"]
@@ -232,7 +239,7 @@ def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
         elif r < 0.7:
             name = rng.choice(["new.c", "src/new.h", "n/m/o.txt", "empty", "f.c", "src", "emptydir/in.c",
                                "src/void/deeper/d.c", "src/void/v.c"])
-            if name in new or any(x.startswith(name + "/") for x in new):
+            if name in new or not fits(name, new):
                 continue
             new[name] = ("file", git and rng.random() < 0.3, b"" if name == "empty" else gen_file(rng))
         elif files and r < 0.8:
@@ -249,7 +256,7 @@ def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
                 dest = rng.choice(dests)
                 if SHAPES["new"] and dest in new and rng.random() < 0.5:
                     del new[dest]  # the destination existed before: git shows a rename onto it
-                if dest not in new:
+                if dest not in new and fits(dest, new):
                     data = new[p][2]
                     if rng.random() < 0.5 and data:
                         data = edit_lines(rng, data)
@@ -262,7 +269,7 @@ def change_tree(rng: random.Random, cur: dict, git: bool) -> tuple[dict, dict]:
                 new[p] = ("file", not new[p][1], new[p][2])
         elif git:
             name = rng.choice(["link", "src/ln", "lnk2"])
-            if name in new and new[name][0] == "file":
+            if name in new and new[name][0] == "file" or not fits(name, new):
                 continue
             if name in new and rng.random() < 0.3:
                 del new[name]

@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)"),
 ]
 
-SEEDS = range(1000, 1060)
+SEEDS = [*range(1000, 1060), *range(20000, 20020)]  # from 20000: the session-15 shapes (quilt_fuzz.NEW_SHAPES)
 
 
 @pytest.fixture(scope="module")
