@@ -438,10 +438,10 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
             and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
         read_from = read_from or old
         before = queue.git_deleted[read_from]  # type: ignore[index]
-    if before is not None and before[0] == SYMLINK and fp.old_mode != SYMLINK:
-        raise UnsafePathError(f"{where}: {read_from} is a symlink in the tree; patching through it is refused")
     # GNU's file type: the modes' (a section whose two modes are of two types changes none: git writes
-    # a deletion and a creation for that), and the file it reads must be of that type.
+    # a deletion and a creation for that), and the file it reads must be of that type: a symlink that a
+    # section without a 120000 mode patches fails that file ("is not a regular file"), as in GNU, and
+    # nothing is read or written through the link.
     types = {mode == SYMLINK for mode in (fp.old_mode, fp.new_mode) if mode}
     if len(types) > 1:
         return FileOutcome(fp, dest, read_from, before, None, error=(

@@ -19,8 +19,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (71 packages,
-# 1,925 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
+# 3.0 (quilt) packages of bookworm whose debian/patches series quilt applies (74 packages,
+# 1,961 patches). All are identical to quilt push -a (2026-11-30; nodejs, grub2, samba, protobuf
 # 2026-12-01), jq's two empty directories included (bench/README.md, "Exact").
 PACKAGES = [
     "acl", "arj", "attr", "bc", "bzip2", "cowsay", "cpio", "diffutils", "dtach", "expat", "figlet",
@@ -46,6 +46,11 @@ PACKAGES = [
     # holds a member named .git; glibc 109, ghostscript 52, vim, ruby3.1, squid, openssl, ...); kept here: the longest series that are cheap (imagemagick 193, gnutls28 90,
     # sgt-puzzles 68) and sendmail (25).
     "imagemagick", "gnutls28", "sgt-puzzles", "sendmail",
+    # 2026-12-05 (session 15, red team "exact"): a sweep of 59 packages (55 with a series quilt pushes,
+    # 358 patches, every tree identical; zsh, readline, sudo, sqlite3, tcl8.6, gettext, binutils, coreutils,
+    # tar, e2fsprogs, iproute2, openvpn, pam, isc-dhcp, nfs-utils, apache2, ...; freetype skipped: its
+    # second orig component; mawk, dosfstools, mtools: no series); kept here: three cheap series of 11-13 patches.
+    "ppp", "mdadm", "giflib",
 ]
 SKIP = {".pc"}  # quilt's own folder, in its tree only
 # extraction filters exist from Python 3.11.4 (and 3.12); an older 3.11 extracts as before them

@@ -113,3 +113,23 @@ def test_a_rename_or_copy_onto_a_symlink_does_what_gnu_does(op: str, target: str
     team: renames onto links). The names are such that GNU's choose_name picks neither."""
     patch = f"diff --git a/d/g.c b/longlink\n{modes}similarity index 100%\n{op} from d/g.c\n{op} to longlink\n".encode()
     assert ours({"longlink": target}, patch) == gnu({"longlink": target}, patch)
+
+
+@pytest.mark.parametrize("head", [b"--- a/l\n+++ b/l\n", b"diff --git a/l b/l\nindex 1111111..2222222 100644\n--- a/l\n+++ b/l\n"])
+def test_a_section_patching_a_symlink_as_a_file_fails_that_file_as_gnu_does(tmp_path: Path, head: bytes) -> None:
+    """A section that edits a symlink as if it were a file (no ``120000`` mode): GNU says "File l is not
+    a regular file -- refusing to patch", skips that file, patches the others and exits 1 (fuzzer seeds
+    20034, 20415). It was refused as unsafe (exit 4) for the whole patch, so ``push -f`` kept nothing
+    where quilt keeps the other files; nothing is written through the link either way."""
+    patch = b"--- a/f.c\n+++ b/f.c\n@@ -1,2 +1,2 @@\n f.c\n-b\n+c\n" + head + b"@@ -1,2 +1,2 @@\n f.c\n-b\n+c\n"
+    (tmp_path / "f.c").write_bytes(content("f.c"))
+    os.symlink("f.c", tmp_path / "l")
+    proc = subprocess.run([GNU_PATCH, "-p1", "-f", "--no-backup-if-mismatch", "-r", "-"], input=patch, cwd=tmp_path,
+                          capture_output=True, env=dict(os.environ, LC_ALL="C"))
+    assert proc.returncode == 1 and b"File l is not a regular file -- refusing to patch" in proc.stdout
+    view = DictView({"f.c": ("100644", content("f.c")), "l": ("120000", b"f.c")})
+    result = apply_to_tree(view, patch, source="t.patch", strip=1, partial=True)
+    assert result.error is None and not result.ok
+    assert [f.error for f in result.failed] == ["File l is not a regular file -- refusing to patch"]
+    assert result.changes == {"f.c": ("100644", (tmp_path / "f.c").read_bytes())}
+    assert os.readlink(tmp_path / "l") == "f.c"
