@@ -196,10 +196,17 @@ def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
         paths = edit.add_files(ws, list(files))
         top = ws.load().top
     before = {path: _read_or_none(path) for path in paths}
-    edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
+    failed = None
+    try:
+        edit.open_editor(paths)  # outside the lock: other commands (diff, refresh) may run meanwhile
+    except MaterializeError as exc:  # the files stay added and as the editor left them, as quilt's do
+        failed = exc
     changed = [path for path in paths if _read_or_none(path) != before[path]]
     if changed:
         _check_top_unmoved(series_path, top, changed)
+    if failed is not None:
+        raise MaterializeError(f"edit: {failed}; the files stay in {top} as it left them "
+                               f"({', '.join(changed) or 'unchanged'}): look before you refresh") from None
     for path in paths:
         write(path)
     return 0
@@ -372,7 +379,13 @@ def header(series_path: Path | None, patch: str | None, edit_: bool, set_from: s
         # The patch is the one named now, before the editor opens (outside the lock: a `pop` meanwhile
         # made "the top" another patch, whose whole header the text replaced), and it is written only
         # while its description is still the one the editor started from; else the text is kept.
-        edited = _edit_text(current)
+        edited, failed = _edit_text(current)
+        if failed is not None:  # never written: a killed or failing editor may have left half a text
+            if edited is None:
+                raise MaterializeError(f"header -e {entry.name}: {failed}; nothing was written") from None
+            kept = _keep_edited_header(series_path, entry.name, edited)
+            raise MaterializeError(f"header -e {entry.name}: {failed}; nothing was written, the text it left is "
+                                   f"kept in {kept} (`materialize header --set {kept} {entry.name}` puts it in)")
         if edited is not None:
             _write_edited_header(series_path, op, entry.name, current, edited)
         return 0
@@ -416,21 +429,26 @@ def _keep_edited_header(series_path: Path | None, name: str, edited: bytes) -> P
         return Path(other)
 
 
-def _edit_text(text: bytes) -> bytes | None:
-    """``text`` as $VISUAL/$EDITOR left it, or None when it came back unchanged (nothing to write)."""
+def _edit_text(text: bytes) -> tuple[bytes | None, MaterializeError | None]:
+    """``text`` as $VISUAL/$EDITOR left it (None when it came back unchanged: nothing to write), and
+    the editor's failure, if it failed (the text is then only to be kept, never written)."""
     from materialize.workspace import edit
     from materialize.workspace.diffscript import scratch_dir, scratch_write
 
+    failed = None
     with scratch_dir("materialize-header-", "the description to edit") as tmp:
         path = tmp / "description.txt"
         scratch_write(path, text, "the description to edit")
-        edit.open_editor([str(path)])
+        try:
+            edit.open_editor([str(path)])
+        except MaterializeError as exc:
+            failed = exc
         try:
             edited = path.read_bytes()
         except OSError as exc:  # the editor removed or replaced it by a folder
             raise MaterializeError(f"header -e: the editor left no {path} to read ({exc.strerror}); nothing was "
                                    "written") from None
-    return edited if edited != text else None
+    return (edited if edited != text else None), failed
 
 
 @command("recover")

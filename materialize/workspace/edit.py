@@ -501,14 +501,30 @@ def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list
 
 def open_editor(files: list[str]) -> None:
     """$VISUAL or $EDITOR on ``files`` (nothing when neither is set); the CLI calls it outside the
-    workspace lock, so `materialize diff` works while the editor is open."""
+    workspace lock, so `materialize diff` works while the editor is open. An editor that cannot start,
+    exits non-zero or is killed raises (exit 1): what it left may be half typed, so callers must not
+    write it into a patch as if it had been saved (quilt's `header -e` is `$EDITOR "$tmp" || exit 1`,
+    its `edit` exits with the editor's status; git refuses a failed editor's message)."""
     import shlex
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if editor:
-        from materialize import spawn
+    if not editor:
+        return
+    from materialize import spawn
 
-        spawn.run([*shlex.split(editor), *files])
+    try:
+        argv = shlex.split(editor)
+    except ValueError as exc:
+        raise MaterializeError(f"the editor {editor!r} cannot be read as a command: {exc}") from None
+    if not argv:
+        return
+    try:
+        status = spawn.run([*argv, *files])
+    except OSError as exc:
+        raise MaterializeError(f"the editor {editor!r} could not be started: {exc.strerror or exc}") from None
+    if status:
+        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        raise MaterializeError(f"the editor {editor!r} {how}")
 
 
 def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:

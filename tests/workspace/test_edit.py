@@ -524,3 +524,52 @@ def test_delete_r_keeps_the_series_entry_beside_the_file(project: Path) -> None:
     saved = kept.read_text()
     assert "- patch: tt-metal/0001-a.patch" in saved and "# see bug 1234" in saved and 'why: "the decode stall"' in saved
     assert "0001-a" not in yaml_path.read_text()
+
+
+# -- an editor that fails: quilt's `header -e` keeps the patch (`$EDITOR "$tmp" || exit 1`), its `edit`
+# exits with the editor's status; ours wrote what a killed editor left and said 0 -------------------------
+
+def _real_editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    script = tmp_path / "editor.sh"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(script))
+
+
+@pytest.mark.parametrize("body", ['echo "half typed" >> "$1"; kill -9 $$', 'echo "half typed" >> "$1"; exit 3'])
+def test_header_e_writes_nothing_when_the_editor_fails_and_keeps_the_text(
+        project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: str) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    before = patch_file(project, "0001-a").read_bytes()
+    _real_editor(tmp_path, monkeypatch, body)
+    with pytest.raises(MaterializeError, match="editor") as raised:
+        run(project, "header", "-e")
+    assert raised.value.exit_code == 1
+    assert patch_file(project, "0001-a").read_bytes() == before
+    kept = list((project / "work" / ".materialize" / "saved").glob("*-header/0001-a.txt"))
+    assert len(kept) == 1 and kept[0].read_bytes().endswith(b"half typed\n")
+    assert str(kept[0]) in str(raised.value)
+
+
+def test_edit_exits_1_when_the_editor_fails_and_keeps_the_file_as_it_left_it(
+        project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    _real_editor(tmp_path, monkeypatch, 'echo "# half typed" >> "$1"; exit 3')
+    with pytest.raises(MaterializeError, match="status 3"):
+        run(project, "edit", ATTN)
+    assert wfile(project).read_bytes().endswith(b"# half typed\n")  # as quilt: the file stays added, as left
+    assert run(project, "refresh") == 0
+    assert b"+# half typed" in patch_file(project, "0001-a").read_bytes()
+
+
+@pytest.mark.parametrize("command", [("header", "-e"), ("edit", ATTN)])
+def test_a_missing_editor_is_one_line_naming_it(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path, command: tuple[str, ...]) -> None:
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "first words")
+    before = patch_file(project, "0001-a").read_bytes()
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
+    with pytest.raises(MaterializeError, match="no-such-editor"):
+        run(project, *command)
+    assert patch_file(project, "0001-a").read_bytes() == before
