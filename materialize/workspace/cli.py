@@ -179,10 +179,20 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     from materialize.workspace import edit
 
     with _session(series_path, "add") as ws:
+        taken = edit.lower_changes_taken(ws, list(files))
         paths = edit.add_files(ws, list(files))
+        top = ws.load().top
     for path in paths:
         write(path)
+    _say_lower_changes_taken(taken, top)
     return 0
+
+
+def _say_lower_changes_taken(taken: list[tuple[str, str]], top: str | None) -> None:
+    for path, owner in taken:
+        write(f"warning: {path} holds changes not refreshed into {owner}; they now belong to {top} and its "
+              f"refresh records them (quilt's add would leave them {owner}'s: to keep them there, pop to "
+              f"{owner} and refresh it first)", stderr=True)
 
 
 @command("edit")
@@ -193,8 +203,10 @@ def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
     from materialize.workspace import edit
 
     with _session(series_path, "edit") as ws:
+        taken = edit.lower_changes_taken(ws, list(files))
         paths = edit.add_files(ws, list(files))
         top = ws.load().top
+    _say_lower_changes_taken(taken, top)
     before = {path: _read_or_none(path) for path in paths}
     failed = None
     try:

@@ -464,6 +464,23 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     return ws.series.find(Path(stem).name)
 
 
+def lower_changes_taken(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[tuple[str, str]]:
+    """(path, patch) for each of ``names`` that holds changes not refreshed into the lower applied
+    patch that has it: `add` makes them the top's. quilt's `add` backs the file up as it is, so there
+    they stay the lower patch's; the CLI says so, so the difference is never silent."""
+    state = ws.load()
+    top = top_entry(ws, state)
+    target, own = top.target, set(state.added.get(top.name, []))
+    tracked, tree = state.files.get(target, {}), state.trees.get(target)
+    paths = [ws.relpath(target, n, cwd) for n in names]
+    changed = [p for p in paths if p in tracked and p not in own and tree is not None
+               and not ws.holds(target, p, ws.store.lookup(tree, p))]
+    if not changed:
+        return []
+    owners = ws.owners(state)
+    return [(p, owners[(target, p)]) for p in changed if owners.get((target, p), top.name) != top.name]
+
+
 def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
     """Make files part of the top patch (quilt add): check them out from the store if not on disk."""
     state = ws.load()

@@ -573,3 +573,21 @@ def test_a_missing_editor_is_one_line_naming_it(project: Path, monkeypatch: pyte
     with pytest.raises(MaterializeError, match="no-such-editor"):
         run(project, *command)
     assert patch_file(project, "0001-a").read_bytes() == before
+
+
+def test_add_says_when_it_takes_a_lower_patchs_unrefreshed_changes_into_the_top(project: Path, capsys) -> None:
+    """quilt's `add` backs the file up as it is, so edits not refreshed into the patch below stay that
+    patch's; ours records them in the top (README): it must say so, never silently."""
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    run(project, "refresh")
+    f.write_text(f.read_text() + "# not refreshed into 0001-a\n")
+    run(project, "new", "0002-b", "--target", "tt-metal", "-m", "b")
+    capsys.readouterr()
+    assert run(project, "add", ATTN) == 0
+    err = capsys.readouterr().err
+    assert "0001-a" in err and ATTN in err and "0002-b" in err
+    assert run(project, "add", ATTN) == 0  # already the top's: nothing to say
+    assert capsys.readouterr().err == ""
