@@ -181,12 +181,20 @@ def resolve_position(ws: Workspace, ref: str | None, *, default: int) -> int:
     return ws.series.position(ref)
 
 
+def _nothing_to_do(message: str) -> MaterializeError:
+    """Exit 2, as quilt's push and pop ("File series fully applied", "No patch removed"): scripts tell
+    "nothing to do" from "a patch failed" (1) by the code alone (Debian: `quilt push -a || test $? = 2`)."""
+    error = MaterializeError(message)
+    error.exit_code = 2
+    return error
+
+
 def push(ws: Workspace, ref: str | None = None, *, all_: bool = False, force: bool = False) -> MoveResult:
     """Apply the next patch, up to and including ``ref``, or all (-a)."""
     state = ws.load()
     n = len(ws.series.patches)
     if state.position >= n:
-        raise MaterializeError("the whole series is applied; nothing to push")
+        raise _nothing_to_do("the whole series is applied; nothing to push")
     goal = n if all_ else resolve_position(ws, ref, default=state.position + 1)
     if goal <= state.position:
         raise MaterializeError(f"{ref} is already applied (top is {state.top})")
@@ -197,7 +205,7 @@ def pop(ws: Workspace, ref: str | None = None, *, all_: bool = False, force: boo
     """Remove the top patch, patches until ``ref`` is on top, or all (-a)."""
     state = ws.load()
     if state.position == 0:
-        raise MaterializeError("no patch is applied; nothing to pop")
+        raise _nothing_to_do("no patch is applied; nothing to pop")
     goal = 0 if all_ else resolve_position(ws, ref, default=state.position - 1)
     if goal > state.position:
         raise MaterializeError(f"{ref} is not applied (top is {state.top})")

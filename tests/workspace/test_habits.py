@@ -277,3 +277,19 @@ def test_refresh_after_push_force_takes_a_deletion_repaired_where_its_context_pu
     assert main(["refresh", *series]) == 1
     f.write_text(f.read_text().replace("debug_log(level=2)\n", ""))
     assert main(["refresh", *series]) == 0
+
+
+def test_push_and_pop_with_nothing_to_do_exit_2_as_quilts(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys) -> None:
+    """quilt push/pop exit 2 when there is nothing to push or pop ("File series fully applied", "No
+    patch removed"), and Debian's rules run `quilt push -a || test $? = 2`: a script must tell "nothing
+    to do" from "a patch failed" (1) by the code alone."""
+    monkeypatch.chdir(project)
+    run(project, "new", "0001-a", "--target", "tt-metal", "-m", "a")
+    for args in (["push"], ["push", "-a"]):
+        assert main(args) == 2
+        assert "nothing to push" in capsys.readouterr().err
+    assert main(["pop"]) == 0
+    for args in (["pop"], ["pop", "-a"]):
+        assert main(args) == 2
+        assert "nothing to pop" in capsys.readouterr().err
