@@ -77,6 +77,12 @@ _INDEX = re.compile(rb"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?=\s|$)\s*")
 # GNU's reading of a unified hunk header: "@@ -" N[,M], at most one space, "+" N[,M], at most one space,
 # then "@"; only "@@ " begins the section text ("@@ -1 +1 @" and "@@ -1 +1@@x" apply as well).
 _HUNK = re.compile(rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? ?\+(\d{1,18})(?:,(\d{1,18}))? ?@(?:@ (.*?)|.*?)\r?\n?$", re.S)
+# The same reading over many header lines joined (each ends in "\n"): ``findall`` gives every header's
+# groups in one C call, an absent group as b"" (not None). No match can cross a line, so as many
+# matches as lines means every line matched, in order.
+_HUNK_LINES = re.compile(
+    rb"^@@ -(\d{1,18})(?:,(\d{1,18}))? ?\+(\d{1,18})(?:,(\d{1,18}))? ?@(?:@ ([^\n]*?)|[^\n]*?)\r?\n", re.M
+)
 _LONG_NUMBER = re.compile(rb"^@@ -[\d,]*? ?\+?[\d,]*?(\d{19,})")
 _CONTEXT_HUNK = re.compile(rb"^\*{8}")  # GNU: a line of 8 stars or more
 _CONTEXT_OLD = re.compile(rb"^\*\*\* (\d{1,18})(?:,(\d{1,18}))? \*\*\*\*")
@@ -1189,14 +1195,19 @@ class _Parser:
         lengths = list(map(len, runs))
         heads = list(accumulate(map(add, lengths, repeat(1)), initial=i - 1))  # 0-based header lines
         after = heads.pop()
-        matches = list(map(_HUNK.match, map(raw.__getitem__, heads)))
-        if None in matches:
-            del matches[matches.index(None):]
-        if not matches:
-            return [], i
-        starts, olds, new_starts, news, sections = zip(*map(re.Match.groups, matches), strict=True)
-        old_counts = list(map(int, olds)) if None not in olds else [1 if x is None else int(x) for x in olds]
-        new_counts = list(map(int, news)) if None not in news else [1 if x is None else int(x) for x in news]
+        header_lines = list(map(raw.__getitem__, heads))
+        groups = _HUNK_LINES.findall(b"".join(header_lines))
+        if len(groups) != len(header_lines):  # some header is not one: the leading ones that are
+            matches = list(map(_HUNK.match, header_lines))
+            if None in matches:
+                del matches[matches.index(None):]
+            if not matches:
+                return [], i
+            groups = list(map(re.Match.groups, matches))
+        starts, olds, new_starts, news, sections = zip(*groups, strict=True)
+        # An absent count is 1 (None from a match, b"" from findall).
+        old_counts = list(map(int, olds)) if all(olds) else [int(x) if x else 1 for x in olds]
+        new_counts = list(map(int, news)) if all(news) else [int(x) if x else 1 for x in news]
         both = list(map(bytes.count, runs, repeat(b" ")))
         minus = list(map(bytes.count, runs, repeat(b"-")))
         good = list(map(all, zip(map(eq, map(add, both, minus), old_counts),

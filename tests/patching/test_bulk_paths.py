@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from materialize.errors import PatchFormatError
 from materialize.patching import apply as apply_module
 from materialize.patching import parse as parse_module
 from materialize.patching.model import HunkLine
@@ -251,3 +252,42 @@ def test_a_large_regular_patch_takes_the_fast_paths(monkeypatch: pytest.MonkeyPa
         result = apply_module.apply_file(originals[fp.old_path], fp)
         assert result.ok and result.content is not None and result.content.count(b"patched") == 200
     assert calls["one"] == 0
+
+
+HEADER_SHAPES = [
+    b"@@ -%d,2 +%d,2 @@\n", b"@@ -%d,2 +%d,2 @@ def f():\n", b"@@ -%d,2 +%d,2 @@\r\n", b"@@ -%d,2 +%d,2 @@ x\r\r\n",
+    b"@@ -%d,2 +%d,2@@x\n", b"@@ -%d,2 +%d,2 @ junk\n", b"@@ -%d,2 +%d,2 @@ \n", b"@@ -%d,2 +%d,2 @@ a\rb\n",
+]
+
+
+@pytest.mark.parametrize("shape", HEADER_SHAPES)
+@pytest.mark.parametrize("where", ["every", "middle", "last"])
+def test_block_headers_read_as_one_header_is(shape: bytes, where: str) -> None:
+    """The block path reads all headers of a section in one pass (``_HUNK_LINES.findall``); each hunk
+    must get what the one-line reading (``_HUNK``) gives that header, whether the shape is on every
+    hunk or on one of them, and a header too long for GNU's numbers stops the block where it is."""
+    chunks = [b"--- a/a.txt\n+++ b/a.txt\n"]
+    for h in range(5):
+        at = 10 * h + 2
+        plain = b"@@ -%d,2 +%d,2 @@\n" % (at, at)
+        use = where == "every" or (where == "middle" and h == 2) or (where == "last" and h == 4)
+        chunks.append((shape % (at, at)) if use else plain)
+        chunks.append(b" a %d\n-a %d\n+A %d\n" % (at, at + 1, at + 1))
+    files = parse_patch(b"".join(chunks), source="t.patch").files
+    headers = [c for c in chunks if c.startswith(b"@@")]
+    expected = []
+    for header in headers:
+        m = parse_module._HUNK.match(header)
+        assert m is not None
+        start, old, new_start, new, section = m.groups()
+        expected.append((int(start), int(old or 1), int(new_start), int(new or 1),
+                         (section or b"").decode("utf-8", "replace")))
+    assert [(h.source_start, h.source_length, h.target_start, h.target_length, h.section_header)
+            for h in files[0].hunks] == expected
+
+
+def test_a_number_too_long_mid_block_is_named() -> None:
+    patch = (b"--- a/a.txt\n+++ b/a.txt\n@@ -2,2 +2,2 @@\n a 2\n-a 3\n+A 3\n"
+             b"@@ -1234567890123456789,2 +12,2 @@\n a 12\n-a 13\n+A 13\n")
+    with pytest.raises(PatchFormatError, match=r"t.patch:7: .*too large"):
+        parse_patch(patch, source="t.patch")
