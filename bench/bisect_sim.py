@@ -14,6 +14,9 @@ A/B of a knob, paired (the same gate results for both), per-trial results kept a
     .venv/bin/python bench/bisect_sim.py --paired --only 'gate: culprit' --dump b.json --set session.CONFIRM_FACTOR=2
     .venv/bin/python bench/bisect_sim.py --compare a.json b.json
 
+(``--no-notes`` leaves out the notes below the table, which rerun ours and tune the retry rules
+for minutes: an A/B needs only the rows and ``--dump``.)
+
 Gate scenarios: 32 patches, a gate of 32 requests, exit code only (pass/fail per run, as ``bisect
 run`` sees an exit status); baseline 1/256 per request in every prefix, 1/32 with the culprit.
 
@@ -410,6 +413,9 @@ def main() -> None:
                     help="override a constant of materialize.bisect.posterior or .session for this run "
                          "(e.g. session.CONFIRM_FACTOR=2, posterior.LEADER_FOCUS=0.5)")
     ap.add_argument("--dump", metavar="FILE", help="write every trial's (right, confident wrong, runs) as JSON")
+    ap.add_argument("--no-notes", action="store_true",
+                    help="the table rows only, without the notes below it (the tuned rules, ours given both rates): "
+                         "for A/B runs, which need only the rows and --dump")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="paired differences of two --dump files; no run")
     a = ap.parse_args()
     if a.compare:
@@ -459,7 +465,7 @@ def main() -> None:
                     ends = np.mean([r[3] for r in res])
                     notes.append(f"{sc.label}: {ends:.1f} of our runs were at the ends (0 and {N})")
                     wheres.append(where_note(sc.label, res))
-        if len(positional) > 1:
+        if len(positional) > 1 and not a.no_notes:
             target = min(float(np.mean([np.mean([r[0] for r in res]) for _, res in positional])), TARGET_CAP)
             ours = np.mean([np.mean([r[2] for r in res]) for _, res in positional])
             notes.append(f"ours over the {len(positional)} culprit positions: right {target * 100:.1f}%, "

@@ -66,3 +66,41 @@ def test_same_knowledge_note_gives_ours_the_rates_the_tuned_rule_has(sim, monkey
     assert seen == [(sim.P0, sim.P1)] * 3
     assert note.startswith("ours given both rates") and "40.0 (100.0% right, 0 confident wrong) at 2" in note
     assert "the tuned rule at that accuracy: " in note and " (x" in note
+
+
+@pytest.mark.parametrize("no_notes", [False, True])
+def test_no_notes_prints_the_rows_without_the_notes(
+    sim, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, no_notes: bool
+) -> None:
+    """``--no-notes`` (for A/B runs) prints and dumps the rows but none of the notes below the table,
+    which rerun ours and tune the retry rules for minutes."""
+
+    class Pool:  # in-process: the faked trial is not importable by a worker
+        def __init__(self, max_workers=None, initializer=None, initargs=()) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> bool:
+            return False
+
+        def map(self, f, xs, chunksize=1):
+            return list(map(f, xs))
+
+    monkeypatch.setattr(sim, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(sim, "gate_trial", lambda args: (True, False, 40, 8, {"confirm": 3}))
+    monkeypatch.setattr(sim, "best_rule", lambda *a, **k: ("x1 >=1", 1.0, 1.0, 1.0))
+    monkeypatch.setattr(sim, "one_rule_for_all", lambda *a, **k: "ONE-RULE")
+    monkeypatch.setattr(sim, "ends_checked_note", lambda *a, **k: "ENDS-CHECKED")
+    monkeypatch.setattr(sim, "same_knowledge_note", lambda *a, **k: "SAME-KNOWLEDGE")
+    dump = tmp_path / "a.json"
+    argv = ["bisect_sim.py", "--trials", "2", "--workers", "1", "--only", "gate: culprit", "--dump", str(dump)]
+    monkeypatch.setattr(sys, "argv", argv + (["--no-notes"] if no_notes else []))
+    sim.main()
+    out = capsys.readouterr().out
+    assert out.count("| gate: culprit") == 4
+    assert len(json.loads(dump.read_text())) == 4
+    for note in ("ONE-RULE", "ENDS-CHECKED", "SAME-KNOWLEDGE", "retry rule tuned per position"):
+        assert (note in out) is not no_notes
+    assert "where the runs went" in out  # the rows' own notes stay
