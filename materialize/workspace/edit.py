@@ -186,7 +186,10 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
         for other in later:
             if other.target != entry.target:
                 continue
-            shared = sorted({d for _s, d in _patch_files(other, other.read())} & set(plan.files))
+            # the files a later patch holds are its patch file's and those added to it and not refreshed yet
+            # (quilt's .pc/<patch>/ has both): an added file's edits are that patch's, never this one's
+            holds = {d for _s, d in _patch_files(other, other.read())} | set(state.added.get(other.name, []))
+            shared = sorted(holds & set(plan.files))
             if shared:
                 raise MaterializeError(
                     f"refresh {entry.name}: later applied patch {other.name} also changes {', '.join(shared)}; "
