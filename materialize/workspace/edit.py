@@ -461,8 +461,7 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         if pos == state.position:
             state.position += 1
             top = ws.series.patches[state.position - 1]  # the ones below are unchanged (checked above)
-            state.applied = [*state.applied, pushed(top)]
-            state.added = {}
+            state.applied = [*state.applied, pushed(top)]  # (files added to the ones below stay theirs)
         ws.save(state, journal)
     return ws.series.find(Path(stem).name)
 

@@ -401,6 +401,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     with Journal.run(ws.meta, "rebase", [target, "--to", recorded]) as journal:
         # the workspace goes to position 0 inside this journal, so a rollback restores the position too
         ws.sync(state, dict(state.bases), {}, journal)
+        added = state.added  # (--abort gives each patch its added files back: stack.still_added)
         state.position, state.applied, state.added = 0, [], {}
         backup = rb.dir / "backup"
         if backup.exists():
@@ -415,6 +416,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
             "patches": {e.name: str(e.path) for e in entries}, "old": {k: list(v) for k, v in chain.items()},
             "todo": [e.name for e in entries], "done": [], "current": None,
             "tree": new_base,  # the target's tree after the patches carried so far (other targets don't touch it)
+            "added": added,
         }
         doc = SeriesDoc.load(ws.series.path)
         doc.set_pin(target, _pin_fields(pin, ws.series.base_dir))
@@ -707,7 +709,9 @@ def abort(ws: Workspace) -> list[str]:
         from materialize.workspace.trees import base_trees
 
         bases = base_trees(ws.series, ws.store)
-        state.position, state.applied, state.added = 0, [], {}
+        # the files added to each patch come back with it (the goto below keeps those of the patches it
+        # pushes: stack.still_added), so state.json is restored byte for byte too
+        state.position, state.applied, state.added = 0, [], dict(rb.data.get("added") or {})
         state.trees, state.bases = dict(bases), dict(bases)
         state.pins = ws.pins()
         ws.save(state, journal)

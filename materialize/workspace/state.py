@@ -65,7 +65,7 @@ class State:
         self.trees = trees if trees is not None else {}  # target -> store tree at ``position``
         self.bases = bases if bases is not None else {}  # target -> pinned base tree
         self.files = files if files is not None else {}  # target -> path -> blob|None
-        self.added = added if added is not None else {}  # top patch name -> files added to it
+        self.added = added if added is not None else {}  # applied patch name -> files added to it (stack.still_added)
         self.pins = pins if pins is not None else {}  # target -> the pin the bases were resolved from
         self.rejects = rejects if rejects is not None else {}  # target -> .rej files a push -f left
         self.refs_for: dict[str, str] = {}  # trees whose gc refs are set

@@ -35,3 +35,41 @@ def test_refresh_of_a_lower_patch_refuses_a_file_the_top_added_but_has_not_refre
     assert patch_file(project, "a").read_bytes() == before
     run(project, "refresh")
     assert b"+# b's edit" in patch_file(project, "b").read_bytes()
+
+
+# -- files added to a patch stay its own when another patch goes on top ------------------------------
+
+def test_a_file_added_to_the_top_stays_its_own_under_a_new_patch(project: Path) -> None:
+    """quilt: `add x`, edit x, `new B`, then `refresh A` (or pop, refresh) records x in A (.pc/A/ keeps it).
+    `new` forgot what had been added to A: `refresh a` left x out, pop refused naming x as a change of no
+    patch, and the message's way out (`add`) made A's edit B's. (Our pop still refuses a lower patch's
+    unrefreshed edit, as documented, now naming the patch.)"""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    run(project, "new", "b", "-m", "b")
+    with pytest.raises(MaterializeError, match=r"unrefreshed, patch a\)"):
+        run(project, "pop")
+    assert run(project, "refresh", "a") == 0
+    assert b"+ID_LENGTH = 20" in patch_file(project, "a").read_bytes()
+    assert run(project, "pop") == 0
+    assert run(project, "refresh") == 0
+    assert b"+ID_LENGTH = 20" in patch_file(project, "a").read_bytes()
+    assert b"ID_LENGTH" not in patch_file(project, "b").read_bytes()
+
+
+def test_a_file_added_and_not_yet_edited_stays_with_its_patch_across_a_push_and_pop(project: Path) -> None:
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    run(project, "new", "b", "-m", "b")
+    run(project, "add", "models/tt/generator.py")
+    assert run(project, "pop") == 0
+    f = wfile(project)
+    assert f.exists()
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    assert run(project, "refresh") == 0
+    assert b"+ID_LENGTH = 20" in patch_file(project, "a").read_bytes()
+    assert run(project, "push") == 0  # b: its added file was never refreshed, so nothing of it is kept
+    assert not wfile(project, "models/tt/generator.py").exists()
+
