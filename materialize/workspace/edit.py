@@ -472,9 +472,15 @@ def lower_changes_taken(ws: Workspace, names: list[str], cwd: Path | None = None
     they stay the lower patch's; the CLI says so, so the difference is never silent."""
     state = ws.load()
     top = top_entry(ws, state)
+    return lower_changes_in(ws, state, [ws.relpath(top.target, n, cwd) for n in names])
+
+
+def lower_changes_in(ws: Workspace, state: State, paths: list[str]) -> list[tuple[str, str]]:
+    """``lower_changes_taken`` of paths inside the top's target (``fold`` names its files so: a folded
+    diff applied over a lower patch's unrefreshed edit made that edit the top's just as ``add`` does)."""
+    top = top_entry(ws, state)
     target, own = top.target, set(state.added.get(top.name, []))
     tracked, tree = state.files.get(target, {}), state.trees.get(target)
-    paths = [ws.relpath(target, n, cwd) for n in names]
     changed = [p for p in paths if p in tracked and p not in own and tree is not None
                and not ws.holds(target, p, ws.store.lookup(tree, p))]
     if not changed:
@@ -546,8 +552,10 @@ def open_editor(files: list[str]) -> None:
         raise MaterializeError(f"the editor {editor!r} {how}")
 
 
-def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
-    """Apply another patch to the workspace files of the top patch's target and add them to the top."""
+def fold(ws: Workspace, patch_file: Path, strip: int = 1,
+         taken: list[tuple[str, str]] | None = None) -> list[str]:
+    """Apply another patch to the workspace files of the top patch's target and add them to the top.
+    ``taken`` (when given) receives ``lower_changes_in`` of the files it adds, for the CLI's warning."""
     from materialize.engine import tree_after
     from materialize.patching.tree import apply_to_tree
 
@@ -572,6 +580,9 @@ def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
             error = outcome.error or (outcome.result.error if outcome.result is not None else None) or ""
             lines.append(f"  {outcome.path}: {error} hunks failed: {failed}")
         raise PatchApplyError("\n".join(lines))
+    if taken is not None:
+        paths = {p for o in result.files for p in (o.source, o.path) if p is not None} | set(result.changes)
+        taken.extend(lower_changes_in(ws, state, sorted(paths)))
     with Journal.run(ws.meta, "fold", ["-p", str(strip), str(patch_file.absolute())]) as journal:
         added = state.added.setdefault(entry.name, [])
         for outcome in result.files:

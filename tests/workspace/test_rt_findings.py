@@ -73,3 +73,26 @@ def test_a_file_added_and_not_yet_edited_stays_with_its_patch_across_a_push_and_
     assert run(project, "push") == 0  # b: its added file was never refreshed, so nothing of it is kept
     assert not wfile(project, "models/tt/generator.py").exists()
 
+
+# -- fold over a lower patch's unrefreshed edit -------------------------------------------------------
+
+def test_fold_says_when_it_takes_a_lower_patchs_unrefreshed_edit_into_the_top(project: Path, tmp_path: Path,
+                                                                              capsys) -> None:
+    """quilt's fold backs the file up as it is, so a lower patch's unrefreshed edit stays that patch's;
+    ours applies the diff over the disk copy and adds the file to the top, whose refresh takes the edit.
+    `add` and `edit` say so (42d9230); fold said nothing."""
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    f = wfile(project)
+    f.write_text(f.read_text() + "# a's unrefreshed edit\n")
+    run(project, "new", "b", "-m", "b")
+    lines = f.read_text().splitlines(keepends=True)
+    import difflib
+
+    diff = "".join(difflib.unified_diff(lines, ["# folded\n", *lines], f"a/{ATTN}", f"b/{ATTN}"))
+    (tmp_path / "fold.diff").write_text(diff)
+    capsys.readouterr()
+    assert run(project, "fold", str(tmp_path / "fold.diff")) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {ATTN} holds changes not refreshed into a; they now belong to b" in err
+    assert "quilt's fold" in err
+
