@@ -240,6 +240,8 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
     """
     changed = [p for p, record in zip(ws.series.patches, state.applied, strict=False)
                if p.name == record["name"] and record.get("sha256") not in (None, p.sha256())]
+    if changed and _edits_change_nothing(ws, state):
+        return False
     if entry in changed and not force:
         raise MaterializeError(
             f"refresh {entry.name} refused: {entry.path} was changed since it was pushed (edited by hand?), and "
@@ -255,6 +257,20 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
             f"applies the change; `pop --force` saves unrefreshed edits under {ws.meta / 'saved'}), or put the "
             "file back")
     return entry in changed
+
+
+def _edits_change_nothing(ws: Workspace, state: State) -> bool:
+    """Whether the applied patch files, as they are now, still give exactly the trees work/ was written
+    from (``state.trees``): then whatever was edited in them by hand (a description fixed in the file, as
+    quilt users do) changes no file, refresh keeps it (it regenerates below the file's own header) and
+    nothing it would write or record is the reverse of anything. Refusing that sent the user to pop, which
+    the unrefreshed edits block. After ``push -f`` the recorded tree is the one below the forced patch, so
+    this is False there, as it is whenever the series no longer applies."""
+    try:
+        trees = trees_at(ws.series, ws.store, state.position)
+    except MaterializeError:
+        return False
+    return all(trees.get(target) == tree for target, tree in state.trees.items())
 
 
 def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:

@@ -601,7 +601,8 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     if current is None or entry is None:
         return _run(rb)
     top_record = state.applied[-1] if state.applied else {}
-    if not skip and top_record.get("name") == entry.name and top_record.get("sha256") not in (None, entry.sha256()):
+    if not skip and top_record.get("name") == entry.name and top_record.get("sha256") not in (None, entry.sha256()) \
+            and not _does_what_it_did(ws, rb, entry):
         raise MaterializeError(
             f"rebase --continue refused: {entry.path} was changed since the rebase stopped, and --continue writes "
             f"it again from the files in {ws.target_dir(entry.target)}, over that change. Put the change into those "
@@ -657,6 +658,20 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
         rb.save(journal)
     ws.reload_series()
     return _run(rb)
+
+
+def _does_what_it_did(ws: Workspace, rb: Rebase, entry: PatchEntry) -> bool:
+    """Whether the stopped patch's file, edited since the stop, still turns its old base into its old
+    result (``old``: the pair the rebase recorded on the old pin): then the edit changed no file (its
+    description, fixed by hand as a quilt user does), and --continue keeps it, since it regenerates only
+    below the file's own header. Refusing it sent the user to --skip or --abort for a reworded message."""
+    old = rb.data.get("old", {}).get(entry.name)
+    if not old:
+        return False
+    try:
+        return apply_one(ws.store, old[0], entry, entry.read()) == old[1]
+    except MaterializeError:
+        return False
 
 
 def abort(ws: Workspace) -> list[str]:

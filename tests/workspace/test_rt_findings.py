@@ -96,3 +96,58 @@ def test_fold_says_when_it_takes_a_lower_patchs_unrefreshed_edit_into_the_top(pr
     assert f"warning: {ATTN} holds changes not refreshed into a; they now belong to b" in err
     assert "quilt's fold" in err
 
+
+# -- a description edited by hand in the patch file ---------------------------------------------------
+
+def test_refresh_keeps_a_description_edited_by_hand_in_the_applied_top(project: Path) -> None:
+    """quilt refreshes over a description fixed in the patch file by hand and keeps it. We refused, saying
+    refresh would overwrite the change (it keeps the header) and pointing at pop, which the unrefreshed
+    edit blocks: --force was the only way on."""
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    p = patch_file(project, "a")
+    p.write_bytes(p.read_bytes().replace(b"Subject: a\n", b"Subject: a, described by hand\n", 1))
+    f = wfile(project)
+    f.write_text(f.read_text() + "# more\n")
+    assert run(project, "refresh") == 0
+    data = p.read_bytes()
+    assert b"Subject: a, described by hand\n" in data and b"+# more" in data and b"+ID_LENGTH = 20" in data
+    assert not (project / "work" / ".materialize" / "saved").exists()
+
+
+def test_refresh_of_the_top_runs_over_a_lower_patchs_description_edited_by_hand(project: Path) -> None:
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    _refreshed(project, "b", "import ", "import  ", path="models/tt/generator.py")
+    p = patch_file(project, "a")
+    p.write_bytes(p.read_bytes().replace(b"Subject: a\n", b"Subject: a, described by hand\n", 1))
+    g = wfile(project, "models/tt/generator.py")
+    g.write_text(g.read_text() + "# more\n")
+    assert run(project, "refresh") == 0
+    assert b"+# more" in patch_file(project, "b").read_bytes()
+    assert b"Subject: a, described by hand\n" in p.read_bytes()
+
+
+def test_refresh_still_refuses_a_hand_edit_of_the_diff(project: Path) -> None:
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    p = patch_file(project, "a")
+    p.write_bytes(p.read_bytes().replace(b"+ID_LENGTH = 20", b"+ID_LENGTH = 24", 1))
+    before = p.read_bytes()
+    f = wfile(project)
+    f.write_text(f.read_text() + "# more\n")
+    with pytest.raises(MaterializeError, match="was changed since it was pushed"):
+        run(project, "refresh")
+    assert p.read_bytes() == before
+
+
+def test_rebase_continue_keeps_a_description_edited_by_hand_while_stopped(project: Path) -> None:
+    """The stopped patch's file edited by hand made --continue refuse ('writes it again ... over that
+    change'), also when only its description was edited, which --continue keeps (it regenerates below
+    the file's header): git lets the message be changed at that point."""
+    from .test_hand_edit_sweep import stopped
+
+    stopped(project)
+    p = patch_file(project, "0002-targets")
+    data = p.read_bytes()
+    assert data.startswith(b"From: ")
+    p.write_bytes(b"X-Note: described by hand during the rebase\n" + data)
+    assert run(project, "rebase", "--continue") == 0
+    assert p.read_bytes().startswith(b"X-Note: described by hand during the rebase\nFrom: ")
