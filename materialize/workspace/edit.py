@@ -526,11 +526,24 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
                 on_disk = ws.disk_entry(target, path)
                 if on_disk is None and current is not None:
                     ws.write_file(journal, target, path, ws.tree_entry(state.trees[target], path))
+                elif current is None:
+                    _make_folder_of_new_file(ws, state, target, path)
                 tracked[path] = current.sha if current else None
             if path not in added:
                 added.append(path)
         ws.save(state, journal)
     return [str(ws.target_dir(target) / p) for p in paths]
+
+
+def _make_folder_of_new_file(ws: Workspace, state: State, target: str, path: str) -> None:
+    """Make the folder of a new file added to the top when the tree has that folder: quilt's tree is whole,
+    so `quilt edit src/new.py` saves into src/, but work/ is sparse and held no src/ until a file of it was
+    added, so the editor could not save the new file (the typed text left in its buffer). A folder the
+    tree lacks is not made, as quilt makes none. (An empty folder holds nothing to journal: a kill may leave
+    it, and a pop of the file prunes it.)"""
+    folder = path.rpartition("/")[0]
+    if folder and ws.store.is_dir(state.trees[target], folder):
+        Path(ws.work_path(target, path)).parent.mkdir(parents=True, exist_ok=True)
 
 
 def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:

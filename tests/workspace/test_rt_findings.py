@@ -151,3 +151,21 @@ def test_rebase_continue_keeps_a_description_edited_by_hand_while_stopped(projec
     p.write_bytes(b"X-Note: described by hand during the rebase\n" + data)
     assert run(project, "rebase", "--continue") == 0
     assert p.read_bytes().startswith(b"X-Note: described by hand during the rebase\nFrom: ")
+
+
+# -- a new file in a folder the sparse work/ does not hold yet ---------------------------------------
+
+def test_add_of_a_new_file_makes_its_folder_when_the_tree_has_it(project: Path) -> None:
+    """quilt's tree is whole, so `quilt edit src/new.py` saves into the existing src/; work/ is sparse and
+    held no models/tt/ before a file of it was added: the editor could not save the new file (exit 1, the
+    typed text only in its buffer). A folder the tree does not have is not made, as in quilt."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    assert not (project / "work" / "tt-metal" / "models").exists()
+    run(project, "add", "models/tt/fresh.py", "nowhere/new.py")
+    assert (project / "work" / "tt-metal" / "models" / "tt").is_dir()
+    assert not (project / "work" / "tt-metal" / "nowhere").exists()
+    wfile(project, "models/tt/fresh.py").write_text("fresh = 1\n")
+    assert run(project, "refresh") == 0
+    assert b"+fresh = 1" in patch_file(project, "a").read_bytes()
+    assert run(project, "pop") == 0
+    assert not (project / "work" / "tt-metal" / "models").exists()
