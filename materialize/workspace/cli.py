@@ -258,7 +258,8 @@ def _check_top_unmoved(series_path: Path | None, top: str | None, changed: list[
 
 def _report_refresh(plan: edit.RefreshPlan) -> None:
     if plan.elsewhere:
-        write("not in this patch (they belong to other patches; `materialize add` moves them here):\n  "
+        write("not in this patch (changes of other patches, left to them; `materialize add` would make one this "
+              "patch's):\n  "
               + "\n  ".join(plan.elsewhere), stderr=True)
     if plan.stray:
         write("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),

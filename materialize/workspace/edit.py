@@ -149,10 +149,16 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     for ch in changes:
         plan.markers += [f"{ws.target_dir(target) / ch.path}:{n}" for n in patchtext.conflict_markers(ch.base, ch.cur)]
     all_changes = ws.changes(state)
-    plan.elsewhere = [p for p in all_changes.modified.get(target, []) if p not in dests]
+    owners = ws.owners(state)  # whose unrefreshed edit each one is: `refresh OWNER` records it there
+
+    def whose(t: str, p: str) -> str:
+        owner = owners.get((t, p))
+        return f"  (patch {owner}'s: `materialize refresh {owner}` records it there)" if owner else ""
+
+    plan.elsewhere = [p + whose(target, p) for p in all_changes.modified.get(target, []) if p not in dests]
     for t, paths in all_changes.modified.items():
         if t != target:
-            plan.elsewhere += [f"{t}:{p}" for p in paths]
+            plan.elsewhere += [f"{t}:{p}" + whose(t, p) for p in paths]
     plan.stray = [f"{t}/{p}" for t, paths in all_changes.stray.items() for p in paths]
     return plan
 

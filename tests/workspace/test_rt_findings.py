@@ -169,3 +169,16 @@ def test_add_of_a_new_file_makes_its_folder_when_the_tree_has_it(project: Path) 
     assert b"+fresh = 1" in patch_file(project, "a").read_bytes()
     assert run(project, "pop") == 0
     assert not (project / "work" / "tt-metal" / "models").exists()
+
+
+def test_refresh_names_the_patch_whose_unrefreshed_edit_it_leaves_out(project: Path, capsys) -> None:
+    """refresh of the top listed a lower patch's unrefreshed edit as 'belonging to other patches' and
+    offered `add`, which makes it the top's; quilt leaves it to that patch, whose refresh records it."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# a's\n")
+    run(project, "new", "b", "-m", "b")
+    capsys.readouterr()
+    run(project, "refresh")
+    assert f"{ATTN}  (patch a's: `materialize refresh a` records it there)" in capsys.readouterr().err
