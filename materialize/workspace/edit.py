@@ -443,6 +443,8 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     pos = state.position if after is None else ws.series.position(after)
     if pos < state.position:
         raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
+    if pos == state.position:
+        _refuse_forced_top(ws, state, f"new {name}")
     if target is None:
         if pos > 0:  # the top's, or the patch it goes after
             target = ws.series.patches[pos - 1].target
@@ -486,6 +488,23 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
             state.applied = [*state.applied, pushed(top)]  # (files added to the ones below stay theirs)
         ws.save(state, journal)
     return ws.series.find(Path(stem).name)
+
+
+def _refuse_forced_top(ws: Workspace, state: State, what: str) -> None:
+    """A patch goes on top only while the top applies: after ``push -f`` it does not (its failed hunks are
+    in .rej files) until ``refresh`` records the repair. A new patch over it made it a patch below the top
+    that does not apply, which pop, push and every refresh then tripped on ('does not apply'): only ``goto
+    0 --force`` got out. ``state.rejects`` is set by ``push -f`` alone (every other move clears it), so the
+    engine is asked only then."""
+    if not any(state.rejects.values()):
+        return
+    try:
+        trees_at(ws.series, ws.store, state.position)
+    except PatchApplyError:
+        raise MaterializeError(
+            f"{what} refused: {state.top} was pushed with push -f and does not apply until `materialize refresh` "
+            f"records the repair (put its .rej hunks into the files, or delete a .rej to drop its hunks); or "
+            f"`materialize pop --force` sets it aside") from None
 
 
 def lower_changes_taken(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[tuple[str, str]]:

@@ -112,6 +112,12 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             if entry is not None and force and op == "push" and entry.position > state.position:
                 forced = entry  # quilt's push -f: what applies goes in, the rest into .rej files
             elif entry is None or entry.position - 1 <= state.position:
+                if op == "push" and entry is not None and entry.position <= state.position:
+                    # the applied top itself, pushed with -f: `push -f` again cannot help (quilt: "needs to be
+                    # refreshed first"); the hint below sent the user round in that circle
+                    raise MaterializeError(
+                        f"{exc}\n{entry.name} is applied but was pushed with push -f, and does not apply until "
+                        "`materialize refresh` records the repair; nothing above it can go on before") from None
                 if op == "push" and entry is not None:
                     hint = PatchApplyError(f"{exc}\n{entry.name} does not apply (enforce with `materialize push -f`: "
                                            "what applies goes in, the rest into .rej files)")

@@ -182,3 +182,42 @@ def test_refresh_names_the_patch_whose_unrefreshed_edit_it_leaves_out(project: P
     capsys.readouterr()
     run(project, "refresh")
     assert f"{ATTN}  (patch a's: `materialize refresh a` records it there)" in capsys.readouterr().err
+
+
+# -- a new patch over a force-pushed, unrefreshed top ----------------------------------------------
+
+def test_new_refuses_while_the_top_was_force_pushed_and_not_refreshed(project: Path) -> None:
+    """`new` over a top that `push -f` left half applied (its hunks in .rej) made that patch one below the
+    top that does not apply: pop, push, refresh of the new patch and `refresh` of the forced one then all
+    failed on it ('does not apply'), and only `goto 0 --force` got out. Refused first, naming refresh."""
+    from materialize.cli import main
+
+    from .test_habits import _two_hunk_patch_with_hunk_2_broken
+
+    series, f, _p, _broken = _two_hunk_patch_with_hunk_2_broken(project)
+    assert main(["push", "-f", *series]) == 1
+    state = (project / "work" / ".materialize" / "state.json").read_bytes()
+    with pytest.raises(MaterializeError, match=r"0001-two was pushed with push -f.*refresh"):
+        run(project, "new", "c", "-m", "c")
+    assert (project / "work" / ".materialize" / "state.json").read_bytes() == state
+    assert not patch_file(project, "c").exists()
+    f.write_text(f.read_text().replace("def materialize(", "# cached per prefix\ndef materialize(", 1))
+    (project / "work" / "tt-metal" / (ATTN + ".rej")).unlink()
+    assert run(project, "refresh") == 0
+    assert run(project, "new", "c", "-m", "c") == 0  # refreshed: it applies again
+    assert run(project, "pop") == 0
+
+
+def test_push_over_a_force_pushed_top_says_refresh_it_not_push_f(project: Path) -> None:
+    """push (-f) of the next patch over a top left by push -f said the top 'does not apply (enforce with
+    `materialize push -f`)', and push -f said the same: a circle. quilt: 'needs to be refreshed first'."""
+    from materialize.cli import main
+
+    from .test_habits import _two_hunk_patch_with_hunk_2_broken
+
+    series, _f, _p, _broken = _two_hunk_patch_with_hunk_2_broken(project)
+    run(project, "new", "c", "--after", "0001-two", "-m", "c")
+    assert main(["push", "-f", *series]) == 1
+    with pytest.raises(MaterializeError, match="0001-two is applied but was pushed with push -f.*refresh") as caught:
+        run(project, "push", "-f")
+    assert "enforce with" not in str(caught.value)
