@@ -221,3 +221,20 @@ def test_push_over_a_force_pushed_top_says_refresh_it_not_push_f(project: Path) 
     with pytest.raises(MaterializeError, match="0001-two is applied but was pushed with push -f.*refresh") as caught:
         run(project, "push", "-f")
     assert "enforce with" not in str(caught.value)
+
+
+# -- a file name given from inside another target's folder -------------------------------------------
+
+def test_add_refuses_a_name_seen_from_inside_another_targets_folder(project: Path, monkeypatch) -> None:
+    """Standing in work/tt-metal/models/tt/ with a plugin patch on top, `add generator.py` added (and
+    checked out, or created) plugin's generator.py, silently: README says a name means what you see from
+    where you stand inside work/<target>/."""
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    run(project, "new", "b", "--target", "plugin", "-m", "b")
+    monkeypatch.chdir(wfile(project).parent)
+    with pytest.raises(MaterializeError, match=r"generator.py is tt-metal/models/tt/generator.py, but the top patch "
+                                               r"is of plugin"):
+        run(project, "add", "generator.py")
+    assert not (project / "work" / "plugin" / "generator.py").exists()
+    monkeypatch.chdir(project)
+    assert run(project, "add", "vllm/config.py") == 0
