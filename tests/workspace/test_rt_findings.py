@@ -238,3 +238,58 @@ def test_add_refuses_a_name_seen_from_inside_another_targets_folder(project: Pat
     assert not (project / "work" / "plugin" / "generator.py").exists()
     monkeypatch.chdir(project)
     assert run(project, "add", "vllm/config.py") == 0
+
+
+# -- import-git of a `reverse: true` entry -----------------------------------------------------------
+
+def _reverse_entry(project: Path) -> Path:
+    """One quilt -R patch (reverse: true) of ATTN, applied; returns its file."""
+    text = wfile(project).read_text() if wfile(project).exists() else \
+        (project / "upstream" / "tt-metal" / ATTN).read_text()
+    assert "ID_LENGTH = 16\n" in text
+    p = patch_file(project, "r")
+    p.write_text(f"--- a/{ATTN}\n+++ b/{ATTN}\n@@ -1,1 +1,1 @@\n-ID_LENGTH = 99\n+ID_LENGTH = 16\n"
+                 .replace("@@ -1,1 +1,1 @@", f"@@ -{text.splitlines().index('ID_LENGTH = 16') + 1} "
+                          f"+{text.splitlines().index('ID_LENGTH = 16') + 1} @@"))
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace(
+        "patches: []", "patches:\n  - patch: tt-metal/r.patch\n    target: tt-metal\n    reverse: true"))
+    run(project, "push")
+    assert "ID_LENGTH = 99\n" in wfile(project).read_text()
+    return p
+
+
+def test_import_git_of_an_unchanged_reverse_patch_leaves_it_as_it_was(project: Path) -> None:
+    """export + import of a `reverse: true` entry wrote the commit's forward diff into its file and left
+    `reverse: true` in the series: the patch then ran backwards ('Reversed patch detected', or a silent
+    inversion where it applied). README: an unchanged export imports byte-identical."""
+    p = _reverse_entry(project)
+    before = (p.read_bytes(), (project / "series" / "default.yaml").read_bytes())
+    repo = project.parent / "pq"
+    run(project, "export-git", "tt-metal", "pq", "--repo", str(repo))
+    run(project, "import-git", "tt-metal", "pq~1..pq", "--repo", str(repo))
+    assert (p.read_bytes(), (project / "series" / "default.yaml").read_bytes()) == before
+
+
+def test_import_git_of_a_changed_reverse_patch_writes_it_forward_without_the_flag(project: Path) -> None:
+    """A changed commit is written forward (its diff), so the entry loses `reverse: true`, as refresh and a
+    rebase write such a patch: the series then does what the commit does."""
+    import git
+
+    from .test_gitio import ENV
+
+    p = _reverse_entry(project)
+    repo = project.parent / "pq"
+    run(project, "export-git", "tt-metal", "pq", "--repo", str(repo))
+    g = git.Repo(repo)
+    with g.git.custom_environment(**ENV):
+        g.git.checkout("-q", "pq")
+        f = repo / ATTN
+        f.write_text(f.read_text() + "# amended\n")
+        g.git.commit("-q", "-a", "--amend", "--no-edit")
+    run(project, "import-git", "tt-metal", "pq~1..pq", "--repo", str(repo))
+    assert "reverse" not in (project / "series" / "default.yaml").read_text()
+    assert b"+ID_LENGTH = 99" in p.read_bytes()
+    run(project, "goto", "0")
+    run(project, "push")
+    assert wfile(project).read_text() == (repo / ATTN).read_text()
