@@ -230,6 +230,10 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
                 for path in plan.files:
                     found = ws.store.lookup(tree, path)
                     tracked[path] = found.sha if found else None
+        # every file refresh looked at stays the patch's while it is applied, as in quilt's .pc/<patch>/:
+        # a file whose change was undone left the patch file, and with it the patch, so the next edit of
+        # it was listed as a change of no patch, not recorded, and blocked pop
+        state.added[entry.name] = sorted(set(state.added.get(entry.name, [])) | set(plan.files))
         state.applied = [pushed(p) for p in ws.series.patches[: state.position]]
         ws.save(state, journal)
     return plan

@@ -293,3 +293,26 @@ def test_import_git_of_a_changed_reverse_patch_writes_it_forward_without_the_fla
     run(project, "goto", "0")
     run(project, "push")
     assert wfile(project).read_text() == (repo / ATTN).read_text()
+
+
+# -- a file whose changes a refresh took out stays the patch's ---------------------------------------
+
+def test_a_file_stays_in_the_top_after_a_refresh_emptied_it(project: Path) -> None:
+    """quilt keeps a file in the patch (.pc/) when a refresh finds no change in it; the next edit is
+    recorded by the next refresh. Ours forgot it once its section left the patch file: the edit was
+    listed as a change of no patch, refresh recorded nothing, and pop refused."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    upstream = f.read_text()
+    f.write_text(upstream.replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    run(project, "refresh")
+    run(project, "pop")
+    run(project, "push")  # (the file is a's by its patch now, not by `add`)
+    f.write_text(upstream)
+    run(project, "refresh")
+    assert b"ID_LENGTH" not in patch_file(project, "a").read_bytes()
+    f.write_text(upstream.replace("ID_LENGTH = 16", "ID_LENGTH = 24", 1))
+    assert run(project, "refresh") == 0
+    assert b"+ID_LENGTH = 24" in patch_file(project, "a").read_bytes()
+    assert run(project, "pop") == 0
