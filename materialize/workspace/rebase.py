@@ -26,7 +26,7 @@ from materialize.engine import StoreView, tree_after
 from materialize.errors import MaterializeError, UpstreamError
 from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
-from materialize.store import Store
+from materialize.store import SYMLINK, Store
 from materialize.upstream import parse_spec, resolve
 from materialize.workspace import patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -327,8 +327,12 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
         base = current_in_tree(store, old[0], path)
         theirs = current_in_tree(store, old[1], path)
         if ours is None or base is None or theirs is None:
+            if ours is not None and theirs is not None and ours == theirs:
+                contents[path] = theirs  # both added the same file: nothing to resolve
+                continue
             conflicted.append(path)
-            contents[path] = theirs
+            links = any(side is not None and side[0] == SYMLINK for side in (ours, theirs))
+            contents[path] = theirs if links else _whole_file_conflict(ours, theirs, entry.name)
             continue
         merged, clean = merge3(ours[1], base[1], theirs[1], ("upstream (new pin)", "old base", f"patch {entry.name}"))
         contents[path] = (theirs[0], merged)
@@ -339,6 +343,27 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
     outcome.conflicts = conflicted
     outcome.detail = ", ".join(conflicted)
     return outcome, contents
+
+
+def _whole_file_conflict(ours: tuple[str, bytes] | None, theirs: tuple[str, bytes] | None,
+                         name: str) -> tuple[str, bytes]:
+    """Both sides of a conflict that no three-way merge can write (upstream deleted a file the patch
+    changes, added one the patch creates, or changed one the patch deletes), between git's markers, so the
+    stop is resolved the way any other is: remove the markers and keep what should stay, or delete the
+    file. It was the patch's side alone (or nothing), which `rebase --continue` took as resolved: the
+    patch silently became the creation of a whole file upstream had deleted, replaced upstream's new
+    file with its own, or deleted upstream's changed one."""
+    def side(entry: tuple[str, bytes] | None) -> bytes:
+        if entry is None:
+            return b""
+        return entry[1] if entry[1].endswith(b"\n") or not entry[1] else entry[1] + b"\n"
+
+    mode = (theirs or ours)[0]  # type: ignore[index]  (one side exists: a file is in conflict)
+    gone = " (deleted)"
+    text = (b"<<<<<<< upstream (new pin)" + (gone.encode() if ours is None else b"") + b"\n" + side(ours)
+            + b"=======\n" + side(theirs) + f">>>>>>> patch {name}".encode()
+            + (b" (deletes the file)" if theirs is None else b"") + b"\n")
+    return mode, text
 
 
 def _cross_check(store: Store, tree: str, entry: PatchEntry, old: tuple[str, str], outcome: Outcome,

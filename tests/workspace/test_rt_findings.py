@@ -316,3 +316,89 @@ def test_a_file_stays_in_the_top_after_a_refresh_emptied_it(project: Path) -> No
     assert run(project, "refresh") == 0
     assert b"+ID_LENGTH = 24" in patch_file(project, "a").read_bytes()
     assert run(project, "pop") == 0
+
+
+# -- a rebase onto an upstream that deleted or added a file the patch changes ------------------------
+
+def _v2(project: Path, change) -> Path:
+    import shutil
+
+    v2 = project.parent / "v2"
+    shutil.copytree(project / "upstream" / "tt-metal", v2)
+    change(v2)
+    return v2
+
+
+def test_rebase_stops_with_markers_when_upstream_deleted_a_file_the_patch_changes(project: Path) -> None:
+    """modify/delete: the stop left the patched file in work/ without a marker, so a bare --continue
+    rewrote the 2-line patch as the creation of the whole file upstream had deleted, silently (git stops
+    on 'CONFLICT (modify/delete)' until the file is added or removed)."""
+    from materialize.workspace.rebase import RebaseConflict
+
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    v2 = _v2(project, lambda v2: (v2 / ATTN).unlink())
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    with pytest.raises(MaterializeError, match="still has conflict markers"):
+        run(project, "rebase", "--continue")
+    wfile(project).unlink()  # upstream's deletion wins: the patch keeps nothing
+    with pytest.raises(MaterializeError, match="hold none of its changes"):
+        run(project, "rebase", "--continue")
+    assert run(project, "rebase", "--skip") == 0
+
+
+def test_rebase_modify_delete_kept_by_removing_the_markers(project: Path) -> None:
+    from materialize.workspace.rebase import RebaseConflict
+
+    _refreshed(project, "a", "ID_LENGTH = 16", "ID_LENGTH = 20")
+    patched = wfile(project).read_text()
+    v2 = _v2(project, lambda v2: (v2 / ATTN).unlink())
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    lines = wfile(project).read_text().splitlines(keepends=True)
+    wfile(project).write_text("".join(x for x in lines if not x.startswith(("<<<<<<<", "=======", ">>>>>>>"))))
+    assert wfile(project).read_text() == patched
+    assert run(project, "rebase", "--continue") == 0
+    assert b"new file mode" in patch_file(project, "a").read_bytes()
+
+
+def test_rebase_stops_with_markers_when_upstream_added_a_file_the_patch_creates(project: Path) -> None:
+    """add/add: the stop wrote the patch's version over upstream's new file without a marker, and a bare
+    --continue made the patch replace upstream's file with its own, silently."""
+    from materialize.workspace.rebase import RebaseConflict
+
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", "models/tt/fresh.py")
+    wfile(project, "models/tt/fresh.py").write_text("mine = 1\n")
+    run(project, "refresh")
+    v2 = _v2(project, lambda v2: (v2 / "models" / "tt" / "fresh.py").write_text("theirs = 2\n"))
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    text = wfile(project, "models/tt/fresh.py").read_text()
+    assert "theirs = 2" in text and "mine = 1" in text
+    with pytest.raises(MaterializeError, match="still has conflict markers"):
+        run(project, "rebase", "--continue")
+    wfile(project, "models/tt/fresh.py").write_text("theirs = 2\nmine = 1\n")
+    assert run(project, "rebase", "--continue") == 0
+    assert b"+mine = 1" in patch_file(project, "a").read_bytes()
+    assert b"-theirs = 2" not in patch_file(project, "a").read_bytes()
+
+
+def test_rebase_stops_with_markers_when_the_patch_deletes_a_file_upstream_changed(project: Path) -> None:
+    """delete/modify: the stop deleted upstream's changed file from work/, and a bare --continue deleted
+    it with upstream's change, silently."""
+    from materialize.workspace.rebase import RebaseConflict
+
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", "scripts/run.sh")
+    wfile(project, "scripts/run.sh").unlink()
+    run(project, "refresh")
+    v2 = _v2(project, lambda v2: (v2 / "scripts" / "run.sh").write_text("#!/bin/sh\necho run v2\n"))
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    assert "echo run v2" in wfile(project, "scripts/run.sh").read_text()
+    with pytest.raises(MaterializeError, match="still has conflict markers"):
+        run(project, "rebase", "--continue")
+    wfile(project, "scripts/run.sh").unlink()  # the patch's deletion wins
+    assert run(project, "rebase", "--continue") == 0
+    assert b"deleted file mode" in patch_file(project, "a").read_bytes()
