@@ -72,6 +72,7 @@ class Attempt:
     placed: list[tuple[str, Any]] = field(default_factory=list)  # (file, HunkResult) of offset/fuzz hunks
     noop: bool = False
     reverse_applies: bool = False
+    upstream_has: list[str] = field(default_factory=list)  # failed files whose change reverse-applies
 
 
 def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: int = MAX_FUZZ) -> Attempt:
@@ -101,7 +102,12 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
     contents = result.changes
     reverse_ok = all(o.reverse_applies for o in result.failed)
     noop = bool(contents) and not failed and all(current_in_tree(store, tree, p) == c for p, c in contents.items())
-    return Attempt(contents, statuses, failed, placed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
+    # the whole patch is upstream's only when what applied forward changes nothing either: a file that
+    # still applies is a change upstream did not take (it dropped the patch, that change and all)
+    forward_noop = all(current_in_tree(store, tree, p) == c for p, c in contents.items() if p not in failed)
+    upstream_has = [o.path for o in result.failed if o.reverse_applies and o.path is not None]
+    return Attempt(contents, statuses, failed, placed, noop=noop,
+                   reverse_applies=bool(failed) and reverse_ok and forward_noop, upstream_has=upstream_has)
 
 
 def graft(old_base: bytes, old_result: bytes, new_base: bytes) -> bytes | None:
@@ -324,6 +330,9 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
     conflicted = []
     for path in att.failed:
         ours = current_in_tree(store, tree, path)
+        if path in att.upstream_has:  # upstream took this file's change: it stays upstream's (git: a no-op)
+            contents[path] = ours
+            continue
         base = current_in_tree(store, old[0], path)
         theirs = current_in_tree(store, old[1], path)
         if ours is None or base is None or theirs is None:
@@ -342,6 +351,9 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
     outcome.status = "conflict" if conflicted else "merged"
     outcome.conflicts = conflicted
     outcome.detail = ", ".join(conflicted)
+    if att.upstream_has:
+        outcome.detail = ((outcome.detail + "; ") if outcome.detail else "") + \
+            "upstream already has its change to " + ", ".join(att.upstream_has)
     return outcome, contents
 
 

@@ -402,3 +402,37 @@ def test_rebase_stops_with_markers_when_the_patch_deletes_a_file_upstream_change
     wfile(project, "scripts/run.sh").unlink()  # the patch's deletion wins
     assert run(project, "rebase", "--continue") == 0
     assert b"deleted file mode" in patch_file(project, "a").read_bytes()
+
+
+def test_rebase_keeps_the_part_of_a_patch_upstream_does_not_have(project: Path) -> None:
+    """A patch of two files, one of whose changes upstream took: the other applied, the taken one
+    reverse-applied, and the rebase called the whole patch 'already-upstream' and dropped it (its file
+    under saved/): the series silently lost the change upstream did not take. git keeps it."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN, "scripts/run.sh")
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    wfile(project, "scripts/run.sh").write_text("#!/bin/sh\necho run fast\n")
+    run(project, "refresh")
+
+    def took_attention_only(v2: Path) -> None:
+        (v2 / ATTN).write_text((v2 / ATTN).read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+
+    v2 = _v2(project, took_attention_only)
+    assert run(project, "rebase", "tt-metal", "--to", str(v2)) == 0
+    data = patch_file(project, "a").read_bytes()
+    assert b"+echo run fast" in data and b"ID_LENGTH" not in data
+    assert "tt-metal/a.patch" in (project / "series" / "default.yaml").read_text()
+    assert wfile(project, "scripts/run.sh").read_text() == "#!/bin/sh\necho run fast\n"
+
+
+def test_rebase_still_drops_a_patch_upstream_took_whole(project: Path) -> None:
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1))
+    run(project, "refresh")
+    v2 = _v2(project, lambda v2: (v2 / ATTN).write_text(
+        (v2 / ATTN).read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1)))
+    assert run(project, "rebase", "tt-metal", "--to", str(v2)) == 0
+    assert "a.patch" not in (project / "series" / "default.yaml").read_text()
