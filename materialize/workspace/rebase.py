@@ -328,12 +328,18 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
         return outcome, None
     contents = dict(att.contents)
     conflicted = []
+    sources = _rename_sources(entry, data)
     for path in att.failed:
         ours = current_in_tree(store, tree, path)
         if path in att.upstream_has:  # upstream took this file's change: it stays upstream's (git: a no-op)
             contents[path] = ours
             continue
-        base = current_in_tree(store, old[0], path)
+        src = sources.get(path, path)
+        if ours is None and src != path:
+            # a renamed file: merged from its source, as upstream has it now and as the old base had it (the
+            # new name is on neither side: a merge against nothing dropped upstream's change to the file)
+            ours = current_in_tree(store, tree, src)
+        base = current_in_tree(store, old[0], src)
         theirs = current_in_tree(store, old[1], path)
         if ours is None or base is None or theirs is None:
             if ours is not None and theirs is not None and ours == theirs:
@@ -355,6 +361,16 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
         outcome.detail = ((outcome.detail + "; ") if outcome.detail else "") + \
             "upstream already has its change to " + ", ".join(att.upstream_has)
     return outcome, contents
+
+
+def _rename_sources(entry: PatchEntry, data: bytes) -> dict[str, str]:
+    """New name -> old name of each file the patch renames, in the direction it is applied."""
+    try:
+        sections = patchtext.parse(data, source=str(entry.path), strip=entry.strip).sections
+    except MaterializeError:
+        return {}
+    pairs = [(s.new_path, s.old_path) for s in sections if s.rename and s.new_path and s.old_path]
+    return {old: new for new, old in pairs} if entry.reverse else dict(pairs)
 
 
 def _whole_file_conflict(ours: tuple[str, bytes] | None, theirs: tuple[str, bytes] | None,

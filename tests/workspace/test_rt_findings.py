@@ -436,3 +436,36 @@ def test_rebase_still_drops_a_patch_upstream_took_whole(project: Path) -> None:
         (v2 / ATTN).read_text().replace("ID_LENGTH = 16", "ID_LENGTH = 20", 1)))
     assert run(project, "rebase", "tt-metal", "--to", str(v2)) == 0
     assert "a.patch" not in (project / "series" / "default.yaml").read_text()
+
+
+def test_rebase_merges_a_renamed_file_with_upstreams_changes_to_its_source(project: Path) -> None:
+    """A patch renaming run.sh with a change, onto an upstream that changed run.sh twice (once on the
+    patch's line): the merge looked the new name up on both sides, found nothing, and the stop held the
+    patch's old file, so --continue wrote upstream's other change out of the renamed file, silently."""
+    from materialize.workspace.rebase import RebaseConflict
+
+    lines = "".join(f"echo {i}\n" for i in range(1, 21))
+    up = project / "upstream" / "tt-metal" / "scripts" / "run.sh"
+    up.write_text("#!/bin/sh\n" + lines)
+    p = patch_file(project, "r")
+    p.write_text("diff --git a/scripts/run.sh b/scripts/go.sh\nsimilarity index 90%\nrename from scripts/run.sh\n"
+                 "rename to scripts/go.sh\n--- a/scripts/run.sh\n+++ b/scripts/go.sh\n@@ -2,3 +2,3 @@\n echo 1\n"
+                 "-echo 2\n+echo two\n echo 3\n")
+    series = project / "series" / "default.yaml"
+    series.write_text(series.read_text().replace("patches: []", "patches:\n  - patch: tt-metal/r.patch\n"
+                                                 "    target: tt-metal"))
+    run(project, "push")
+    v2 = _v2(project, lambda v2: (v2 / "scripts" / "run.sh").write_text(
+        "#!/bin/sh\n" + lines.replace("echo 2\n", "echo TWO\n").replace("echo 18\n", "echo upstream 18\n")))
+    with pytest.raises(RebaseConflict):
+        run(project, "rebase", "tt-metal", "--to", str(v2))
+    text = wfile(project, "scripts/go.sh").read_text()
+    assert "echo upstream 18\n" in text and "echo TWO\n" in text and "echo two\n" in text
+    kept = [x for x in text.splitlines(keepends=True) if not x.startswith(("<<<<<<<", "=======", ">>>>>>>"))
+            and x != "echo TWO\n"]
+    wfile(project, "scripts/go.sh").write_text("".join(kept))
+    assert run(project, "rebase", "--continue") == 0
+    run(project, "goto", "0")
+    run(project, "push")
+    assert wfile(project, "scripts/go.sh").read_text() == "".join(kept)
+    assert not wfile(project, "scripts/run.sh").exists()
