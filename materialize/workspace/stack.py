@@ -34,7 +34,8 @@ def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Jour
     if not force:
         raise DirtyWorkspaceError(
             f"`{op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
-            "`materialize refresh` records the top patch's files, `materialize add FILE` puts a file of no "
+            "`materialize refresh` records the top patch's files (`materialize refresh PATCH` a lower patch's, "
+            "named above), `materialize add FILE` puts a file of no "
             f"patch into the top patch, or `materialize {op} --force` saves them under {ws.meta / 'saved'} and "
             "discards them"
         )

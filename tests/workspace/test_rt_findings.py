@@ -469,3 +469,15 @@ def test_rebase_merges_a_renamed_file_with_upstreams_changes_to_its_source(proje
     run(project, "push")
     assert wfile(project, "scripts/go.sh").read_text() == "".join(kept)
     assert not wfile(project, "scripts/run.sh").exists()
+
+
+def test_a_move_refused_over_a_lower_patchs_edit_names_refresh_of_that_patch(project: Path) -> None:
+    """The refusal named the owner ('unrefreshed, patch a') but offered only `refresh` (the top's) and `add`
+    (which makes the edit the top's): `refresh a` is the way that keeps it a's, as quilt would."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    f = wfile(project)
+    f.write_text(f.read_text() + "# a's\n")
+    run(project, "new", "b", "-m", "b")
+    with pytest.raises(MaterializeError, match=r"unrefreshed, patch a\)[\s\S]*`materialize refresh PATCH` a lower"):
+        run(project, "pop")
