@@ -188,10 +188,10 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
     return 0
 
 
-def _say_lower_changes_taken(taken: list[tuple[str, str]], top: str | None) -> None:
+def _say_lower_changes_taken(taken: list[tuple[str, str]], top: str | None, op: str = "add") -> None:
     for path, owner in taken:
         write(f"warning: {path} holds changes not refreshed into {owner}; they now belong to {top} and its "
-              f"refresh records them (quilt's add would leave them {owner}'s: to keep them there, pop to "
+              f"refresh records them (quilt's {op} would leave them {owner}'s: to keep them there, pop to "
               f"{owner} and refresh it first)", stderr=True)
 
 
@@ -258,7 +258,8 @@ def _check_top_unmoved(series_path: Path | None, top: str | None, changed: list[
 
 def _report_refresh(plan: edit.RefreshPlan) -> None:
     if plan.elsewhere:
-        write("not in this patch (they belong to other patches; `materialize add` moves them here):\n  "
+        write("not in this patch (changes of other patches, left to them; `materialize add` would make one this "
+              "patch's):\n  "
               + "\n  ".join(plan.elsewhere), stderr=True)
     if plan.stray:
         write("on disk but in no patch (`materialize add` them to keep them):\n  " + "\n  ".join(plan.stray),
@@ -310,10 +311,13 @@ def fold(series_path: Path | None, patch_file: Path, strip: int) -> int:
     """Apply PATCH_FILE to the workspace and add its files to the top patch (then refresh)."""
     from materialize.workspace import edit
 
+    taken: list[tuple[str, str]] = []
     with _session(series_path, "fold") as ws:
-        touched = edit.fold(ws, patch_file, strip)
+        touched = edit.fold(ws, patch_file, strip, taken)
+        top = ws.load().top
     for path in touched:
         write(path)
+    _say_lower_changes_taken(taken, top, "fold")
     return 0
 
 

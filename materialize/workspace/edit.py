@@ -149,10 +149,16 @@ def plan_refresh(ws: Workspace, state: State, entry: PatchEntry) -> RefreshPlan:
     for ch in changes:
         plan.markers += [f"{ws.target_dir(target) / ch.path}:{n}" for n in patchtext.conflict_markers(ch.base, ch.cur)]
     all_changes = ws.changes(state)
-    plan.elsewhere = [p for p in all_changes.modified.get(target, []) if p not in dests]
+    owners = ws.owners(state)  # whose unrefreshed edit each one is: `refresh OWNER` records it there
+
+    def whose(t: str, p: str) -> str:
+        owner = owners.get((t, p))
+        return f"  (patch {owner}'s: `materialize refresh {owner}` records it there)" if owner else ""
+
+    plan.elsewhere = [p + whose(target, p) for p in all_changes.modified.get(target, []) if p not in dests]
     for t, paths in all_changes.modified.items():
         if t != target:
-            plan.elsewhere += [f"{t}:{p}" for p in paths]
+            plan.elsewhere += [f"{t}:{p}" + whose(t, p) for p in paths]
     plan.stray = [f"{t}/{p}" for t, paths in all_changes.stray.items() for p in paths]
     return plan
 
@@ -186,7 +192,10 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
         for other in later:
             if other.target != entry.target:
                 continue
-            shared = sorted({d for _s, d in _patch_files(other, other.read())} & set(plan.files))
+            # the files a later patch holds are its patch file's and those added to it and not refreshed yet
+            # (quilt's .pc/<patch>/ has both): an added file's edits are that patch's, never this one's
+            holds = {d for _s, d in _patch_files(other, other.read())} | set(state.added.get(other.name, []))
+            shared = sorted(holds & set(plan.files))
             if shared:
                 raise MaterializeError(
                     f"refresh {entry.name}: later applied patch {other.name} also changes {', '.join(shared)}; "
@@ -221,6 +230,10 @@ def refresh(ws: Workspace, ref: str | None = None, *, force: bool = False) -> Re
                 for path in plan.files:
                     found = ws.store.lookup(tree, path)
                     tracked[path] = found.sha if found else None
+        # every file refresh looked at stays the patch's while it is applied, as in quilt's .pc/<patch>/:
+        # a file whose change was undone left the patch file, and with it the patch, so the next edit of
+        # it was listed as a change of no patch, not recorded, and blocked pop
+        state.added[entry.name] = sorted(set(state.added.get(entry.name, [])) | set(plan.files))
         state.applied = [pushed(p) for p in ws.series.patches[: state.position]]
         ws.save(state, journal)
     return plan
@@ -237,6 +250,8 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
     """
     changed = [p for p, record in zip(ws.series.patches, state.applied, strict=False)
                if p.name == record["name"] and record.get("sha256") not in (None, p.sha256())]
+    if changed and _edits_change_nothing(ws, state):
+        return False
     if entry in changed and not force:
         raise MaterializeError(
             f"refresh {entry.name} refused: {entry.path} was changed since it was pushed (edited by hand?), and "
@@ -252,6 +267,20 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
             f"applies the change; `pop --force` saves unrefreshed edits under {ws.meta / 'saved'}), or put the "
             "file back")
     return entry in changed
+
+
+def _edits_change_nothing(ws: Workspace, state: State) -> bool:
+    """Whether the applied patch files, as they are now, still give exactly the trees work/ was written
+    from (``state.trees``): then whatever was edited in them by hand (a description fixed in the file, as
+    quilt users do) changes no file, refresh keeps it (it regenerates below the file's own header) and
+    nothing it would write or record is the reverse of anything. Refusing that sent the user to pop, which
+    the unrefreshed edits block. After ``push -f`` the recorded tree is the one below the forced patch, so
+    this is False there, as it is whenever the series no longer applies."""
+    try:
+        trees = trees_at(ws.series, ws.store, state.position)
+    except MaterializeError:
+        return False
+    return all(trees.get(target) == tree for target, tree in state.trees.items())
 
 
 def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:
@@ -418,6 +447,8 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
     pos = state.position if after is None else ws.series.position(after)
     if pos < state.position:
         raise MaterializeError(f"new {name}: {after} is below the top ({state.top}); pop to it first")
+    if pos == state.position:
+        _refuse_forced_top(ws, state, f"new {name}")
     if target is None:
         if pos > 0:  # the top's, or the patch it goes after
             target = ws.series.patches[pos - 1].target
@@ -458,10 +489,26 @@ def new_patch(ws: Workspace, name: str, *, target: str | None, after: str | None
         if pos == state.position:
             state.position += 1
             top = ws.series.patches[state.position - 1]  # the ones below are unchanged (checked above)
-            state.applied = [*state.applied, pushed(top)]
-            state.added = {}
+            state.applied = [*state.applied, pushed(top)]  # (files added to the ones below stay theirs)
         ws.save(state, journal)
     return ws.series.find(Path(stem).name)
+
+
+def _refuse_forced_top(ws: Workspace, state: State, what: str) -> None:
+    """A patch goes on top only while the top applies: after ``push -f`` it does not (its failed hunks are
+    in .rej files) until ``refresh`` records the repair. A new patch over it made it a patch below the top
+    that does not apply, which pop, push and every refresh then tripped on ('does not apply'): only ``goto
+    0 --force`` got out. ``state.rejects`` is set by ``push -f`` alone (every other move clears it), so the
+    engine is asked only then."""
+    if not any(state.rejects.values()):
+        return
+    try:
+        trees_at(ws.series, ws.store, state.position)
+    except PatchApplyError:
+        raise MaterializeError(
+            f"{what} refused: {state.top} was pushed with push -f and does not apply until `materialize refresh` "
+            f"records the repair (put its .rej hunks into the files, or delete a .rej to drop its hunks); or "
+            f"`materialize pop --force` sets it aside") from None
 
 
 def lower_changes_taken(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[tuple[str, str]]:
@@ -470,9 +517,15 @@ def lower_changes_taken(ws: Workspace, names: list[str], cwd: Path | None = None
     they stay the lower patch's; the CLI says so, so the difference is never silent."""
     state = ws.load()
     top = top_entry(ws, state)
+    return lower_changes_in(ws, state, [ws.relpath(top.target, n, cwd) for n in names])
+
+
+def lower_changes_in(ws: Workspace, state: State, paths: list[str]) -> list[tuple[str, str]]:
+    """``lower_changes_taken`` of paths inside the top's target (``fold`` names its files so: a folded
+    diff applied over a lower patch's unrefreshed edit made that edit the top's just as ``add`` does)."""
+    top = top_entry(ws, state)
     target, own = top.target, set(state.added.get(top.name, []))
     tracked, tree = state.files.get(target, {}), state.trees.get(target)
-    paths = [ws.relpath(target, n, cwd) for n in names]
     changed = [p for p in paths if p in tracked and p not in own and tree is not None
                and not ws.holds(target, p, ws.store.lookup(tree, p))]
     if not changed:
@@ -502,11 +555,24 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
                 on_disk = ws.disk_entry(target, path)
                 if on_disk is None and current is not None:
                     ws.write_file(journal, target, path, ws.tree_entry(state.trees[target], path))
+                elif current is None:
+                    _make_folder_of_new_file(ws, state, target, path)
                 tracked[path] = current.sha if current else None
             if path not in added:
                 added.append(path)
         ws.save(state, journal)
     return [str(ws.target_dir(target) / p) for p in paths]
+
+
+def _make_folder_of_new_file(ws: Workspace, state: State, target: str, path: str) -> None:
+    """Make the folder of a new file added to the top when the tree has that folder: quilt's tree is whole,
+    so `quilt edit src/new.py` saves into src/, but work/ is sparse and held no src/ until a file of it was
+    added, so the editor could not save the new file (the typed text left in its buffer). A folder the
+    tree lacks is not made, as quilt makes none. (An empty folder holds nothing to journal: a kill may leave
+    it, and a pop of the file prunes it.)"""
+    folder = path.rpartition("/")[0]
+    if folder and ws.store.is_dir(state.trees[target], folder):
+        Path(ws.work_path(target, path)).parent.mkdir(parents=True, exist_ok=True)
 
 
 def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
@@ -544,8 +610,10 @@ def open_editor(files: list[str]) -> None:
         raise MaterializeError(f"the editor {editor!r} {how}")
 
 
-def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
-    """Apply another patch to the workspace files of the top patch's target and add them to the top."""
+def fold(ws: Workspace, patch_file: Path, strip: int = 1,
+         taken: list[tuple[str, str]] | None = None) -> list[str]:
+    """Apply another patch to the workspace files of the top patch's target and add them to the top.
+    ``taken`` (when given) receives ``lower_changes_in`` of the files it adds, for the CLI's warning."""
     from materialize.engine import tree_after
     from materialize.patching.tree import apply_to_tree
 
@@ -570,6 +638,9 @@ def fold(ws: Workspace, patch_file: Path, strip: int = 1) -> list[str]:
             error = outcome.error or (outcome.result.error if outcome.result is not None else None) or ""
             lines.append(f"  {outcome.path}: {error} hunks failed: {failed}")
         raise PatchApplyError("\n".join(lines))
+    if taken is not None:
+        paths = {p for o in result.files for p in (o.source, o.path) if p is not None} | set(result.changes)
+        taken.extend(lower_changes_in(ws, state, sorted(paths)))
     with Journal.run(ws.meta, "fold", ["-p", str(strip), str(patch_file.absolute())]) as journal:
         added = state.added.setdefault(entry.name, [])
         for outcome in result.files:

@@ -160,6 +160,15 @@ def _blob(repo: git.Repo, commit: str, path: str) -> bytes | None:
         return None
 
 
+def _does_what_it_did(changes: list[FileChange], old_data: bytes, entry: PatchEntry) -> bool:
+    """Whether the commit's changes are exactly what the old patch made of the same files (``prev``), with
+    no mode change and no file the old patch touches left out."""
+    touched = {name for pair in patchtext.touched(old_data, source=str(entry.path), strip=entry.strip)
+               for name in pair if name}
+    return {ch.path for ch in changes} | {ch.old_path for ch in changes if ch.old_path} == touched and all(
+        ch.old_path is None and ch.cur == ch.prev and ch.old_mode == ch.new_mode for ch in changes)
+
+
 def _previous(old_data: bytes | None, entry: PatchEntry | None, path: str, base: bytes | None) -> bytes | None:
     """What the old patch made of ``path`` from ``base`` (to recognise hunks the commit left alone)."""
     if old_data is None or entry is None:
@@ -228,6 +237,14 @@ def patch_for_commit(repo: git.Repo, commit: git.Commit, old_entry: PatchEntry |
             old_mode=old_mode if status != "A" else None, new_mode=new_mode if status != "D" else None,
         ))
     strip = old_entry.strip if old_entry is not None else 1
+    if old is not None and old_entry is not None and old_entry.reverse:
+        # a `reverse: true` entry (quilt's -R): its hunks run the other way, so none can be kept. A commit
+        # that does what the entry does, under the same description, leaves the file as it is; any other
+        # is written forward, and import_git drops the flag (as refresh and a rebase do): the forward
+        # diff under `reverse: true` ran backwards ('Reversed patch detected', or inverted where it applied)
+        if header == old.header and _does_what_it_did(changes, old_data, old_entry):
+            return old_data
+        old = patchtext.PatchText(header, [], b"")
     if old is not None:
         old.header = header
         data = regenerate(old, changes, strip=strip, source=str(old_entry.path) if old_entry is not None else "<patch>")
@@ -301,6 +318,9 @@ def import_git(ws: Workspace, target: str, rev_range: str, repo_path: Path, *, p
     for entry in gone:
         doc.remove(doc.index_of(entry.spec.patch))
     _place_entries(doc, target, [rel for rel, _d, _n in planned])
+    for rel, text, is_new in planned:  # written forward (patch_for_commit): no longer reversed
+        if not is_new and by_file[rel].reverse and by_file[rel].read() != text:
+            doc.drop_field(doc.index_of(rel), "reverse")
     new_yaml = doc.render("import-git")
     _refuse_reordering_applied(ws, series, [item.get("name") or patch_name(item.get("patch")) for item in doc.patches])
     args = [target, rev_range, "--repo", str(Path(repo_path).absolute())] + (["--prune"] if prune else [])

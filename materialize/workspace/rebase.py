@@ -26,7 +26,7 @@ from materialize.engine import StoreView, tree_after
 from materialize.errors import MaterializeError, UpstreamError
 from materialize.patching.tree import apply_to_tree
 from materialize.series import PatchEntry
-from materialize.store import Store
+from materialize.store import SYMLINK, Store
 from materialize.upstream import parse_spec, resolve
 from materialize.workspace import patchtext
 from materialize.workspace.diffgen import FileChange, regenerate
@@ -72,6 +72,7 @@ class Attempt:
     placed: list[tuple[str, Any]] = field(default_factory=list)  # (file, HunkResult) of offset/fuzz hunks
     noop: bool = False
     reverse_applies: bool = False
+    upstream_has: list[str] = field(default_factory=list)  # failed files whose change reverse-applies
 
 
 def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: int = MAX_FUZZ) -> Attempt:
@@ -101,7 +102,12 @@ def attempt(store: Store, tree: str, entry: PatchEntry, data: bytes, max_fuzz: i
     contents = result.changes
     reverse_ok = all(o.reverse_applies for o in result.failed)
     noop = bool(contents) and not failed and all(current_in_tree(store, tree, p) == c for p, c in contents.items())
-    return Attempt(contents, statuses, failed, placed, noop=noop, reverse_applies=bool(failed) and reverse_ok)
+    # the whole patch is upstream's only when what applied forward changes nothing either: a file that
+    # still applies is a change upstream did not take (it dropped the patch, that change and all)
+    forward_noop = all(current_in_tree(store, tree, p) == c for p, c in contents.items() if p not in failed)
+    upstream_has = [o.path for o in result.failed if o.reverse_applies and o.path is not None]
+    return Attempt(contents, statuses, failed, placed, noop=noop,
+                   reverse_applies=bool(failed) and reverse_ok and forward_noop, upstream_has=upstream_has)
 
 
 def graft(old_base: bytes, old_result: bytes, new_base: bytes) -> bytes | None:
@@ -322,13 +328,26 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
         return outcome, None
     contents = dict(att.contents)
     conflicted = []
+    sources = _rename_sources(entry, data)
     for path in att.failed:
         ours = current_in_tree(store, tree, path)
-        base = current_in_tree(store, old[0], path)
+        if path in att.upstream_has:  # upstream took this file's change: it stays upstream's (git: a no-op)
+            contents[path] = ours
+            continue
+        src = sources.get(path, path)
+        if ours is None and src != path:
+            # a renamed file: merged from its source, as upstream has it now and as the old base had it (the
+            # new name is on neither side: a merge against nothing dropped upstream's change to the file)
+            ours = current_in_tree(store, tree, src)
+        base = current_in_tree(store, old[0], src)
         theirs = current_in_tree(store, old[1], path)
         if ours is None or base is None or theirs is None:
+            if ours is not None and theirs is not None and ours == theirs:
+                contents[path] = theirs  # both added the same file: nothing to resolve
+                continue
             conflicted.append(path)
-            contents[path] = theirs
+            links = any(side is not None and side[0] == SYMLINK for side in (ours, theirs))
+            contents[path] = theirs if links else _whole_file_conflict(ours, theirs, entry.name)
             continue
         merged, clean = merge3(ours[1], base[1], theirs[1], ("upstream (new pin)", "old base", f"patch {entry.name}"))
         contents[path] = (theirs[0], merged)
@@ -338,7 +357,41 @@ def _classify(store: Store, tree: str, entry: PatchEntry, data: bytes, old: tupl
     outcome.status = "conflict" if conflicted else "merged"
     outcome.conflicts = conflicted
     outcome.detail = ", ".join(conflicted)
+    if att.upstream_has:
+        outcome.detail = ((outcome.detail + "; ") if outcome.detail else "") + \
+            "upstream already has its change to " + ", ".join(att.upstream_has)
     return outcome, contents
+
+
+def _rename_sources(entry: PatchEntry, data: bytes) -> dict[str, str]:
+    """New name -> old name of each file the patch renames, in the direction it is applied."""
+    try:
+        sections = patchtext.parse(data, source=str(entry.path), strip=entry.strip).sections
+    except MaterializeError:
+        return {}
+    pairs = [(s.new_path, s.old_path) for s in sections if s.rename and s.new_path and s.old_path]
+    return {old: new for new, old in pairs} if entry.reverse else dict(pairs)
+
+
+def _whole_file_conflict(ours: tuple[str, bytes] | None, theirs: tuple[str, bytes] | None,
+                         name: str) -> tuple[str, bytes]:
+    """Both sides of a conflict that no three-way merge can write (upstream deleted a file the patch
+    changes, added one the patch creates, or changed one the patch deletes), between git's markers, so the
+    stop is resolved the way any other is: remove the markers and keep what should stay, or delete the
+    file. It was the patch's side alone (or nothing), which `rebase --continue` took as resolved: the
+    patch silently became the creation of a whole file upstream had deleted, replaced upstream's new
+    file with its own, or deleted upstream's changed one."""
+    def side(entry: tuple[str, bytes] | None) -> bytes:
+        if entry is None:
+            return b""
+        return entry[1] if entry[1].endswith(b"\n") or not entry[1] else entry[1] + b"\n"
+
+    mode = (theirs or ours)[0]  # type: ignore[index]  (one side exists: a file is in conflict)
+    gone = " (deleted)"
+    text = (b"<<<<<<< upstream (new pin)" + (gone.encode() if ours is None else b"") + b"\n" + side(ours)
+            + b"=======\n" + side(theirs) + f">>>>>>> patch {name}".encode()
+            + (b" (deletes the file)" if theirs is None else b"") + b"\n")
+    return mode, text
 
 
 def _cross_check(store: Store, tree: str, entry: PatchEntry, old: tuple[str, str], outcome: Outcome,
@@ -401,6 +454,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     with Journal.run(ws.meta, "rebase", [target, "--to", recorded]) as journal:
         # the workspace goes to position 0 inside this journal, so a rollback restores the position too
         ws.sync(state, dict(state.bases), {}, journal)
+        added = state.added  # (--abort gives each patch its added files back: stack.still_added)
         state.position, state.applied, state.added = 0, [], {}
         backup = rb.dir / "backup"
         if backup.exists():
@@ -415,6 +469,7 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
             "patches": {e.name: str(e.path) for e in entries}, "old": {k: list(v) for k, v in chain.items()},
             "todo": [e.name for e in entries], "done": [], "current": None,
             "tree": new_base,  # the target's tree after the patches carried so far (other targets don't touch it)
+            "added": added,
         }
         doc = SeriesDoc.load(ws.series.path)
         doc.set_pin(target, _pin_fields(pin, ws.series.base_dir))
@@ -599,7 +654,8 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     if current is None or entry is None:
         return _run(rb)
     top_record = state.applied[-1] if state.applied else {}
-    if not skip and top_record.get("name") == entry.name and top_record.get("sha256") not in (None, entry.sha256()):
+    if not skip and top_record.get("name") == entry.name and top_record.get("sha256") not in (None, entry.sha256()) \
+            and not _does_what_it_did(ws, rb, entry):
         raise MaterializeError(
             f"rebase --continue refused: {entry.path} was changed since the rebase stopped, and --continue writes "
             f"it again from the files in {ws.target_dir(entry.target)}, over that change. Put the change into those "
@@ -657,6 +713,20 @@ def proceed(ws: Workspace, *, skip: bool = False) -> list[Outcome]:
     return _run(rb)
 
 
+def _does_what_it_did(ws: Workspace, rb: Rebase, entry: PatchEntry) -> bool:
+    """Whether the stopped patch's file, edited since the stop, still turns its old base into its old
+    result (``old``: the pair the rebase recorded on the old pin): then the edit changed no file (its
+    description, fixed by hand as a quilt user does), and --continue keeps it, since it regenerates only
+    below the file's own header. Refusing it sent the user to --skip or --abort for a reworded message."""
+    old = rb.data.get("old", {}).get(entry.name)
+    if not old:
+        return False
+    try:
+        return apply_one(ws.store, old[0], entry, entry.read()) == old[1]
+    except MaterializeError:
+        return False
+
+
 def abort(ws: Workspace) -> list[str]:
     """Restore the series file, every patch file and the workspace position exactly; what that would drop
     is copied under saved/ first (unrefreshed files of work/, and any patch or series file edited by hand
@@ -707,7 +777,9 @@ def abort(ws: Workspace) -> list[str]:
         from materialize.workspace.trees import base_trees
 
         bases = base_trees(ws.series, ws.store)
-        state.position, state.applied, state.added = 0, [], {}
+        # the files added to each patch come back with it (the goto below keeps those of the patches it
+        # pushes: stack.still_added), so state.json is restored byte for byte too
+        state.position, state.applied, state.added = 0, [], dict(rb.data.get("added") or {})
         state.trees, state.bases = dict(bases), dict(bases)
         state.pins = ws.pins()
         ws.save(state, journal)

@@ -34,7 +34,8 @@ def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Jour
     if not force:
         raise DirtyWorkspaceError(
             f"`{op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
-            "`materialize refresh` records the top patch's files, `materialize add FILE` puts a file of no "
+            "`materialize refresh` records the top patch's files (`materialize refresh PATCH` a lower patch's, "
+            "named above), `materialize add FILE` puts a file of no "
             f"patch into the top patch, or `materialize {op} --force` saves them under {ws.meta / 'saved'} and "
             "discards them"
         )
@@ -112,6 +113,12 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             if entry is not None and force and op == "push" and entry.position > state.position:
                 forced = entry  # quilt's push -f: what applies goes in, the rest into .rej files
             elif entry is None or entry.position - 1 <= state.position:
+                if op == "push" and entry is not None and entry.position <= state.position:
+                    # the applied top itself, pushed with -f: `push -f` again cannot help (quilt: "needs to be
+                    # refreshed first"); the hint below sent the user round in that circle
+                    raise MaterializeError(
+                        f"{exc}\n{entry.name} is applied but was pushed with push -f, and does not apply until "
+                        "`materialize refresh` records the repair; nothing above it can go on before") from None
                 if op == "push" and entry is not None:
                     hint = PatchApplyError(f"{exc}\n{entry.name} does not apply (enforce with `materialize push -f`: "
                                            "what applies goes in, the rest into .rej files)")
@@ -121,23 +128,34 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             stopped = str(exc)
             position = entry.position - 1
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)
-        keep: dict[str, set[str]] = {}
         top = ws.series.patches[position - 1].name if position else None
-        if top is not None and top == state.top:
-            keep[ws.series.patches[position - 1].target] = set(state.added.get(top, []))
+        added = still_added(ws, state, position)
+        keep: dict[str, set[str]] = {}
+        for entry in ws.series.patches[:position]:
+            keep.setdefault(entry.target, set()).update(added.get(entry.name, []))
         # the files to hold are those the trees change against the upstream as it is now (a path pin
         # re-read after `git pull` there), not against the one work/ was first written from
         state.bases.update(bases)
         ws.sync(state, trees, keep, journal)
         state.position = position
         state.applied = [pushed(p) for p in ws.series.patches[:position]]
-        state.added = {top: state.added.get(top, [])} if top is not None and top in state.added else {}
+        state.added = added
         state.pins = ws.pins()
         if forced is not None:
             stopped = _force_apply(ws, state, forced, journal)
             position, top = forced.position, forced.name
         ws.save(state, journal)
     return MoveResult(position, top, saved, stopped)
+
+
+def still_added(ws: Workspace, state: State, position: int) -> dict[str, list[str]]:
+    """The files added (``add``, ``edit``, ``fold``) to each patch that stays applied at ``position``, which
+    stay on disk and that patch's own until it is refreshed or popped, as quilt's ``.pc/<patch>/`` keeps
+    them: forgetting a lower patch's once another went on top (``new``) left its unrefreshed edit owned by
+    no patch, pop refused it, and ``add`` (the way out offered) made it the new top's. A popped patch's go
+    with it (their unrefreshed edits were refused or saved before)."""
+    staying = {p.name for p in ws.series.patches[:position]}
+    return {name: files for name, files in state.added.items() if name in staying}
 
 
 def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journal) -> str:
@@ -169,7 +187,7 @@ def _force_apply(ws: Workspace, state: State, entry: PatchEntry, journal: Journa
         ws.write_file(journal, target, path, value)
     state.position = entry.position
     state.applied = [pushed(p) for p in ws.series.patches[: entry.position]]
-    state.added = {entry.name: sorted(set(files))}
+    state.added[entry.name] = sorted(set(files))
     state.rejects = {target: sorted(rejects)}
     return (f"Applied patch {entry.name} (forced; needs refresh): "
             + (f"rejects in {', '.join(str(ws.target_dir(target) / r) for r in rejects)}" if rejects else "no rejects"))

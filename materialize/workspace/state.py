@@ -65,7 +65,7 @@ class State:
         self.trees = trees if trees is not None else {}  # target -> store tree at ``position``
         self.bases = bases if bases is not None else {}  # target -> pinned base tree
         self.files = files if files is not None else {}  # target -> path -> blob|None
-        self.added = added if added is not None else {}  # top patch name -> files added to it
+        self.added = added if added is not None else {}  # applied patch name -> files added to it (stack.still_added)
         self.pins = pins if pins is not None else {}  # target -> the pin the bases were resolved from
         self.rejects = rejects if rejects is not None else {}  # target -> .rej files a push -f left
         self.refs_for: dict[str, str] = {}  # trees whose gc refs are set
@@ -356,6 +356,16 @@ class Workspace:
         candidate = given.parent.resolve() / given.name if given.name else given.resolve()
         if candidate == root or root in candidate.parents:  # the same gate as any other path (.git, the root)
             return safe_relpath(candidate.relative_to(root).as_posix(), origin=f"command line: {name}")
+        for other in sorted(self.series.targets):
+            # a name seen from inside another target's folder means a file of that target, never a file of
+            # ``target`` under the same name (`add b.py` in work/tt-metal/models/ with a plugin patch on
+            # top added plugin's b.py, silently, while the user went on to edit tt-metal's)
+            elsewhere = self.target_dir(other).resolve()
+            if other != target and (candidate == elsewhere or elsewhere in candidate.parents):
+                raise MaterializeError(
+                    f"{name} is {other}/{candidate.relative_to(elsewhere).as_posix()}, but the top patch is of "
+                    f"{target}: a patch changes one target's files (push or `new -t {other}` a patch of {other}, "
+                    f"or name a path from {target}'s root outside work/{other}/)")
         return safe_relpath(name, origin="command line")
 
     # -- writing the disk -----------------------------------------------------------------------
