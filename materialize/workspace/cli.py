@@ -175,17 +175,22 @@ def new(series_path: Path | None, name: str, target: str | None, after: str | No
 @series_option
 @option("files", nargs="+")
 def add(series_path: Path | None, files: tuple[str, ...]) -> int:
-    """Add files to the top patch (checked out into work/<target>/ when not there yet)."""
+    """Add files to the top patch (checked out into work/<target>/ when not there yet).
+
+    Exit 2 when one is already in it, as quilt's (the others are still added)."""
     from materialize.workspace import edit
 
     with _session(series_path, "add") as ws:
         taken = edit.lower_changes_taken(ws, list(files))
+        already = edit.already_in_top(ws, list(files))
         paths = edit.add_files(ws, list(files))
         top = ws.load().top
     for path in paths:
         write(path)
     _say_lower_changes_taken(taken, top)
-    return 0
+    for name in already:  # quilt's words and code: "nothing to do" for that file, told apart from a failure
+        write(f"File {name} is already in patch {top}", stderr=True)
+    return 2 if already else 0
 
 
 def _say_lower_changes_taken(taken: list[tuple[str, str]], top: str | None, op: str = "add") -> None:

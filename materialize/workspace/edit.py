@@ -534,6 +534,18 @@ def lower_changes_in(ws: Workspace, state: State, paths: list[str]) -> list[tupl
     return [(p, owners[(target, p)]) for p in changed if owners.get((target, p), top.name) != top.name]
 
 
+def already_in_top(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
+    """Those of ``names`` the top patch already has: added to it, or in its patch file (either name of
+    a rename). quilt's ``add`` says "File X is already in patch P" for each and exits 2, and scripts
+    read that code (``quilt edit`` takes it as success); asked before ``add_files`` adds them."""
+    state = ws.load()
+    entry = top_entry(ws, state)
+    has = set(state.added.get(entry.name, []))
+    if entry.path.exists():  # `new` writes it; a patch file removed by hand holds nothing
+        has.update(path for pair in _patch_files(entry, entry.read()) for path in pair if path)
+    return [name for name in names if ws.relpath(entry.target, name, cwd) in has]
+
+
 def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
     """Make files part of the top patch (quilt add): check them out from the store if not on disk."""
     state = ws.load()

@@ -589,5 +589,5 @@ def test_add_says_when_it_takes_a_lower_patchs_unrefreshed_changes_into_the_top(
     assert run(project, "add", ATTN) == 0
     err = capsys.readouterr().err
     assert "0001-a" in err and ATTN in err and "0002-b" in err
-    assert run(project, "add", ATTN) == 0  # already the top's: nothing to say
-    assert capsys.readouterr().err == ""
+    assert run(project, "add", ATTN) == 2  # already the top's: no warning, only quilt's "already in patch"
+    assert capsys.readouterr().err == f"File {ATTN} is already in patch 0002-b\n"

@@ -293,3 +293,28 @@ def test_push_and_pop_with_nothing_to_do_exit_2_as_quilts(project: Path, monkeyp
     for args in (["pop"], ["pop", "-a"]):
         assert main(args) == 2
         assert "nothing to pop" in capsys.readouterr().err
+
+
+def test_add_of_a_file_already_in_the_top_patch_says_so_and_exits_2_as_quilts(project: Path, capsys,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """quilt add of a file the top patch already has prints "File X is already in patch P" and exits 2
+    (the others named are still added); `quilt edit` takes that 2 as success. Ours exited 0, so a script
+    could not tell a file newly added from one the patch had (after a refresh, or from the patch file)."""
+    monkeypatch.chdir(project)
+    run(project, "new", "0001-a", "--target", "tt-metal")
+    assert main(["add", ATTN]) == 0
+    capsys.readouterr()
+    assert main(["add", ATTN]) == 2
+    assert f"File {ATTN} is already in patch 0001-a" in capsys.readouterr().err
+    wfile(project, ATTN).write_text(wfile(project, ATTN).read_text() + "# edited\n")
+    assert main(["refresh"]) == 0
+    run(project, "pop")
+    run(project, "push")  # the file is the patch's now through its patch file, not through `add`
+    capsys.readouterr()
+    other = "models/tt/generator.py"
+    assert main(["add", ATTN, other]) == 2  # the new one is still added
+    err = capsys.readouterr().err
+    assert f"File {ATTN} is already in patch 0001-a" in err and other not in err
+    assert main(["add", other]) == 2
+    monkeypatch.setenv("EDITOR", "true")
+    assert main(["edit", ATTN]) == 0  # edit of a file the patch has is what edit is for
