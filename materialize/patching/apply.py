@@ -248,15 +248,19 @@ class _Applier:
 
         Same output and state as ``apply``: the matched context equals the input, so writing the
         new side up to its last change is what GNU's line-by-line loop writes; the trailing context
-        stays unconsumed (``last_frozen`` stops at the last change, as in GNU).
+        stays unconsumed (``last_frozen`` stops at the last change, as in GNU). The input is copied up
+        to the first change, not to the hunk's first line, as GNU's loop copies it: the leading context
+        may be lines an earlier hunk already consumed (its change reached into this hunk's context),
+        and GNU applies that; copying to the first line called it misordered.
         """
-        self.copy_till(where - 1)
+        prefix = h.prefix_context
+        self.copy_till(where - 1 + prefix)
         if not self.after_newline:  # the input ended without a newline: GNU's careful path
             self.apply(h, where)
             return
         keep = len(h.new) - h.suffix_context
-        if keep > 0:
-            self.out.extend(h.new[:keep] if h.suffix_context else h.new)
+        if keep > prefix:
+            self.out.extend(h.new[prefix:keep])
             self.after_newline = True
             self.zero_output = False
         self.last_frozen = where - 1 + len(h.old) - h.suffix_context
