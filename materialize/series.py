@@ -673,6 +673,7 @@ def load_series(path: str | Path, *, located: LocatedYaml | None = None) -> Seri
     tests_dir = (path.parent / spec.tests_dir).resolve()
     entries: list[PatchEntry] = []
     seen: dict[str, int] = {}
+    files_seen: dict[str, int] = {}
     links: dict[str, bool] = {}
     for index, p in enumerate(spec.patches):
         line = located.line_of(("patches", index))
@@ -684,8 +685,15 @@ def load_series(path: str | Path, *, located: LocatedYaml | None = None) -> Seri
         if name in seen:
             raise SeriesError(f"{source}:{line}: patches.{index}: {name!r} is already listed at position {seen[name]}"
                               + ("" if p.name else " (two patch files of that name: give one a `name:`)"))
-        _check_inside(patches_dir, p.patch, f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch",
-                      links)
+        patch_at = f"{source}:{located.line_of(('patches', index, 'patch'))}: patches.{index}.patch"
+        _check_inside(patches_dir, p.patch, patch_at, links)
+        listed = Path(p.patch).as_posix()  # "./x.patch" and "x.patch" are one file
+        if listed in files_seen:
+            # a second `name:` got it past the name check and it was applied twice; quilt refuses a series
+            # naming a patch twice ("already applied; check your series file")
+            raise SeriesError(f"{patch_at}: {p.patch!r} is already listed at position {files_seen[listed]}: a patch "
+                              "file is applied once (quilt refuses a series that names one twice)")
+        files_seen[listed] = index + 1
         for k, test in enumerate(p.tests):
             _check_inside(tests_dir, test.partition("::")[0], f"{source}:{located.line_of(('patches', index, 'tests', k))}:"
                           f" patches.{index}.tests.{k}", links, "tests_dir", "test")

@@ -355,3 +355,17 @@ def test_an_lz_patch_without_lzip_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
     with pytest.raises(SeriesError, match=r"s.yaml:7: patch x: cannot decompress .*x.patch.lz: lzip is not installed"):
         load_series(path).patches[0].read()
+
+
+@pytest.mark.parametrize("again", ["x.patch", "./x.patch", ".//x.patch"])
+def test_a_patch_file_listed_twice_is_refused_even_under_two_names(tmp_path, again):
+    """Two entries naming one patch file applied it twice (a `name:` on the second let it past the
+    name check; import-quilt wrote such a series from a quilt series listing a patch twice, which quilt
+    refuses): refused with both lines, whatever the spelling of the path."""
+    (tmp_path / "p" / "d").mkdir(parents=True)
+    (tmp_path / "p" / "x.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    head = "version: 1\npatches_dir: p\ntargets:\n  t:\n    pin: {kind: path, path: up}\npatches:\n"
+    series = tmp_path / "s.yaml"
+    series.write_text(head + f"  - {{patch: x.patch, target: t}}\n  - {{patch: {again}, target: t, name: x-2}}\n")
+    with pytest.raises(SeriesError, match=r"s.yaml:8: patches.1.patch: .*x.patch.* is already listed at position 1"):
+        load_series(series)

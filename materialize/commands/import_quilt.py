@@ -43,9 +43,11 @@ def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool, int | No
     cannot apply is refused here, naming file:line, rather than imported as something quilt never
     does: an indented comment (quilt looks for a patch named ``#``), a CR (a CRLF series file: quilt
     looks for ``x.patch\r``, or GNU patch refuses ``-p1\r``), a name with a space (quilt takes its
-    first word), and an option we do not model (``-E``, ``-l``, ``-Rp1`` …).
+    first word), an option we do not model (``-E``, ``-l``, ``-Rp1`` …), and a patch listed twice (quilt
+    refuses that; ``./x.patch`` after ``x.patch`` too, which quilt compares as another name).
     """
     entries: list[tuple[str, int, bool, int | None]] = []
+    lines: dict[str, int] = {}  # each patch as listed -> its line
     try:
         text = series_file.read_bytes().decode("utf-8", "surrogateescape")  # not read_text: it drops CRs
     except FileNotFoundError:
@@ -66,6 +68,11 @@ def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool, int | No
                               "patch name or of an option and fails, so the series is refused; convert it to LF")
         strip, reverse, fuzz = _quilt_options(words[1:], where)
         check_inside(series_file.parent, name, where)  # not /etc/x, not ../../x
+        listed = Path(name).as_posix()
+        if listed in lines:  # quilt push: "Patch X is already applied; check your series file", nothing pushed
+            raise SeriesError(f"{where}: {name!r} is already listed at line {lines[listed]}: quilt push refuses a "
+                              "series that names a patch twice, so the series is refused")
+        lines[listed] = number
         entries.append((name, strip, reverse, fuzz))
     return entries
 

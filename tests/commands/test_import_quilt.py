@@ -203,6 +203,7 @@ _QUILT_PATCHES = {
     "fuzzy.diff": "--- a/f\n+++ b/f\n@@ -4,3 +4,3 @@\n four\n-5\n+five\n 6\n",  # needs fuzz 1
     "h#sh.diff": "--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n 3\n-4\n+4#\n 5\n",
     "sp ace.diff": "--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n 3\n-4\n+4 \n 5\n",
+    "twice.diff": "--- a/f\n+++ b/f\n@@ -1,3 +1,4 @@\n 1\n+x\n 2\n 3\n",  # applies again at fuzz 1
 }
 SERIES_LINES = [
     "p1.diff\n", "p0.diff -p0\n", "p0.diff -p 0\n", "p0.diff\t-p0\t# c\n", "p0.diff -p0 # -R\n",
@@ -213,8 +214,14 @@ SERIES_LINES = [
     "  # indented comment\np1.diff\n", "p1.diff\n\t#x\n", "#p0.diff\np1.diff\n", "p1.diff\n  p0.diff -p0\n",
     "p1.diff\n\n \t\n", "h#sh.diff\n", "sp ace.diff\n", "p1.diff -pab\n", "p1.diff -p\n", "p1.diff -E\n",
     "p1.diff\np1.diff\n", "p1.diff\x0b\n", "p1.diff#x\n",
+    # quilt refuses a series naming a patch twice ("already applied; check your series file"): we applied
+    # this one twice (the second entry renamed, its fuzz 2 finding the context again)
+    "twice.diff\ntwice.diff\n", "twice.diff\np1.diff\n./twice.diff\n",
 ]
-KNOWN_REFUSALS = {"p1.diff -E\n"}  # quilt runs patch -E (remove files left empty): not modelled, refused
+KNOWN_REFUSALS = {
+    "p1.diff -E\n",  # quilt runs patch -E (remove files left empty): not modelled, refused
+    "twice.diff\np1.diff\n./twice.diff\n",  # one file listed twice; quilt compares the names as written
+}
 
 
 @pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
