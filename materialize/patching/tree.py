@@ -400,8 +400,14 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         fp = fp._replace(old_path=chosen, new_path=chosen)
     old = safe_relpath(fp.old_path, origin=where) if fp.old_path is not None else None
     new = safe_relpath(fp.new_path, origin=where) if fp.new_path is not None else None
-    if (fp.is_rename or fp.is_copy) and old is not None and old == new:  # GNU would write it, then remove it
-        raise PatchFormatError(f"{where}: {'renames' if fp.is_rename else 'copies'} {old} onto itself")
+    if fp.is_copy and old is not None and old == new:
+        # GNU 2.7.6 patches the file in place (nothing is copied) and quilt pushes it: refusing it failed a
+        # series quilt applies
+        fp = fp._replace(is_copy=False)
+    if fp.is_rename and old is not None and old == new:
+        # GNU patches it in place too ("already renamed from a") but then takes the name as renamed away: a
+        # later section of the patch cannot find it. Not modelled: refused, loudly
+        raise PatchFormatError(f"{where}: renames {old} onto itself")
     already = False
     if fp.is_git and chosen is not None and old is not None and new is not None:
         # a rename or copy that reads its destination was "already renamed"; a section that is
