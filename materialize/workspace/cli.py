@@ -182,8 +182,7 @@ def add(series_path: Path | None, files: tuple[str, ...]) -> int:
 
     with _session(series_path, "add") as ws:
         taken = edit.lower_changes_taken(ws, list(files))
-        already = edit.already_in_top(ws, list(files))
-        paths = edit.add_files(ws, list(files))
+        paths, already = edit.add_files(ws, list(files))
         top = ws.load().top
     for path in paths:
         write(path)
@@ -209,7 +208,7 @@ def edit_cmd(series_path: Path | None, files: tuple[str, ...]) -> int:
 
     with _session(series_path, "edit") as ws:
         taken = edit.lower_changes_taken(ws, list(files))
-        paths = edit.add_files(ws, list(files))
+        paths, _already = edit.add_files(ws, list(files))
         top = ws.load().top
     _say_lower_changes_taken(taken, top)
     before = {path: _read_or_none(path) for path in paths}

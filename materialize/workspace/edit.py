@@ -534,13 +534,10 @@ def lower_changes_in(ws: Workspace, state: State, paths: list[str]) -> list[tupl
     return [(p, owners[(target, p)]) for p in changed if owners.get((target, p), top.name) != top.name]
 
 
-def already_in_top(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
-    """Those of ``names`` the top patch already has: added to it, or in its patch file (either name of
-    a rename). quilt's ``add`` says "File X is already in patch P" for each and exits 2, and scripts
-    read that code (``quilt edit`` takes it as success); asked before ``add_files`` adds them."""
-    state = ws.load()
-    entry = top_entry(ws, state)
-    paths = {name: ws.relpath(entry.target, name, cwd) for name in names}
+def _already_in_top(ws: Workspace, state: State, entry: PatchEntry, paths: dict[str, str]) -> list[str]:
+    """Those of ``paths`` (name -> path) the top patch already has: added to it, or in its patch file
+    (either name of a rename). quilt's ``add`` says "File X is already in patch P" for each and exits 2,
+    and scripts read that code (``quilt edit`` takes it as success)."""
     has = set(state.added.get(entry.name, []))
     tracked = state.files.get(entry.target, {})
     # a file the patch file touches is in work/ (tracked) while the patch is applied: only such a name
@@ -557,13 +554,16 @@ def already_in_top(ws: Workspace, names: list[str], cwd: Path | None = None) -> 
 _SECTION_STARTS = (b"--- ", b"+++ ", b"*** ", b"diff ", b"Index:")
 
 
-def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
-    """Make files part of the top patch (quilt add): check them out from the store if not on disk."""
+def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> tuple[list[str], list[str]]:
+    """Make files part of the top patch (quilt add): check them out from the store if not on disk.
+    Returns their paths in work/ and the names the top patch already had (``_already_in_top``), read
+    from the same state before anything is added."""
     state = ws.load()
     check_stack_matches(ws, state)
     entry = top_entry(ws, state)
     target = entry.target
     paths = [ws.relpath(target, n, cwd) for n in names]
+    already = _already_in_top(ws, state, entry, dict(zip(names, paths, strict=True)))
     for name, path in zip(names, paths, strict=True):
         found = ws.read_path(target, path)
         if ws.store.is_dir(state.trees[target], path) or (found is not None and os.path.isdir(found) and not os.path.islink(found)):
@@ -584,7 +584,7 @@ def add_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[
             if path not in added:
                 added.append(path)
         ws.save(state, journal)
-    return [str(ws.target_dir(target) / p) for p in paths]
+    return [str(ws.target_dir(target) / p) for p in paths], already
 
 
 def _make_folder_of_new_file(ws: Workspace, state: State, target: str, path: str) -> None:
@@ -600,7 +600,7 @@ def _make_folder_of_new_file(ws: Workspace, state: State, target: str, path: str
 
 def edit_files(ws: Workspace, names: list[str], cwd: Path | None = None) -> list[str]:
     """add, then open $EDITOR (or $VISUAL) on the files when one is set."""
-    files = add_files(ws, names, cwd)
+    files, _already = add_files(ws, names, cwd)  # edit of a file the patch has is what edit is for
     open_editor(files)
     return files
 
