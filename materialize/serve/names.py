@@ -57,24 +57,49 @@ def store_has_vllm(store: Store, tree: str) -> bool:
 
 @dataclass
 class SourceIndex:
-    """The pinned trees of one materialization, searched in the store (no checkout)."""
+    """The pinned trees of one materialization, searched in the store (no checkout).
+
+    Why the memos: building ``cli_table`` asks for the annotation of every config field an
+    ``add_argument`` unpacks (~460 of them in vLLM 0.11), and each used to ``git grep`` the whole
+    vLLM tree for its class and parse the file it found: ~0.3 s a field, 50 s of CPU per ``serve
+    plan``. Each grep, each parsed file and each class's definitions are now asked for once; what
+    the trees yield (the option table, each environment variable's reader) is a pure function of
+    their ids and of this module's code, so it is also kept in ``<cache>/serve-names/`` and an
+    unchanged materialization is planned without reading its source again."""
 
     store: Store
     trees: dict[str, str]
     _options: dict[str, CliOption] | None = None
     _env: dict[str, str | None] = field(default_factory=dict)
+    _greps: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    _modules: dict[tuple[str, str], ast.Module | None] = field(default_factory=dict)
+    _classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
+    _kept: dict[str, Any] | None = None
 
     def grep_files(self, target: str, literal: str, pathspec: str = "*.py") -> list[str]:
         """Paths of ``target`` whose text contains ``literal``."""
-        try:
-            out = self.store.git("grep", "-l", "-F", "-e", literal, self.trees[target], "--", pathspec)
-        except Exception:  # noqa: BLE001 - git grep exits 1 when nothing matches
-            return []
-        prefix = self.trees[target] + ":"
-        return [line[len(prefix):] for line in out.decode().splitlines() if line.startswith(prefix)]
+        key = (target, literal, pathspec)
+        if key not in self._greps:
+            try:
+                out = self.store.git("grep", "-l", "-F", "-e", literal, self.trees[target], "--", pathspec)
+            except Exception:  # noqa: BLE001 - git grep exits 1 when nothing matches
+                out = b""
+            prefix = self.trees[target] + ":"
+            self._greps[key] = [line[len(prefix):] for line in out.decode().splitlines() if line.startswith(prefix)]
+        return self._greps[key]
 
     def read(self, target: str, path: str) -> str:
         return self.store.read_blob(self.trees[target], path).decode("utf-8", "replace")
+
+    def module(self, target: str, path: str) -> ast.Module | None:
+        """``path`` of ``target`` parsed once (None: not Python this interpreter reads)."""
+        key = (target, path)
+        if key not in self._modules:
+            try:
+                self._modules[key] = ast.parse(self.read(target, path))
+            except SyntaxError:
+                self._modules[key] = None
+        return self._modules[key]
 
     @cached_property
     def vllm_target(self) -> str | None:
@@ -90,48 +115,64 @@ class SourceIndex:
         defines: each ``add_argument`` literal (aliases such as ``-tp``), ``*FrontendArgs`` fields, and
         for a BooleanOptionalAction the ``--no-x`` (and, for ``--enable-x``, the ``--disable-x``) forms."""
         if self._options is None:
+            try:
+                self._options = {string: CliOption(name, tuple(strings), arity)
+                                 for string, (name, strings, arity) in self._kept_results()["options"]}
+                return self._options
+            except (KeyError, TypeError, ValueError):  # nothing kept, or not in the shape written below
+                pass
             options: dict[str, CliOption] = {}
             target = self.vllm_target
             if target is not None:
                 for path in self.grep_files(target, "add_argument", f"{VLLM_ROOT}*.py"):
-                    try:
-                        module = ast.parse(self.read(target, path))
-                    except SyntaxError:
+                    module = self.module(target, path)
+                    if module is None:
                         continue
                     for option in _argparse_options(module, lambda cls: self.field_annotation(cls)):
                         for string in option.strings:
                             options.setdefault(string, option)
             self._options = options
+            self._keep("options", [[string, [o.name, list(o.strings), o.arity]] for string, o in options.items()])
         return self._options
+
+    def class_defs(self, name: str) -> list[ast.ClassDef]:
+        """Every ``class name`` statement of the pinned vLLM, in the order ``git grep`` lists its files."""
+        if name not in self._classes:
+            found: list[ast.ClassDef] = []
+            target = self.vllm_target
+            if target is not None:
+                for path in self.grep_files(target, f"class {name}", f"{VLLM_ROOT}*.py"):
+                    module = self.module(target, path)
+                    if module is not None:
+                        found += [n for n in ast.walk(module) if isinstance(n, ast.ClassDef) and n.name == name]
+            self._classes[name] = found
+        return self._classes[name]
 
     def field_annotation(self, cls_field: tuple[str, str]) -> ast.expr | None:
         """The annotation of ``field`` in the pinned vLLM's class ``cls`` (or a base class it names)."""
         cls, name = cls_field
-        target = self.vllm_target
         seen: set[str] = set()
         todo = [cls]
-        while target is not None and todo:
+        while todo:
             current = todo.pop(0)
             if current in seen:
                 continue
             seen.add(current)
-            for path in self.grep_files(target, f"class {current}", f"{VLLM_ROOT}*.py"):
-                try:
-                    module = ast.parse(self.read(target, path))
-                except SyntaxError:
-                    continue
-                for node in ast.walk(module):
-                    if isinstance(node, ast.ClassDef) and node.name == current:
-                        for item in node.body:
-                            if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                                    and item.target.id == name):
-                                return item.annotation
-                        todo += [b.id for b in node.bases if isinstance(b, ast.Name)]
+            for node in self.class_defs(current):
+                for item in node.body:
+                    if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                            and item.target.id == name):
+                        return item.annotation
+                todo += [b.id for b in node.bases if isinstance(b, ast.Name)]
         return None
 
     def env_reader(self, name: str) -> str | None:
         """``target:path`` of a pinned file that names ``name`` and reads the environment, if any."""
         if name not in self._env:
+            kept = self._kept_results().get("env", {})
+            if isinstance(kept, dict) and isinstance(kept.get(name), str | None) and name in kept:
+                self._env[name] = kept[name]
+                return self._env[name]
             found = None
             for target in sorted(self.trees):
                 for path in self.grep_files(target, name):
@@ -143,7 +184,46 @@ class SourceIndex:
                 if found:
                     break
             self._env[name] = found
+            self._keep("env", {**(kept if isinstance(kept, dict) else {}), **self._env})
         return self._env[name]
+
+    def _kept_file(self):
+        """``<cache>/serve-names/<key>.json``: the key hashes the trees and this module's own bytes,
+        so a change to how names are found never reads an older result."""
+        import json
+        from pathlib import Path
+
+        from materialize import digest
+
+        code = Path(__file__).read_bytes()
+        key = digest.sha256(json.dumps(sorted(self.trees.items())).encode() + b"\0" + code).hexdigest()[:40]
+        return self.store.root / "serve-names" / f"{key}.json"
+
+    def _kept_results(self) -> dict[str, Any]:
+        """What an earlier plan of these trees found ({} when nothing, or nothing readable, is kept)."""
+        if self._kept is None:
+            import json
+
+            try:
+                kept = json.loads(self._kept_file().read_text("utf-8"))
+            except (OSError, ValueError):
+                kept = {}
+            self._kept = kept if isinstance(kept, dict) else {}
+        return self._kept
+
+    def _keep(self, part: str, value: Any) -> None:
+        """Best effort: a cache that cannot be written only means the next plan reads the source again."""
+        import contextlib
+        import json
+
+        from materialize.atomic import atomic_write
+
+        kept = {**self._kept_results(), part: value}
+        self._kept = kept
+        path = self._kept_file()
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(exist_ok=True)
+            atomic_write(path, json.dumps(kept, sort_keys=True).encode())
 
 
 def names_env_var(text: str, name: str) -> bool:

@@ -182,3 +182,41 @@ def test_rendered_options_resolve_through_the_pinned_argparse_as_extra_args_do(w
     assert "--no-async-scheduling" in text and "not a boolean" in text, text
     assert "--no-enable-prefix-caching" in text, text
     assert all("n.yaml:" in p for p in problems)
+
+
+def test_what_the_trees_yield_is_kept_and_an_unchanged_materialization_is_planned_without_its_source(
+        write_profile, tmp_path):
+    """`serve plan` grepped and parsed the whole pinned vLLM for every config field an option unpacks
+    (50 s of CPU a plan); the option table and each variable's reader are a pure function of the trees
+    and of names.py, so they are kept and read back, identical, without a single `git grep`."""
+    from materialize.serve.names import index_for
+
+    prep = prepare(write_profile("n", base_profile()), sources_dir=tmp_path / "s")
+    store = prep.materialization.store
+    first = index_for(store, prep.manifest)
+    table = first.cli_table()
+    readers = {name: first.env_reader(name) for name in ("QWEN36_SDPA_STREAMING", "QWEN36_NOT_IN_ANY_TREE")}
+    assert table["-tp"].name == "--tensor-parallel-size" and readers["QWEN36_SDPA_STREAMING"]
+    kept = first._kept_file()
+    assert kept.is_file()
+
+    again = index_for(store, prep.manifest)
+    real_git = store.git
+
+    def no_grep(*args, **kwargs):
+        assert args[0] != "grep", "a kept result was searched for again"
+        return real_git(*args, **kwargs)
+
+    store.git = no_grep
+    try:
+        assert again.cli_table() == table
+        assert {name: again.env_reader(name) for name in readers} == readers
+    finally:
+        store.git = real_git
+
+    kept.write_text("{not json")  # damaged: found again from the source, the same
+    third = index_for(store, prep.manifest)
+    assert third.cli_table() == table and third.env_reader("QWEN36_SDPA_STREAMING") == readers["QWEN36_SDPA_STREAMING"]
+    kept.write_text('{"options": [["-x", 1]], "env": {"QWEN36_SDPA_STREAMING": 3}}')  # JSON, not ours
+    fourth = index_for(store, prep.manifest)
+    assert fourth.cli_table() == table and fourth.env_reader("QWEN36_SDPA_STREAMING") == readers["QWEN36_SDPA_STREAMING"]
