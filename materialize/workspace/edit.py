@@ -762,7 +762,8 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
     series_bytes = doc.render("delete")  # checked before anything (the pop too) is done
     with Journal.run(ws.meta, "delete", args) as journal:  # the pop too: a kill rolls back both
         if entry.position == state.position:
-            saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal).saved_to
+            saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal,
+                               command="delete").saved_to
             state = ws.load(in_journal=True)
         if remove_file and entry.path.exists():  # the file and its entry, before the series loses it
             kept = ws.keep_entry(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))

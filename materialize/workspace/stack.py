@@ -26,17 +26,19 @@ class MoveResult(NamedTuple):
     stopped: str | None = None  # the error that stopped a push short of its goal
 
 
-def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal) -> str | None:
-    """Refuse (or with force, save first) when the workspace holds work no patch records yet."""
+def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal, *,
+                command: str | None = None) -> str | None:
+    """Refuse (or with force, save first) when the workspace holds work no patch records yet. ``command``:
+    the one the user ran, when it is not ``op`` (``delete`` pops): the refusal names it and its --force."""
     changes = ws.changes(state)
     if not changes.any():
         return None
     if not force:
         raise DirtyWorkspaceError(
-            f"`{op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
+            f"`{command or op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
             "`materialize refresh` records the top patch's files (`materialize refresh PATCH` a lower patch's, "
             "named above), `materialize add FILE` puts a file of no "
-            f"patch into the top patch, or `materialize {op} --force` saves them under {ws.meta / 'saved'} and "
+            f"patch into the top patch, or `materialize {command or op} --force` saves them under {ws.meta / 'saved'} and "
             "discards them"
         )
     saved = ws.save_changes(state, changes, op, journal)
@@ -91,7 +93,7 @@ def check_stack_matches(ws: Workspace, state: State, keep: int | None = None) ->
 
 
 def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False,
-            journal: Journal | None = None) -> MoveResult:
+            journal: Journal | None = None, command: str | None = None) -> MoveResult:
     """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto.
 
     Inside ``journal`` when given (``delete`` pops the patch it removes in its own journal, so a kill
@@ -105,7 +107,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     stopped = None
     forced: PatchEntry | None = None
     with contextlib.nullcontext(journal) if journal is not None else Journal.run(ws.meta, op, args) as journal:
-        saved = guard_clean(ws, state, op, force, journal)
+        saved = guard_clean(ws, state, op, force, journal, command=command)
         try:
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)
         except PatchApplyError as exc:
