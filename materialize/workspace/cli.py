@@ -40,9 +40,16 @@ def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
         yield ws
 
 
+def _say_kept_pushed(folder: str | None) -> None:
+    if folder:
+        write(f"a patch popped was changed since it was pushed: its files as pushed (work/ before the pop) are "
+              f"kept in {folder}", stderr=True)
+
+
 def _report_move(result: stack.MoveResult) -> int:
     if result.saved_to:
         write(f"saved unrefreshed changes to {result.saved_to}", stderr=True)
+    _say_kept_pushed(result.kept_pushed)
     if result.stopped:
         write(result.stopped, stderr=True)
     write(f"Now at patch {result.top}" if result.top else "No patches applied")
@@ -352,6 +359,7 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
         deleted = edit.delete(ws, patch, remove_file=remove_file, force=force)
     if deleted.saved_to:
         write(f"saved unrefreshed changes to {deleted.saved_to}", stderr=True)
+    _say_kept_pushed(deleted.kept_pushed)
     if deleted.kept:
         write(f"kept the patch file in {deleted.kept}", stderr=True)
     write(f"Removed patch {deleted.entry.name}")

@@ -9,6 +9,7 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 # No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
 # process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
 import contextlib
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +25,7 @@ class MoveResult(NamedTuple):
     top: str | None
     saved_to: str | None = None
     stopped: str | None = None  # the error that stopped a push short of its goal
+    kept_pushed: str | None = None  # where a popped patch's files were kept, its file changed since its push
 
 
 def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal, *,
@@ -130,6 +132,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             stopped = str(exc)
             position = entry.position - 1
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)
+        kept_pushed = keep_pushed_versions(ws, state, position, trees, op)
         top = ws.series.patches[position - 1].name if position else None
         added = still_added(ws, state, position)
         keep: dict[str, set[str]] = {}
@@ -147,7 +150,62 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             stopped = _force_apply(ws, state, forced, journal)
             position, top = forced.position, forced.name
         ws.save(state, journal)
-    return MoveResult(position, top, saved, stopped)
+    return MoveResult(position, top, saved, stopped, kept_pushed)
+
+
+def keep_pushed_versions(ws: Workspace, state: State, position: int, trees: dict, op: str) -> str | None:
+    """Before a move pops applied patches: when one's file was changed since it was pushed (edited by hand,
+    emptied by a tool) in a way that changes files, work/ holds the last copy a user can reach of what was
+    pushed (the store has the tree, no command shows it). quilt's pop refuses such a patch ("does not
+    remove cleanly"); ours applies the edit on the next push, as documented, and first copies the files
+    the move rewrites, as work/ holds them, under ``saved/<time>-<op>/`` (the folder, or None)."""
+    if position >= state.position:
+        return None
+    def sha256(entry: PatchEntry) -> str | None:
+        try:
+            return entry.sha256()
+        except MaterializeError:  # (removed, unreadable: changed)
+            return None
+
+    changed = [p for p, record in zip(ws.series.patches[position:state.position], state.applied[position:],
+                                      strict=False)
+               if p.name == record.get("name") and record.get("sha256") not in (None, sha256(p))]
+    if not changed:
+        return None
+    from materialize.workspace.trees import trees_at
+
+    try:
+        if all(trees_at(ws.series, ws.store, state.position).get(t) == tree for t, tree in state.trees.items()):
+            return None  # (a description edited: the files are what the patch files give)
+    except MaterializeError:
+        pass  # (the edited file no longer applies, or parses: keep)
+    dest = None
+    listing = []
+    for target in sorted({p.target for p in changed}):
+        old, new = state.trees.get(target), trees.get(target)
+        if old is None or new is None or old == new:
+            continue
+        paths, deleted = ws.store.changed_paths(new, old)
+        for path in sorted(set(paths) | set(deleted)):
+            found = ws.read_path(target, path)
+            if found is None or not (os.path.isfile(found) or os.path.islink(found)):
+                continue
+            dest = dest or ws.saved_dir(op)
+            out = dest / target / path
+            out.parent.mkdir(parents=True, exist_ok=True)
+            import shutil
+
+            shutil.copy2(found, out, follow_symlinks=False)
+            listing.append(f"as-pushed\t{target}/{path}")
+    if dest is None:
+        return None
+    names = ", ".join(f"{p.name} ({p.path})" for p in changed)
+    (dest / "SAVED.txt").write_text(
+        f"Saved by materialize ({op}) before popping {names}: changed since it was pushed, so work/ held the only "
+        "copy of the version that was pushed. To get it back: push the patch, copy these files into "
+        "work/<target>/, then `materialize refresh --force` (the file as edited is kept too).\n\n"
+        + "\n".join(listing) + "\n")
+    return str(dest)
 
 
 def still_added(ws: Workspace, state: State, position: int) -> dict[str, list[str]]:
