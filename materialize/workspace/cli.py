@@ -35,9 +35,23 @@ def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
     from materialize.workspace.session import find_series, guarded
     from materialize.workspace.state import Workspace
 
-    ws = Workspace.open(find_series(series_path))
+    series_path = find_series(series_path)
+    seen = _identity(series_path)  # (before it is read: a write after this is seen below)
+    ws = Workspace.open(series_path)
     with guarded(ws.meta, op):
+        if _identity(series_path) != seen:  # another command wrote it between the read and the lock
+            ws.reload_series()
         yield ws
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _say_kept_pushed(folder: str | None) -> None:
