@@ -35,14 +35,35 @@ def _session(series_path: Path | None, op: str) -> Iterator[Workspace]:
     from materialize.workspace.session import find_series, guarded
     from materialize.workspace.state import Workspace
 
-    ws = Workspace.open(find_series(series_path))
+    series_path = find_series(series_path)
+    seen = _identity(series_path)  # (before it is read: a write after this is seen below)
+    ws = Workspace.open(series_path)
     with guarded(ws.meta, op):
+        if _identity(series_path) != seen:  # another command wrote it between the read and the lock
+            ws.reload_series()
         yield ws
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    import os
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _say_kept_pushed(folder: str | None) -> None:
+    if folder:
+        write(f"a patch popped was changed since it was pushed: its files as pushed (work/ before the pop) are "
+              f"kept in {folder}", stderr=True)
 
 
 def _report_move(result: stack.MoveResult) -> int:
     if result.saved_to:
         write(f"saved unrefreshed changes to {result.saved_to}", stderr=True)
+    _say_kept_pushed(result.kept_pushed)
     if result.stopped:
         write(result.stopped, stderr=True)
     write(f"Now at patch {result.top}" if result.top else "No patches applied")
@@ -352,6 +373,7 @@ def delete(series_path: Path | None, patch: str | None, remove_file: bool, force
         deleted = edit.delete(ws, patch, remove_file=remove_file, force=force)
     if deleted.saved_to:
         write(f"saved unrefreshed changes to {deleted.saved_to}", stderr=True)
+    _say_kept_pushed(deleted.kept_pushed)
     if deleted.kept:
         write(f"kept the patch file in {deleted.kept}", stderr=True)
     write(f"Removed patch {deleted.entry.name}")

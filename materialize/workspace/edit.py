@@ -246,7 +246,8 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
     ``entry`` itself: refresh would write work/ back over the edit without a word (``force``: on
     purpose, and True is returned: the caller keeps the file as it is under saved/). A patch below it: refresh diffs against the series as it is now, so ``entry`` would
     record the reverse of that edit (never forced). quilt's pop notices the same thing ("does not
-    remove cleanly"); here pop is safe (work/ is in the store), and pop + push applies the edit.
+    remove cleanly"); here pop keeps work/'s files as pushed under saved/ (``stack.keep_pushed_versions``),
+    and pop + push applies the edit.
     """
     changed = [p for p, record in zip(ws.series.patches, state.applied, strict=False)
                if p.name == record["name"] and record.get("sha256") not in (None, p.sha256())]
@@ -741,9 +742,11 @@ class Deleted:
     """What ``delete`` did: the entry, where the pop (--force) saved unrefreshed changes, where -r kept
     the file. A plain class: a NamedTuple's string annotations are compiled when this module loads."""
 
-    __slots__ = ("entry", "saved_to", "kept")
+    __slots__ = ("entry", "saved_to", "kept", "kept_pushed")
 
-    def __init__(self, entry: PatchEntry, saved_to: str | None, kept: Path | None) -> None:
+    def __init__(self, entry: PatchEntry, saved_to: str | None, kept: Path | None,
+                 kept_pushed: str | None = None) -> None:
+        self.kept_pushed = kept_pushed
         self.entry, self.saved_to, self.kept = entry, saved_to, kept
 
 
@@ -756,13 +759,15 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
     if entry.position < state.position:
         raise MaterializeError(f"delete: {entry.name} is applied below the top ({state.top}); pop to it first")
     args = [entry.name] + (["-r"] if remove_file else []) + (["--force"] if force else [])
-    saved_to = kept = None
+    saved_to = kept = kept_pushed = None
     doc = _series_doc(ws)
     doc.remove(doc.index_of(entry.spec.patch))
     series_bytes = doc.render("delete")  # checked before anything (the pop too) is done
     with Journal.run(ws.meta, "delete", args) as journal:  # the pop too: a kill rolls back both
         if entry.position == state.position:
-            saved_to = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal).saved_to
+            moved = move_to(ws, state.position - 1, op="pop", args=[], force=force, journal=journal,
+                            command="delete")
+            saved_to, kept_pushed = moved.saved_to, moved.kept_pushed
             state = ws.load(in_journal=True)
         if remove_file and entry.path.exists():  # the file and its entry, before the series loses it
             kept = ws.keep_entry(entry, time.strftime("%Y%m%dT%H%M%SZ-delete", time.gmtime()))
@@ -771,7 +776,7 @@ def delete(ws: Workspace, ref: str | None = None, *, remove_file: bool = False, 
             journal.remove(entry.path)
         ws.reload_series()
         ws.save(state, journal)
-    return Deleted(entry, saved_to, kept)
+    return Deleted(entry, saved_to, kept, kept_pushed)
 
 
 def reordered(series: Series, moving: PatchEntry, after: int) -> Series:

@@ -239,6 +239,12 @@ class Journal:
         remove the temporary files a killed write left beside them. ``keep`` (``recover --rollback``)
         is handed each file that holds other bytes now, before they go: what the interrupted command
         wrote, or what the user typed since (the two look alike)."""
+        folders = [Path(r["path"]) for r in self.data["files"]
+                   if Path(r["path"]).is_dir() and not Path(r["path"]).is_symlink()]
+        if folders and keep is None:  # (checked before anything is restored: nothing half-done)
+            raise MaterializeError(
+                f"{folders[0]}: a directory now, where `materialize {self.data.get('op')}` had a file (or none): "
+                f"move it out of the way, then `materialize recover --rollback`; its journal is kept in {self.dir}")
         for folder in {Path(record["path"]).parent for record in self.data["files"]}:
             with contextlib.suppress(OSError):
                 for leftover in folder.glob(TMP_PREFIX + "*"):
@@ -249,7 +255,14 @@ class Journal:
                 now = path.read_bytes()
                 if record["backup"] is None or now != (self.dir / "backup" / record["backup"]).read_bytes():
                     keep(path, now)
-            if path.exists() or path.is_symlink():
+            if path in folders:  # made a directory since (a file of it typed there): kept, then removed
+                for inner in sorted(path.rglob("*")):
+                    if inner.is_file() and not inner.is_symlink() and keep is not None:
+                        keep(inner, inner.read_bytes())
+                import shutil
+
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
                 path.unlink()
             if record["link"] is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from materialize.workspace.diffgen import FileChange, regenerate
 from materialize.workspace.journal import Journal
 from materialize.workspace.seriesedit import SeriesDoc
 from materialize.workspace.session import REBASE_FILE
-from materialize.workspace.stack import move_to, pushed
+from materialize.workspace.stack import keep_pushed_versions, move_to, pushed
 from materialize.workspace.state import Changes, DirtyWorkspaceError, PinMovedError, State, Workspace
 from materialize.workspace.trees import apply_one, trees_at
 
@@ -452,7 +452,15 @@ def start(ws: Workspace, target: str, spec: str) -> list[Outcome]:
     entries = [p for p in ws.series.patches if p.target == target]
     recorded = str(Path(spec).absolute()) if Path(spec).exists() else spec  # resumed from any directory
     with Journal.run(ws.meta, "rebase", [target, "--to", recorded]) as journal:
-        # the workspace goes to position 0 inside this journal, so a rollback restores the position too
+        # the workspace goes to position 0 inside this journal, so a rollback restores the position too;
+        # an applied patch file changed since its push (emptied by hand) is carried as it is now: work/'s
+        # files as pushed, their last copy, are kept first, as pop keeps them
+        kept = keep_pushed_versions(ws, state, 0, dict(state.bases), "rebase")
+        if kept is not None:
+            from materialize.console import write
+
+            write(f"a patch was changed since it was pushed and is carried as it is now: its files as pushed "
+                  f"(work/ before the rebase) are kept in {kept}", stderr=True)
         ws.sync(state, dict(state.bases), {}, journal)
         added = state.added  # (--abort gives each patch its added files back: stack.still_added)
         state.position, state.applied, state.added = 0, [], {}

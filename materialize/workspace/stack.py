@@ -9,6 +9,7 @@ runs inside a journal so an interrupted move can be rolled back or finished.
 # No `from __future__ import annotations`: typing compiles a NamedTuple's string annotations, and a
 # process's first compile() costs ~10M instructions, 5% of `materialize new` (tests/test_startup.py).
 import contextlib
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,19 +25,22 @@ class MoveResult(NamedTuple):
     top: str | None
     saved_to: str | None = None
     stopped: str | None = None  # the error that stopped a push short of its goal
+    kept_pushed: str | None = None  # where a popped patch's files were kept, its file changed since its push
 
 
-def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal) -> str | None:
-    """Refuse (or with force, save first) when the workspace holds work no patch records yet."""
+def guard_clean(ws: Workspace, state: State, op: str, force: bool, journal: Journal, *,
+                command: str | None = None) -> str | None:
+    """Refuse (or with force, save first) when the workspace holds work no patch records yet. ``command``:
+    the one the user ran, when it is not ``op`` (``delete`` pops): the refusal names it and its --force."""
     changes = ws.changes(state)
     if not changes.any():
         return None
     if not force:
         raise DirtyWorkspaceError(
-            f"`{op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
+            f"`{command or op}` refused: work/ holds changes no patch records yet:\n{changes.describe(ws.owners(state))}\n"
             "`materialize refresh` records the top patch's files (`materialize refresh PATCH` a lower patch's, "
             "named above), `materialize add FILE` puts a file of no "
-            f"patch into the top patch, or `materialize {op} --force` saves them under {ws.meta / 'saved'} and "
+            f"patch into the top patch, or `materialize {command or op} --force` saves them under {ws.meta / 'saved'} and "
             "discards them"
         )
     saved = ws.save_changes(state, changes, op, journal)
@@ -91,7 +95,7 @@ def check_stack_matches(ws: Workspace, state: State, keep: int | None = None) ->
 
 
 def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bool = False,
-            journal: Journal | None = None) -> MoveResult:
+            journal: Journal | None = None, command: str | None = None) -> MoveResult:
     """Bring the workspace to ``position`` (0 = upstream alone), the one primitive behind push/pop/goto.
 
     Inside ``journal`` when given (``delete`` pops the patch it removes in its own journal, so a kill
@@ -105,7 +109,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     stopped = None
     forced: PatchEntry | None = None
     with contextlib.nullcontext(journal) if journal is not None else Journal.run(ws.meta, op, args) as journal:
-        saved = guard_clean(ws, state, op, force, journal)
+        saved = guard_clean(ws, state, op, force, journal, command=command)
         try:
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)
         except PatchApplyError as exc:
@@ -128,6 +132,7 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             stopped = str(exc)
             position = entry.position - 1
             trees, bases = trees_and_bases_at(ws.series, ws.store, position)
+        kept_pushed = keep_pushed_versions(ws, state, position, trees, op)
         top = ws.series.patches[position - 1].name if position else None
         added = still_added(ws, state, position)
         keep: dict[str, set[str]] = {}
@@ -145,7 +150,62 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
             stopped = _force_apply(ws, state, forced, journal)
             position, top = forced.position, forced.name
         ws.save(state, journal)
-    return MoveResult(position, top, saved, stopped)
+    return MoveResult(position, top, saved, stopped, kept_pushed)
+
+
+def keep_pushed_versions(ws: Workspace, state: State, position: int, trees: dict, op: str) -> str | None:
+    """Before a move pops applied patches: when one's file was changed since it was pushed (edited by hand,
+    emptied by a tool) in a way that changes files, work/ holds the last copy a user can reach of what was
+    pushed (the store has the tree, no command shows it). quilt's pop refuses such a patch ("does not
+    remove cleanly"); ours applies the edit on the next push, as documented, and first copies the files
+    the move rewrites, as work/ holds them, under ``saved/<time>-<op>/`` (the folder, or None)."""
+    if position >= state.position:
+        return None
+    def sha256(entry: PatchEntry) -> str | None:
+        try:
+            return entry.sha256()
+        except MaterializeError:  # (removed, unreadable: changed)
+            return None
+
+    changed = [p for p, record in zip(ws.series.patches[position:state.position], state.applied[position:],
+                                      strict=False)
+               if p.name == record.get("name") and record.get("sha256") not in (None, sha256(p))]
+    if not changed:
+        return None
+    from materialize.workspace.trees import trees_at
+
+    try:
+        if all(trees_at(ws.series, ws.store, state.position).get(t) == tree for t, tree in state.trees.items()):
+            return None  # (a description edited: the files are what the patch files give)
+    except MaterializeError:
+        pass  # (the edited file no longer applies, or parses: keep)
+    dest = None
+    listing = []
+    for target in sorted({p.target for p in changed}):
+        old, new = state.trees.get(target), trees.get(target)
+        if old is None or new is None or old == new:
+            continue
+        paths, deleted = ws.store.changed_paths(new, old)
+        for path in sorted(set(paths) | set(deleted)):
+            found = ws.read_path(target, path)
+            if found is None or not (os.path.isfile(found) or os.path.islink(found)):
+                continue
+            dest = dest or ws.saved_dir(op)
+            out = dest / target / path
+            out.parent.mkdir(parents=True, exist_ok=True)
+            import shutil
+
+            shutil.copy2(found, out, follow_symlinks=False)
+            listing.append(f"as-pushed\t{target}/{path}")
+    if dest is None:
+        return None
+    names = ", ".join(f"{p.name} ({p.path})" for p in changed)
+    (dest / "SAVED.txt").write_text(
+        f"Saved by materialize ({op}) before popping {names}: changed since it was pushed, so work/ held the only "
+        "copy of the version that was pushed. To get it back: push the patch, copy these files into "
+        "work/<target>/, then `materialize refresh --force` (the file as edited is kept too).\n\n"
+        + "\n".join(listing) + "\n")
+    return str(dest)
 
 
 def still_added(ws: Workspace, state: State, position: int) -> dict[str, list[str]]:

@@ -591,3 +591,18 @@ def test_add_says_when_it_takes_a_lower_patchs_unrefreshed_changes_into_the_top(
     assert "0001-a" in err and ATTN in err and "0002-b" in err
     assert run(project, "add", ATTN) == 2  # already the top's: no warning, only quilt's "already in patch"
     assert capsys.readouterr().err == f"File {ATTN} is already in patch 0002-b\n"
+
+
+def test_delete_refused_over_unrefreshed_work_names_delete_force(project: Path) -> None:
+    """`delete` of the top over its unrefreshed edit refused as "`pop` refused ... `materialize pop --force`
+    saves them": that way out pops the patch and leaves it in the series (the user asked to delete it);
+    the refusal names the command that was run and its own --force."""
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", "models/tt/brand.py")
+    wfile(project, "models/tt/brand.py").write_text("typed\n")
+    with pytest.raises(DirtyWorkspaceError, match=r"`delete` refused[\s\S]*`materialize delete --force` saves") as caught:
+        run(project, "delete")
+    assert "pop --force" not in str(caught.value)
+    assert wfile(project, "models/tt/brand.py").read_text() == "typed\n"
+    assert run(project, "delete", "--force") == 0
+    assert list((project / "work" / ".materialize" / "saved").glob("*/tt-metal/models/tt/brand.py"))

@@ -208,3 +208,28 @@ def test_recover_rollback_keeps_what_was_typed_after_the_crash(project: Path, ca
     kept = [p for p in (project / "work" / ".materialize" / "saved").rglob("attention.py")
             if p.read_text() == "# typed after the crash\n"]
     assert kept and str(kept[0].parents[4]) in out.out + out.err
+
+
+def test_recover_rollback_over_a_file_made_a_directory_after_the_crash(project: Path, capsys) -> None:
+    """A command killed half-way, and a file it had recorded is now a directory holding a typed file (the
+    user made it one): `recover --rollback` died on a traceback (IsADirectoryError) at that file, half of
+    the files restored, and so did every rerun. Now the directory's files are kept under saved/, as any
+    file typed since is, and the file as it was comes back."""
+    two_patches(project)
+    before = snapshot(project)
+    crash = crash_after(pytest.MonkeyPatch(), 2)
+    with pytest.raises(KeyboardInterrupt):
+        run(project, "pop", "-a")
+    crash.undo()
+    f = wfile(project)
+    if f.exists():
+        f.unlink()
+    f.mkdir(parents=True)
+    (f / "typed.py").write_text("# typed after the crash\n")
+    capsys.readouterr()
+    assert run(project, "recover", "--rollback") == 0
+    out = capsys.readouterr()
+    assert restored(project) == before
+    kept = list((project / "work" / ".materialize" / "saved").rglob("attention.py/typed.py"))
+    assert kept and kept[0].read_text() == "# typed after the crash\n"
+    assert str(kept[0].parents[5]) in out.out + out.err

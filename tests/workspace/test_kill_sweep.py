@@ -88,6 +88,26 @@ def _dirty(project: Path) -> None:
     wfile(project, "models/tt/stray.py").write_text("stray = 1\n")
 
 
+def _lower_edited(project: Path) -> None:
+    """0001-a (run.sh) under 0002-b (generator.py), 0001-a's file edited: `refresh 0001-a` records it there."""
+    for name, path in (("0001-a", "scripts/run.sh"), ("0002-b", "models/tt/generator.py")):
+        run(project, "new", name, "--target", "tt-metal")
+        run(project, "add", path)
+        wfile(project, path).write_text(wfile(project, path).read_text() + f"# {name}\n")
+        run(project, "refresh")
+    f = wfile(project, "scripts/run.sh")
+    f.write_text(f.read_text() + "# 0001-a, unrefreshed\n")
+
+
+def _forced(project: Path) -> None:
+    """``_broken``, pushed with -f: attention.py half patched, its failed hunk in attention.py.rej, and an
+    edit typed since; `pop -f` keeps both under saved/."""
+    _two_hunk_patch_with_hunk_2_broken(project)
+    assert cli(project, ["push", "-f"]).returncode == 1
+    f = wfile(project)
+    f.write_text(f.read_text() + "# typed after push -f\n")
+
+
 def _fold_file(project: Path) -> None:
     two_patches(project)
     data = (wfile(project, "models/tt/generator.py")).read_text()
@@ -147,6 +167,9 @@ CASES: dict[str, tuple[Callable[[Path], None], list[str]] | tuple[Callable[[Path
     "push -f": (_broken, ["push", "-f"], 1),
     "pop -a": (two_patches, ["pop", "-a"]),
     "goto 0 --force": (_dirty, ["goto", "0", "--force"]),
+    "delete -f": (_dirty, ["delete", "-f"]),
+    "refresh a lower patch": (_lower_edited, ["refresh", "0001-a"]),
+    "pop -f after push -f": (_forced, ["pop", "-f"]),
     "refresh": (_edited, ["refresh"]),
     "fold": (_fold_file, ["fold", "fold.diff"]),
     "rename": (two_patches, ["rename", "-P", "0001-a", "first"]),

@@ -191,3 +191,25 @@ def test_rebase_onto_a_folder_of_the_project_writes_it_relative(project: Path, c
     text = (project / "series" / "default.yaml").read_text()
     assert "path: ../upstream/tt-metal-v2" in text and "root:" not in text and str(project) not in text
     assert run(project, "rebase", "--abort") == 0
+
+
+def test_a_rebase_over_a_patch_emptied_by_hand_keeps_its_files_as_pushed(project: Path, capsys) -> None:
+    """An applied patch file emptied by hand (its changes only in work/), then a rebase: the rebase carried
+    the empty file and wrote work/ over, without a word; the changes were nowhere a user could reach. As
+    pop does, the files as pushed are kept under saved/ and named."""
+    from .test_journal import two_patches
+
+    two_patches(project)
+    p = patch_file(project, "0002-b")
+    data = p.read_bytes()
+    p.write_bytes(data[: data.index(b"diff --git")])
+    pushed = wfile(project).read_bytes()
+    v2 = project.parent / "v2"
+    shutil.copytree(project / "upstream" / "tt-metal", v2)
+    (v2 / "k.py").write_text("k = 1\n")
+    capsys.readouterr()
+    assert run(project, "rebase", "tt-metal", "--to", str(v2)) == 0
+    err = capsys.readouterr().err
+    kept = list((project / "work" / ".materialize" / "saved").rglob("tt-metal/models/tt/attention.py"))
+    assert [k.read_bytes() for k in kept] == [pushed]
+    assert str(kept[0].parents[3]) in err

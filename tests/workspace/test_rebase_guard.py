@@ -358,3 +358,36 @@ def test_continue_never_takes_another_patch_for_the_stopped_one_by_a_prefix(proj
         assert "0002-targets is no longer in" in err and "stopped patch 0002-targets-run" not in err
         assert patch_file(project, "0003-run").read_bytes() == run3
     assert cli(project, "rebase", "--abort") == 0
+
+
+@pytest.mark.parametrize("first, second", [(["new", "b", "-m", "b"], ["new", "c", "-m", "c"]),
+                                           (["rename", "a2"], ["pop"])])
+def test_a_command_reads_the_series_that_the_one_before_it_wrote(project: Path, first: list[str],
+                                                                second: list[str]) -> None:
+    """A command read the series before it took the workspace lock: another command that wrote the series in
+    between (two terminals, a script) left it working from the old file, and it refused with "the series
+    changed under the workspace ... `materialize goto 0 --force` resets the workspace", a way out that
+    discards work, for nothing a user did. Read again once the lock is held, when it changed."""
+    from materialize.workspace.state import Workspace
+
+    run(project, "new", "a", "--target", "tt-metal", "-m", "a")
+    run(project, "add", ATTN)
+    wfile(project).write_text(wfile(project).read_text() + "# a\n")
+    run(project, "refresh")
+    real = Workspace.open.__func__
+    raced: list[int] = []
+
+    def racing(cls, path, store=None):  # noqa: ANN001, ANN202 - the classmethod it stands for
+        ws = real(cls, path, store)
+        if not raced:
+            raced.append(1)
+            assert run(project, *first) == 0  # the other command, done in the window
+        return ws
+
+    race = pytest.MonkeyPatch()  # (private: undoing it must not undo the project fixture's environment)
+    race.setattr(Workspace, "open", classmethod(racing))
+    try:
+        assert run(project, *second) == 0
+    finally:
+        race.undo()
+    assert raced
