@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +41,8 @@ from materialize.errors import MaterializeError
 from materialize.locking import exclusive
 
 SCHEMA_VERSION = 1
+# A ledger is a few KB per run; a file past this is refused before it is read (memory is 1-4x it).
+MAX_LEDGER_BYTES = 256 << 20
 _HEX = r"^[0-9a-f]{6,128}$"
 _SHA256 = r"^[0-9a-f]{64}$"
 
@@ -253,8 +256,13 @@ def _no_constant(name: str) -> Any:
 
 def loads(text: str) -> Any:
     """``json.loads`` for run records and result lines: a key given twice, ``NaN`` or ``Infinity``
-    is a ``ValueError`` (``json.JSONDecodeError`` for malformed JSON, a subclass)."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    is a ``ValueError`` (``json.JSONDecodeError`` for malformed JSON, a subclass). Arrays or objects
+    nested past Python's recursion limit (``[[[...`` 100k deep) are malformed JSON too: json's
+    RecursionError was a traceback that no handler of bad input took."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects nested too deeply to read", text, 0) from None
 
 
 def parse_record(data: Any) -> RunRecord:
@@ -269,13 +277,37 @@ def parse_record(data: Any) -> RunRecord:
         raise ValueError(format_validation(exc)) from None
 
 
+def _read_bytes(path: Path) -> bytes:
+    """A ledger file's bytes: a regular file (after its links) of at most ``MAX_LEDGER_BYTES``. A
+    ledger folder is other people's records, and a symlink is a file git keeps: one to /dev/zero was
+    read whole into memory, one to a fifo (or /dev/tty) never returned."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise LedgerError(f"{path}: no such ledger file") from None
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # before open(): a folder's descriptor makes it raise
+        os.close(fd)
+        raise LedgerError(f"{path}: not a regular file (a ledger is a .jsonl file of records)")
+    with open(fd, "rb") as handle:
+        if st.st_size > MAX_LEDGER_BYTES:
+            raise LedgerError(f"{path}: larger than {MAX_LEDGER_BYTES} bytes; refused (split the ledger)")
+        try:
+            data = handle.read(MAX_LEDGER_BYTES + 1)
+        except OSError as exc:
+            raise LedgerError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_LEDGER_BYTES:  # it grew while we read it
+        raise LedgerError(f"{path}: larger than {MAX_LEDGER_BYTES} bytes; refused (split the ledger)")
+    return data
+
+
 def read_ledger(path: str | Path) -> list[LedgerLine]:
     """Every non-blank line of one JSONL file, parsed or with its error (never silently dropped)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LedgerError(f"{path}: no such ledger file") from None
+        text = _read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LedgerError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     out: list[LedgerLine] = []

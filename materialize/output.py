@@ -135,7 +135,7 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
     data = _manifest_bytes(directory)
     try:
         return None if data is None else json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # a folder's manifest.json nested 100k deep is not ours either
         return None
 
 

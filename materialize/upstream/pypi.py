@@ -108,6 +108,9 @@ def _project_files(project: str, index: str) -> list[tuple[str, str, str | None]
             files = json.loads(content)["files"]
             return [(f["filename"], urljoin(str(resp.url), f["url"]), f.get("hashes", {}).get("sha256"))
                     for f in files]
+        except RecursionError:  # the index is not trusted: [[[... 100k deep was a traceback
+            raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page (arrays or objects"
+                                " nested too deeply to read)") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page ({exc})") from None
     parser = _Links(str(resp.url))

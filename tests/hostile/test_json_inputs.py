@@ -1,0 +1,144 @@
+"""JSON that someone else wrote: run records (bench/runs/*.jsonl, often from other people's machines),
+an index's PEP 691 page, a manifest.json in a folder named by ``--out``.
+
+Nested 100k arrays deep, ``json.loads`` raised RecursionError, which no handler took for bad input: a
+traceback (exit 1) from ``runs list``, ``apply --out``, a pypi pin. A ledger file that is a link to
+/dev/zero (a symlink is a file git keeps) was read whole into memory, and one that is a fifo never
+returned. Each is now one line naming the file (and line), or "not ours" where that is the answer.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from materialize.errors import UpstreamError
+from materialize.ledger import LedgerError, loads, read_ledger
+from materialize.output import replaceable
+from materialize.upstream import pypi
+
+DEEP = "[" * 100_000 + "]" * 100_000
+RECORD = {"schema": 1}
+
+
+def _run(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "materialize", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def _series(tmp_path: Path) -> Path:
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "a.txt").write_text("a\n")
+    path = tmp_path / "series.yaml"
+    path.write_text("version: 1\ntargets:\n  t:\n    pin: {kind: path, path: up}\npatches: []\n")
+    return path
+
+
+@pytest.mark.parametrize("text", [DEEP, '{"a": ' * 50_000 + "1" + "}" * 50_000])
+def test_a_record_nested_past_the_recursion_limit_is_a_value_error(text):
+    with pytest.raises(ValueError, match="nested"):
+        loads(text)
+
+
+def test_a_ledger_line_nested_too_deep_is_that_line_s_error(tmp_path):
+    ledger = tmp_path / "runs.jsonl"
+    ledger.write_text("\n" + DEEP + "\n")
+    [line] = read_ledger(ledger)
+    assert line.record is None and line.line == 2 and "nested" in line.error
+
+
+def test_runs_list_of_a_deep_record_is_no_traceback(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.jsonl").write_text(DEEP + "\n")
+    proc = _run("runs", "list", str(tmp_path / "runs"))
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr, proc.stderr
+    assert "a.jsonl:1" in proc.stdout + proc.stderr and "nested too deeply" in proc.stdout + proc.stderr, proc
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "folder-link"])
+def test_a_ledger_file_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind):
+    ledger = tmp_path / "a.jsonl"
+    if kind == "dev-zero":
+        ledger.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(ledger)
+    else:
+        (tmp_path / "d").mkdir()
+        ledger.symlink_to(tmp_path / "d")
+    with pytest.raises(LedgerError, match=rf"{ledger}: not a regular file"):
+        read_ledger(ledger)
+
+
+def test_a_ledger_file_past_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import materialize.ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "MAX_LEDGER_BYTES", 1000)
+    ledger = tmp_path / "a.jsonl"
+    ledger.write_text((json.dumps(RECORD) + "\n") * 100)
+    with pytest.raises(LedgerError, match=rf"{ledger}: larger than 1000 bytes"):
+        read_ledger(ledger)
+
+
+@pytest.mark.timeout(60)
+def test_runs_list_over_a_link_to_dev_zero_is_one_line_in_bounded_memory(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.jsonl").symlink_to("/dev/zero")
+    proc = subprocess.run(["bash", "-c", 'ulimit -v 3000000; exec "$@"', "-", sys.executable, "-m", "materialize",
+                           "runs", "list", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    assert "a.jsonl: not a regular file" in proc.stderr
+
+
+def test_a_foreign_manifest_nested_too_deep_is_not_ours(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "manifest.json").write_text(DEEP)
+    assert replaceable(tmp_path / "out") is False
+
+
+def test_apply_out_at_a_folder_with_a_deep_manifest_is_refused_not_a_traceback(tmp_path):
+    series = _series(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "manifest.json").write_text(DEEP)
+    proc = _run("apply", "--series", str(series), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1 and "is not a materialize output" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (tmp_path / "out" / "manifest.json").read_text() == DEEP
+
+
+@pytest.fixture
+def deep_index():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = ('{"files": ' + DEEP + "}").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.timeout(60)
+def test_an_index_json_page_nested_too_deep_is_exit_3_naming_the_index(deep_index, monkeypatch):
+    monkeypatch.setenv("MATERIALIZE_RETRIES", "0")
+    with pytest.raises(UpstreamError, match=r"cannot read demo from index .*malformed JSON page.*nested") as info:
+        pypi.find_file("demo", "1.0", None, index=f"{deep_index}/simple/")
+    assert info.value.exit_code == 3
