@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from materialize.atomic import read_regular
 from materialize.errors import MaterializeError
 from materialize.locking import exclusive
 
@@ -282,23 +282,12 @@ def _read_bytes(path: Path) -> bytes:
     ledger folder is other people's records, and a symlink is a file git keeps: one to /dev/zero was
     read whole into memory, one to a fifo (or /dev/tty) never returned."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular(path, MAX_LEDGER_BYTES)
     except FileNotFoundError:
         raise LedgerError(f"{path}: no such ledger file") from None
     except OSError as exc:
-        raise LedgerError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # before open(): a folder's descriptor makes it raise
-        os.close(fd)
-        raise LedgerError(f"{path}: not a regular file (a ledger is a .jsonl file of records)")
-    with open(fd, "rb") as handle:
-        if st.st_size > MAX_LEDGER_BYTES:
-            raise LedgerError(f"{path}: larger than {MAX_LEDGER_BYTES} bytes; refused (split the ledger)")
-        try:
-            data = handle.read(MAX_LEDGER_BYTES + 1)
-        except OSError as exc:
-            raise LedgerError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    if len(data) > MAX_LEDGER_BYTES:  # it grew while we read it
+        raise LedgerError(f"{path}: {exc.strerror or exc}; a ledger is a .jsonl file of records") from None
+    if len(data) > MAX_LEDGER_BYTES:
         raise LedgerError(f"{path}: larger than {MAX_LEDGER_BYTES} bytes; refused (split the ledger)")
     return data
 

@@ -14,15 +14,13 @@ is read without importing yaml. Only documents that parsed cleanly are kept; a r
 from __future__ import annotations
 
 import contextlib
-import errno
 import marshal
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from materialize import digest
-from materialize.atomic import atomic_write
+from materialize.atomic import atomic_write, read_regular
 from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
@@ -225,21 +223,9 @@ def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
     source = str(path)
     if raw is None:
         try:
-            # Not blocking at open, and a regular file only: a series or profile that is a link to
-            # /dev/tty or to a fifo (a checkout's symlink, a shared folder) waited forever to be read.
-            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                kind = os.fstat(fd).st_mode
-                if stat.S_ISDIR(kind):
-                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-                if not stat.S_ISREG(kind):
-                    raise SeriesError(f"{source}: not a regular file (a device, fifo or socket); a series or"
-                                      " profile is read from a file")
-                raw = os.read(fd, MAX_BYTES + 1)
-                while len(raw) <= MAX_BYTES and (more := os.read(fd, MAX_BYTES + 1 - len(raw))):
-                    raw += more
-            finally:
-                os.close(fd)
+            # a regular file only, opened without blocking: a series or profile that is a link to
+            # /dev/tty or a fifo (a checkout's symlink) waited forever to be read
+            raw = read_regular(source, MAX_BYTES)
         except FileNotFoundError:
             raise SeriesError(f"{source}: no such file") from None
         except OSError as exc:  # a folder, no permission: one line naming the file, not a traceback
