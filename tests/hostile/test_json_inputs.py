@@ -142,3 +142,33 @@ def test_an_index_json_page_nested_too_deep_is_exit_3_naming_the_index(deep_inde
     with pytest.raises(UpstreamError, match=r"cannot read demo from index .*malformed JSON page.*nested") as info:
         pypi.find_file("demo", "1.0", None, index=f"{deep_index}/simple/")
     assert info.value.exit_code == 3
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "bisect/runner.py _from_stdout (not this helper's module): a result line naming our gate with an"
+    " integer of more than 4300 digits makes ledger.loads raise ValueError (Python's int-string limit),"
+    " and the loose json.loads the runner retries with raises it again, uncaught: a traceback that ends"
+    " `bisect run` instead of a HarnessError naming the run. Expected: HarnessError, as for a key given"
+    " twice"))
+def test_a_result_line_with_a_huge_integer_stops_the_bisect_naming_the_run(tmp_path):
+    from materialize.bisect import session
+    from materialize.bisect.candidates import Candidate
+    from materialize.bisect.runner import HarnessError, Task, TaskResult, interpret
+
+    state = session.start(series="s.yaml", n_patches=6, good=0, bad=6, gate="stage3", requests=32)
+    task = Task(0, Candidate(3, "0123456789abcdef", tmp_path), ["h.sh"], {}, tmp_path / "own.jsonl")
+    stdout = '{"gate": "stage3", "requests": 32, "failures": ' + "1" * 5000 + "}\n"
+    with pytest.raises(HarnessError, match="position 3"):
+        interpret(state, TaskResult(task, 0, stdout, ""))
+
+
+def test_a_result_line_nested_too_deep_is_no_traceback(tmp_path):
+    """ledger.loads says "malformed JSON" for it, which the runner reads as a log line."""
+    from materialize.bisect import session
+    from materialize.bisect.candidates import Candidate
+    from materialize.bisect.runner import Task, TaskResult, interpret
+
+    state = session.start(series="s.yaml", n_patches=6, good=0, bad=6, gate="stage3", requests=32)
+    task = Task(0, Candidate(3, "0123456789abcdef", tmp_path), ["h.sh"], {}, tmp_path / "own.jsonl")
+    out = interpret(state, TaskResult(task, 0, "{" + '"a": {' * 50_000 + "\n", ""))
+    assert (out.kind, out.failures) == ("gate", 0)  # exit code only
