@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from materialize.atomic import read_regular
-from materialize.errors import MaterializeError
+from materialize.errors import MaterializeError, UnsafePathError
 from materialize.locking import exclusive
 
 SCHEMA_VERSION = 1
@@ -352,14 +352,18 @@ def append_record(path: str | Path, record: RunRecord | dict[str, Any]) -> RunRe
     line = (record.to_json() + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(str(path) + ".lock"):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # never through a link: a ledger folder is a checkout's, and `prod.jsonl -> ~/.bashrc` got records
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if not path.is_symlink():
+                raise
+            raise UnsafePathError(f"{path}: the ledger is a symlink (to {os.readlink(path)}); refused: a record is"
+                                  " appended to the ledger file itself, never through a link") from exc
         try:
             # A previous writer killed mid-line would glue our record onto its fragment: start fresh.
-            if os.fstat(fd).st_size > 0:
-                with open(path, "rb") as fh:
-                    fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":
-                        line = b"\n" + line
+            size = os.fstat(fd).st_size
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":  # the file we hold, not its name again
+                line = b"\n" + line
             os.write(fd, line)
             os.fsync(fd)
         finally:
