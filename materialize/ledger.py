@@ -34,7 +34,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from materialize.atomic import read_regular
 from materialize.errors import MaterializeError, UnsafePathError
@@ -53,6 +61,20 @@ Sample = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
 
 
+def _one_line(value: str) -> str:
+    """Names, units, hosts, flags and banners are printed as they are (``runs list``, ``bisect``
+    tables): a record is other people's text, and an escape sequence in it (clear the screen, retitle
+    the terminal, OSC 52 to write the clipboard) would be obeyed by the reader's terminal. ``notes`` and
+    output ``text`` stay free text (shown as JSON)."""
+    for char in value:
+        if char < " " or "\x7f" <= char <= "\x9f":
+            raise ValueError(f"control character {char!r} in a one-line field (a terminal would obey it); refused")
+    return value
+
+
+Line = Annotated[str, AfterValidator(_one_line)]
+
+
 class LedgerError(MaterializeError):
     """A ledger file or record is malformed; the message names file and line."""
 
@@ -66,7 +88,7 @@ class _Strict(BaseModel):
 class PrefixEntry(_Strict):
     """One applied patch of the prefix that ran: its series name and the sha256 of its bytes."""
 
-    name: str
+    name: Line
     sha256: Annotated[str, Field(pattern=_SHA256)]
 
 
@@ -77,7 +99,7 @@ class Gate(_Strict):
     bound (1 for a failing run), which the bisect statistics treat as "at least one failure".
     """
 
-    name: str
+    name: Line
     requests: Annotated[Count, Field(ge=1)]
     failures: Annotated[Count, Field(ge=0)]
     censored: Flag = False
@@ -96,15 +118,15 @@ class Gate(_Strict):
 class Metric(_Strict):
     """Raw samples of one measurement (never a pre-averaged percentage)."""
 
-    name: str
-    unit: str
+    name: Line
+    unit: Line
     samples: Annotated[list[Sample], Field(min_length=1)]
 
 
 class Output(_Strict):
     """A model output the harness captured, so degenerate or non-baseline text can be detected."""
 
-    name: str
+    name: Line
     text: str | None = None
     sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
     expect_sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
@@ -118,14 +140,14 @@ class RunRecord(BaseModel):
     schema_: Literal[1] = Field(alias="schema")
     materialization_id: Annotated[str, Field(pattern=_HEX)]
     series_prefix: list[PrefixEntry]
-    flags: dict[str, str] | list[str] = Field(default_factory=dict)
-    profile: str | None = None
-    profile_hash: str | None = None
-    host: str
+    flags: dict[Line, Line] | list[Line] = Field(default_factory=dict)
+    profile: Line | None = None
+    profile_hash: Line | None = None
+    host: Line
     time: str
     gates: list[Gate] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)
-    banners_seen: list[str] = Field(default_factory=list)
+    banners_seen: list[Line] = Field(default_factory=list)
     outputs: list[Output] = Field(default_factory=list)
     notes: str = ""
 

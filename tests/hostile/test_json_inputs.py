@@ -172,3 +172,44 @@ def test_a_result_line_nested_too_deep_is_no_traceback(tmp_path):
     task = Task(0, Candidate(3, "0123456789abcdef", tmp_path), ["h.sh"], {}, tmp_path / "own.jsonl")
     out = interpret(state, TaskResult(task, 0, "{" + '"a": {' * 50_000 + "\n", ""))
     assert (out.kind, out.failures) == ("gate", 0)  # exit code only
+
+
+ESCAPES = ["\x1b[2J", "\x1b]52;c;ZXZpbA==\x07", "a\nb", "\x9b31m", "\x00"]
+
+
+def _record(**fields: object) -> dict:
+    return {"schema": 1, "materialization_id": "0123456789abcdef", "series_prefix": [], "host": "h",
+            "time": "2026-09-19T11:20:00Z", **fields}
+
+
+@pytest.mark.parametrize("escape", ESCAPES)
+@pytest.mark.parametrize("field", ["host", "profile", "gate", "metric", "unit", "banner", "flag", "prefix"])
+def test_a_control_character_in_a_one_line_field_of_a_record_is_refused(escape, field):
+    """`runs list` printed a record's host and gate names as they were: a record (other people's text)
+    with ESC]52 wrote the reader's clipboard, ESC[2J cleared the screen over the rows above."""
+    from materialize.ledger import parse_record
+
+    value = f"x{escape}y"
+    fields = {"host": {"host": value}, "profile": {"profile": value},
+              "gate": {"gates": [{"name": value, "requests": 1, "failures": 0}]},
+              "metric": {"metrics": [{"name": value, "unit": "s", "samples": [1.0]}]},
+              "unit": {"metrics": [{"name": "m", "unit": value, "samples": [1.0]}]},
+              "banner": {"banners_seen": [value]}, "flag": {"flags": {value: "1"}},
+              "prefix": {"series_prefix": [{"name": value, "sha256": "0" * 64}]}}[field]
+    with pytest.raises(ValueError, match="control character"):
+        parse_record(_record(**fields))
+
+
+def test_free_text_fields_of_a_record_keep_their_newlines_and_tabs():
+    from materialize.ledger import parse_record
+
+    record = parse_record(_record(notes="line 1\n\tline 2", outputs=[{"name": "o", "text": "a\nb\tc"}]))
+    assert record.notes == "line 1\n\tline 2"
+
+
+def test_runs_list_never_prints_a_record_s_escape_sequence(tmp_path):
+    (tmp_path / "runs").mkdir()
+    bad = _record(host="h\x1b]0;pwned\x07", gates=[{"name": "g\x1b[2J", "requests": 1, "failures": 0}])
+    (tmp_path / "runs" / "a.jsonl").write_text(json.dumps(bad) + "\n")
+    proc = _run("runs", "list", str(tmp_path / "runs"))
+    assert "\x1b" not in proc.stdout + proc.stderr and "a.jsonl:1" in proc.stdout, proc
