@@ -213,3 +213,22 @@ def test_runs_list_never_prints_a_record_s_escape_sequence(tmp_path):
     (tmp_path / "runs" / "a.jsonl").write_text(json.dumps(bad) + "\n")
     proc = _run("runs", "list", str(tmp_path / "runs"))
     assert "\x1b" not in proc.stdout + proc.stderr and "a.jsonl:1" in proc.stdout, proc
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cli.py's error handler (and engine.py's message, not this helper's modules) prints a failing patch's"
+    " file names raw: `apply` of a patch of 'a<ESC>]0;pwned<BEL>b.txt' that does not apply sends the escape"
+    " sequence to the terminal (GNU patch does too; git quotes it). status and check spell it out"
+    " (commands.printable); the CLI's one error line should too"))
+def test_apply_error_spells_out_an_escape_sequence_in_a_file_name(tmp_path):
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "x.txt").write_text("x\n")
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "1.patch").write_text("--- a/a\x1b]0;pwned\x07b\n+++ b/a\x1b]0;pwned\x07b\n"
+                                                  "@@ -1 +1 @@\n-zzz\n+b\n")
+    series = tmp_path / "series.yaml"
+    series.write_text("version: 1\npatches_dir: patches\ntargets:\n  t:\n    pin: {kind: path, path: up}\n"
+                      "patches:\n  - {patch: 1.patch, target: t}\n")
+    proc = _run("apply", "--series", str(series), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stderr
+    assert "\x1b" not in proc.stderr, proc.stderr
