@@ -140,6 +140,17 @@ def find_file(project: str, version: str, filename: str | None, *, index: str | 
     return name, url, sha
 
 
+def _sweep_dead_downloads(folder: Path) -> None:
+    """Remove the partial downloads of runs killed outright (``kill -9``, a lost session): up to
+    ``MATERIALIZE_MAX_DOWNLOAD`` bytes each, which nothing else ever removed. A live run's is kept."""
+    from materialize.atomic import alive
+
+    for path in folder.glob(".download-*"):
+        pid = path.name[len(".download-"):].partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
 def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` atomically, refusing it unless its sha256 matches."""
     import httpx
@@ -147,7 +158,8 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
 
     cap = max_download()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=dest.parent)
+    _sweep_dead_downloads(dest.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".download-{os.getpid()}-", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
 
