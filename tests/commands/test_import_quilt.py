@@ -384,3 +384,28 @@ def test_a_quilt_series_past_the_size_cap_is_refused(tmp_path, monkeypatch):
     series.write_text("a.patch\n" * 20)
     with pytest.raises(SeriesError, match=rf"{series}: larger than"):
         parse_quilt_series(series)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("state", ["dev-zero", "fifo", "deep"])
+def test_import_quilt_force_reads_a_checkout_s_workspace_record_in_bounded_time_and_memory(tmp_path, monkeypatch,
+                                                                                         state):
+    """--force asks the workspace beside the series whether it works from it: its state.json (a file
+    of the checkout) as a link to /dev/zero was read without end, as a fifo waited forever, nested
+    100k deep was a RecursionError traceback. Such a record says nothing else: the lock is taken."""
+    monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    quilt_dir, upstream = _quilt_and_upstream(tmp_path)
+    out = tmp_path / "series" / "default.yaml"
+    out.parent.mkdir()
+    out.write_text("# hand-written\n")
+    meta = tmp_path / "work" / ".materialize"
+    meta.mkdir(parents=True)
+    if state == "dev-zero":
+        (meta / "state.json").symlink_to("/dev/zero")
+    elif state == "fifo":
+        os.mkfifo(meta / "state.json")
+    else:
+        (meta / "state.json").write_text("[" * 100_000)
+    from materialize.commands.import_quilt import _records
+
+    assert _records(meta, out) is True

@@ -232,3 +232,18 @@ def test_apply_error_spells_out_an_escape_sequence_in_a_file_name(tmp_path):
     proc = _run("apply", "--series", str(series), "--out", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
     assert "\x1b" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
+    "workspace/journal.py load_record (not this helper's module): a workspace record of a checkout's work/"
+    " (state.json, journal.json, rebase.json) nested 100k deep raises RecursionError, a traceback, where a"
+    " damaged record is DamagedRecordError naming the file (exit 2). Its read is path.read_text(): as a link"
+    " to /dev/zero it reads without end, as a fifo it waits forever (not run here: they would hang the"
+    " suite); atomic.read_regular is the reader for those"))
+def test_a_workspace_record_nested_too_deep_is_a_damaged_record(tmp_path):
+    from materialize.workspace.journal import DamagedRecordError, load_record
+
+    record = tmp_path / "state.json"
+    record.write_text("[" * 100_000)
+    with pytest.raises(DamagedRecordError, match="state.json"):
+        load_record(record, ("series",), "run recover")
