@@ -62,12 +62,13 @@ Flag = Annotated[bool, Field(strict=True)]
 
 
 def _one_line(value: str) -> str:
-    """Names, units, hosts, flags and banners are printed as they are (``runs list``, ``bisect``
-    tables): a record is other people's text, and an escape sequence in it (clear the screen, retitle
-    the terminal, OSC 52 to write the clipboard) would be obeyed by the reader's terminal. ``notes`` and
-    output ``text`` stay free text (shown as JSON)."""
+    """Names, units, hosts and flags are printed as they are (``runs list``, ``bisect`` tables): a
+    record is other people's text, and an escape sequence in it (clear the screen, retitle the
+    terminal, OSC 52 to write the clipboard) would be obeyed by the reader's terminal. A TAB is
+    harmless. ``notes``, output ``text`` and ``banners_seen`` (the series' own banners, which ``serve
+    up`` records after a hardware run and messages show with repr) stay free text."""
     for char in value:
-        if char < " " or "\x7f" <= char <= "\x9f":
+        if (char < " " and char != "\t") or "\x7f" <= char <= "\x9f":
             raise ValueError(f"control character {char!r} in a one-line field (a terminal would obey it); refused")
     return value
 
@@ -147,7 +148,7 @@ class RunRecord(BaseModel):
     time: str
     gates: list[Gate] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)
-    banners_seen: list[Line] = Field(default_factory=list)
+    banners_seen: list[str] = Field(default_factory=list)  # the series' banners (shown with repr)
     outputs: list[Output] = Field(default_factory=list)
     notes: str = ""
 

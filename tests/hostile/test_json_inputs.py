@@ -183,7 +183,7 @@ def _record(**fields: object) -> dict:
 
 
 @pytest.mark.parametrize("escape", ESCAPES)
-@pytest.mark.parametrize("field", ["host", "profile", "gate", "metric", "unit", "banner", "flag", "prefix"])
+@pytest.mark.parametrize("field", ["host", "profile", "gate", "metric", "unit", "output", "flag", "prefix"])
 def test_a_control_character_in_a_one_line_field_of_a_record_is_refused(escape, field):
     """`runs list` printed a record's host and gate names as they were: a record (other people's text)
     with ESC]52 wrote the reader's clipboard, ESC[2J cleared the screen over the rows above."""
@@ -194,17 +194,20 @@ def test_a_control_character_in_a_one_line_field_of_a_record_is_refused(escape, 
               "gate": {"gates": [{"name": value, "requests": 1, "failures": 0}]},
               "metric": {"metrics": [{"name": value, "unit": "s", "samples": [1.0]}]},
               "unit": {"metrics": [{"name": "m", "unit": value, "samples": [1.0]}]},
-              "banner": {"banners_seen": [value]}, "flag": {"flags": {value: "1"}},
+              "output": {"outputs": [{"name": value}]}, "flag": {"flags": {value: "1"}},
               "prefix": {"series_prefix": [{"name": value, "sha256": "0" * 64}]}}[field]
     with pytest.raises(ValueError, match="control character"):
         parse_record(_record(**fields))
 
 
 def test_free_text_fields_of_a_record_keep_their_newlines_and_tabs():
+    """A banner is the series' own text, recorded by `serve up` after a hardware run: a record refused
+    then would lose the run. A TAB is harmless anywhere."""
     from materialize.ledger import parse_record
 
-    record = parse_record(_record(notes="line 1\n\tline 2", outputs=[{"name": "o", "text": "a\nb\tc"}]))
-    assert record.notes == "line 1\n\tline 2"
+    record = parse_record(_record(notes="line 1\n\tline 2", outputs=[{"name": "o", "text": "a\nb\tc"}],
+                                  banners_seen=["\x1b[32mSDPA engaged\x1b[0m"], host="a\tb"))
+    assert record.notes == "line 1\n\tline 2" and record.host == "a\tb"
 
 
 def test_runs_list_never_prints_a_record_s_escape_sequence(tmp_path):
