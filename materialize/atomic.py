@@ -87,3 +87,26 @@ def alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True  # another user's process (or a number no process has: kept, as we cannot tell)
     return True
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
+    """The first ``limit + 1`` bytes of the regular file at ``path`` (links followed): the reading side
+    of a file someone else chose. Opened without blocking, so a fifo or a link to ``/dev/tty`` (which a
+    checkout may hold) is refused at once, as are devices (``/dev/zero``: a read without end) and
+    folders, by an OSError whose ``strerror`` says so; more than ``limit`` bytes back means too big."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        import stat
+
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(kind):
+            raise OSError(22, "not a regular file (a device, fifo or socket)", str(path))
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(limit + 1 - size, 1 << 24))):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -34,12 +34,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from materialize.errors import MaterializeError
+from materialize.atomic import read_regular
+from materialize.errors import MaterializeError, UnsafePathError
 from materialize.locking import exclusive
 
 SCHEMA_VERSION = 1
+# A ledger is a few KB per run; a file past this is refused before it is read (memory is 1-4x it).
+MAX_LEDGER_BYTES = 256 << 20
 _HEX = r"^[0-9a-f]{6,128}$"
 _SHA256 = r"^[0-9a-f]{64}$"
 
@@ -48,6 +59,21 @@ _SHA256 = r"^[0-9a-f]{64}$"
 Count = Annotated[int, Field(strict=True)]
 Sample = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Flag = Annotated[bool, Field(strict=True)]
+
+
+def _one_line(value: str) -> str:
+    """Names, units, hosts and flags are printed as they are (``runs list``, ``bisect`` tables): a
+    record is other people's text, and an escape sequence in it (clear the screen, retitle the
+    terminal, OSC 52 to write the clipboard) would be obeyed by the reader's terminal. A TAB is
+    harmless. ``notes``, output ``text`` and ``banners_seen`` (the series' own banners, which ``serve
+    up`` records after a hardware run and messages show with repr) stay free text."""
+    for char in value:
+        if (char < " " and char != "\t") or "\x7f" <= char <= "\x9f":
+            raise ValueError(f"control character {char!r} in a one-line field (a terminal would obey it); refused")
+    return value
+
+
+Line = Annotated[str, AfterValidator(_one_line)]
 
 
 class LedgerError(MaterializeError):
@@ -63,7 +89,7 @@ class _Strict(BaseModel):
 class PrefixEntry(_Strict):
     """One applied patch of the prefix that ran: its series name and the sha256 of its bytes."""
 
-    name: str
+    name: Line
     sha256: Annotated[str, Field(pattern=_SHA256)]
 
 
@@ -74,7 +100,7 @@ class Gate(_Strict):
     bound (1 for a failing run), which the bisect statistics treat as "at least one failure".
     """
 
-    name: str
+    name: Line
     requests: Annotated[Count, Field(ge=1)]
     failures: Annotated[Count, Field(ge=0)]
     censored: Flag = False
@@ -93,15 +119,15 @@ class Gate(_Strict):
 class Metric(_Strict):
     """Raw samples of one measurement (never a pre-averaged percentage)."""
 
-    name: str
-    unit: str
+    name: Line
+    unit: Line
     samples: Annotated[list[Sample], Field(min_length=1)]
 
 
 class Output(_Strict):
     """A model output the harness captured, so degenerate or non-baseline text can be detected."""
 
-    name: str
+    name: Line
     text: str | None = None
     sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
     expect_sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
@@ -115,14 +141,14 @@ class RunRecord(BaseModel):
     schema_: Literal[1] = Field(alias="schema")
     materialization_id: Annotated[str, Field(pattern=_HEX)]
     series_prefix: list[PrefixEntry]
-    flags: dict[str, str] | list[str] = Field(default_factory=dict)
-    profile: str | None = None
-    profile_hash: str | None = None
-    host: str
+    flags: dict[Line, Line] | list[Line] = Field(default_factory=dict)
+    profile: Line | None = None
+    profile_hash: Line | None = None
+    host: Line
     time: str
     gates: list[Gate] = Field(default_factory=list)
     metrics: list[Metric] = Field(default_factory=list)
-    banners_seen: list[str] = Field(default_factory=list)
+    banners_seen: list[str] = Field(default_factory=list)  # the series' banners (shown with repr)
     outputs: list[Output] = Field(default_factory=list)
     notes: str = ""
 
@@ -253,8 +279,13 @@ def _no_constant(name: str) -> Any:
 
 def loads(text: str) -> Any:
     """``json.loads`` for run records and result lines: a key given twice, ``NaN`` or ``Infinity``
-    is a ``ValueError`` (``json.JSONDecodeError`` for malformed JSON, a subclass)."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    is a ``ValueError`` (``json.JSONDecodeError`` for malformed JSON, a subclass). Arrays or objects
+    nested past Python's recursion limit (``[[[...`` 100k deep) are malformed JSON too: json's
+    RecursionError was a traceback that no handler of bad input took."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects nested too deeply to read", text, 0) from None
 
 
 def parse_record(data: Any) -> RunRecord:
@@ -269,13 +300,26 @@ def parse_record(data: Any) -> RunRecord:
         raise ValueError(format_validation(exc)) from None
 
 
+def _read_bytes(path: Path) -> bytes:
+    """A ledger file's bytes: a regular file (after its links) of at most ``MAX_LEDGER_BYTES``. A
+    ledger folder is other people's records, and a symlink is a file git keeps: one to /dev/zero was
+    read whole into memory, one to a fifo (or /dev/tty) never returned."""
+    try:
+        data = read_regular(path, MAX_LEDGER_BYTES)
+    except FileNotFoundError:
+        raise LedgerError(f"{path}: no such ledger file") from None
+    except OSError as exc:
+        raise LedgerError(f"{path}: {exc.strerror or exc}; a ledger is a .jsonl file of records") from None
+    if len(data) > MAX_LEDGER_BYTES:
+        raise LedgerError(f"{path}: larger than {MAX_LEDGER_BYTES} bytes; refused (split the ledger)")
+    return data
+
+
 def read_ledger(path: str | Path) -> list[LedgerLine]:
     """Every non-blank line of one JSONL file, parsed or with its error (never silently dropped)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LedgerError(f"{path}: no such ledger file") from None
+        text = _read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LedgerError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     out: list[LedgerLine] = []
@@ -331,14 +375,18 @@ def append_record(path: str | Path, record: RunRecord | dict[str, Any]) -> RunRe
     line = (record.to_json() + "\n").encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(str(path) + ".lock"):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # never through a link: a ledger folder is a checkout's, and `prod.jsonl -> ~/.bashrc` got records
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if not path.is_symlink():
+                raise
+            raise UnsafePathError(f"{path}: the ledger is a symlink (to {os.readlink(path)}); refused: a record is"
+                                  " appended to the ledger file itself, never through a link") from exc
         try:
             # A previous writer killed mid-line would glue our record onto its fragment: start fresh.
-            if os.fstat(fd).st_size > 0:
-                with open(path, "rb") as fh:
-                    fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":
-                        line = b"\n" + line
+            size = os.fstat(fd).st_size
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":  # the file we hold, not its name again
+                line = b"\n" + line
             os.write(fd, line)
             os.fsync(fd)
         finally:

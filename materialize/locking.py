@@ -39,7 +39,17 @@ def exclusive(path: str, *, wait: bool = True) -> Iterator[None]:
         finally:
             held[1] -= 1
         return
-    fd = os.open(key[0], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        # never through a link: a lock file sits in a folder a checkout may hold (build/materialized,
+        # work/.materialize), and O_CREAT through `x.lock -> /etc/nologin` created /etc/nologin
+        fd = os.open(key[0], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if not os.path.islink(key[0]):
+            raise
+        from materialize.errors import UnsafePathError
+
+        raise UnsafePathError(f"{path}: the lock file is a symlink (to {os.readlink(key[0])}); refused: locking it"
+                              " would open or create the file it names. Remove the link") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -135,7 +135,7 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
     data = _manifest_bytes(directory)
     try:
         return None if data is None else json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # a folder's manifest.json nested 100k deep is not ours either
         return None
 
 
@@ -471,6 +471,9 @@ def _point_latest(final: Path, default: bool) -> None:
     link = final.parent / "latest"
     tmp_link = final.parent / f".latest-{os.getpid()}"
     _sweep_dead_latest(final.parent)
+    if os.path.lexists(link) and not link.is_symlink():  # ours is always a link: a file of that name is someone's
+        raise MaterializeError(f"{final} is published, but {link} is not a link (ours always is): it is kept; "
+                               "move it away for `latest` to point at the newest output")
     tmp_link.unlink(missing_ok=True)
     try:
         os.symlink(final.name, tmp_link)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from materialize import digest
-from materialize.atomic import atomic_write
+from materialize.atomic import atomic_write, read_regular
 from materialize.errors import MaterializeError, SeriesError
 
 if TYPE_CHECKING:  # pydantic loads only for the documents validated with it (profiles), not for series
@@ -223,8 +223,9 @@ def load_located(path: Path, raw: bytes | None = None) -> LocatedYaml:
     source = str(path)
     if raw is None:
         try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_BYTES + 1)
+            # a regular file only, opened without blocking: a series or profile that is a link to
+            # /dev/tty or a fifo (a checkout's symlink) waited forever to be read
+            raw = read_regular(source, MAX_BYTES)
         except FileNotFoundError:
             raise SeriesError(f"{source}: no such file") from None
         except OSError as exc:  # a folder, no permission: one line naming the file, not a traceback

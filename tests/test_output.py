@@ -183,7 +183,7 @@ def test_a_latest_that_cannot_be_replaced_says_the_output_is_published(builder, 
     monkeypatch.chdir(tmp_path)
     m = materialize(series_with_two_patches(builder))
     (tmp_path / "build" / "materialized" / "latest").mkdir(parents=True)
-    with pytest.raises(MaterializeError, match=r"is published, but .*latest could not be pointed at it"):
+    with pytest.raises(MaterializeError, match=r"is published, but .*latest (could not be pointed at it|is not a link)"):
         write_output(m)
     assert (tmp_path / "build" / "materialized" / m.id / "manifest.json").exists()
     assert not list((tmp_path / "build" / "materialized").glob(".latest-*"))
@@ -299,3 +299,23 @@ def test_what_a_run_killed_while_pointing_latest_or_rewriting_a_cache_entry_left
 
     assert main(["gc", "--keep", "5"]) == 0
     assert not (fan / f".tmp-{dead}-1-0000").exists() and live.exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "empty-folder"])
+def test_a_latest_that_is_not_a_link_is_never_replaced(builder, tmp_path, monkeypatch, kind):
+    """`latest` is a link we make; a file of that name (build/materialized a checkout's link to a folder
+    of the user's, where a `latest` of theirs sits) was replaced by our link and its bytes were gone;
+    an empty folder was replaced too. Either is kept, and the error says the output is published."""
+    monkeypatch.chdir(tmp_path)
+    m = materialize(series_with_two_patches(builder))
+    latest = tmp_path / "build" / "materialized" / "latest"
+    latest.parent.mkdir(parents=True)
+    if kind == "file":
+        latest.write_text("the user's notes\n")
+    else:
+        latest.mkdir()
+    with pytest.raises(MaterializeError, match=r"is published, but .*latest.* is not a link"):
+        write_output(m)
+    assert (latest.read_text() == "the user's notes\n") if kind == "file" else latest.is_dir()
+    assert (tmp_path / "build" / "materialized" / m.id / "manifest.json").exists()
+    assert not list(latest.parent.glob(".latest-*"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from materialize.commands import printable
 from materialize.console import columns, emit_json, paint, progress_wanted, write
 from materialize.report import PatchReport
 
@@ -59,7 +60,7 @@ def hunk_details(reports: list[PatchReport]) -> list[str]:
     for r in reports:
         for h in r.hunks:
             note = h.status if h.status == "clean" else f"{h.status} (offset {h.offset:+d}, fuzz {h.fuzz})"
-            lines.append(f"{r.name}: {h.file} {h.header}: {note}")
+            lines.append(f"{r.name}: {printable(h.file)} {h.header}: {note}")
     return lines
 
 

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import yaml
 
+from materialize.atomic import read_regular
 from materialize.errors import MaterializeError, SeriesError, UpstreamError
 from materialize.series import MAX_FUZZ, MAX_STRIP, SeriesSpec, check_inside, patch_name
 from materialize.upstream import parse_spec
+from materialize.yamlpos import MAX_BYTES
 
 QUILT_DEFAULT_FUZZ = 2
 
@@ -49,9 +51,17 @@ def parse_quilt_series(series_file: Path) -> list[tuple[str, int, bool, int | No
     entries: list[tuple[str, int, bool, int | None]] = []
     lines: dict[str, int] = {}  # each patch as listed -> its line
     try:
-        text = series_file.read_bytes().decode("utf-8", "surrogateescape")  # not read_text: it drops CRs
+        # not read_text (it drops CRs); a regular file of a series file's size: a quilt folder is often
+        # someone else's (a source package), and its series as a link to /dev/zero or a fifo was read
+        # without end or waited forever
+        raw = read_regular(series_file, MAX_BYTES)
     except FileNotFoundError:
         raise SeriesError(f"{series_file}: no quilt series file here") from None
+    except OSError as exc:
+        raise SeriesError(f"{series_file}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise SeriesError(f"{series_file}: larger than {MAX_BYTES >> 20} MiB; refused as a quilt series file")
+    text = raw.decode("utf-8", "surrogateescape")
     for number, raw in enumerate(text.split("\n"), start=1):
         where = f"{series_file}:{number}"
         if raw.startswith("#"):
@@ -315,8 +325,8 @@ def _records(meta: Path, series_path: Path) -> bool:
     """Whether the workspace in ``meta`` works from ``series_path`` (or says nothing else)."""
     import json
 
-    try:
-        recorded = json.loads((meta / "state.json").read_text())["series"]
-    except (OSError, ValueError, KeyError, TypeError):
+    try:  # a record of a checkout's work/ (a link to /dev/zero, a fifo, [[[... 100k deep) says nothing else
+        recorded = json.loads(read_regular(meta / "state.json", MAX_BYTES))["series"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return True
     return Path(recorded).resolve() == series_path.resolve()

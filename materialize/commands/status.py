@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from materialize.commands import printable
 from materialize.commands.apply import SHORT_SERIES
 from materialize.console import columns, emit_json, progress_wanted, write
 from materialize.errors import PatchApplyError
@@ -88,7 +89,7 @@ def status(series_path: Path, as_json: bool, verbose: bool = False) -> int:
             text += _summary(rows) + "\n"
         write(text or "the series is empty")
         if failure:
-            write(str(failure), stderr=True)
+            write(printable(str(failure)), stderr=True)
     return 1 if failure else 0
 
 
@@ -98,14 +99,14 @@ def check(series_path: Path, as_json: bool) -> int:
 
     series = load_series(series_path)
     reports, failure = _apply_all(series)
-    problems = [str(failure)] if failure else []
+    problems = [printable(str(failure))] if failure else []
     warnings = []
     for r in reports:
         for h in r.hunks:
             if h.status == "fuzz":
-                problems.append(f"{r.name}: {h.file} {h.header}: needs fuzz {h.fuzz} (offset {h.offset:+d})")
+                problems.append(f"{r.name}: {printable(h.file)} {h.header}: needs fuzz {h.fuzz} (offset {h.offset:+d})")
             elif h.status == "offset":
-                warnings.append(f"{r.name}: {h.file} {h.header}: applies at offset {h.offset:+d}")
+                warnings.append(f"{r.name}: {printable(h.file)} {h.header}: applies at offset {h.offset:+d}")
     if as_json:
         emit_json({"ok": not problems, "problems": problems, "warnings": warnings})
     else:

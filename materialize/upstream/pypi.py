@@ -108,6 +108,9 @@ def _project_files(project: str, index: str) -> list[tuple[str, str, str | None]
             files = json.loads(content)["files"]
             return [(f["filename"], urljoin(str(resp.url), f["url"]), f.get("hashes", {}).get("sha256"))
                     for f in files]
+        except RecursionError:  # the index is not trusted: [[[... 100k deep was a traceback
+            raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page (arrays or objects"
+                                " nested too deeply to read)") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise UpstreamError(f"cannot read {project} from index {index}: malformed JSON page ({exc})") from None
     parser = _Links(str(resp.url))
@@ -137,6 +140,17 @@ def find_file(project: str, version: str, filename: str | None, *, index: str | 
     return name, url, sha
 
 
+def _sweep_dead_downloads(folder: Path) -> None:
+    """Remove the partial downloads of runs killed outright (``kill -9``, a lost session): up to
+    ``MATERIALIZE_MAX_DOWNLOAD`` bytes each, which nothing else ever removed. A live run's is kept."""
+    from materialize.atomic import alive
+
+    for path in folder.glob(".download-*"):
+        pid = path.name[len(".download-"):].partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
 def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` atomically, refusing it unless its sha256 matches."""
     import httpx
@@ -144,7 +158,8 @@ def download(url: str, dest: Path, expected_sha256: str, *, progress: bool = Tru
 
     cap = max_download()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", dir=dest.parent)
+    _sweep_dead_downloads(dest.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".download-{os.getpid()}-", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
 

@@ -72,3 +72,35 @@ def test_status_long_series_summary_and_verbose(builder):
     verbose = run_cli("status", "--series", str(series), "-v")
     assert len(rows_printed(verbose.stdout)) == 25
     assert json.loads(run_cli("status", "--series", str(series), "--json").stdout)["patches"][3]["offset"] == 1
+
+
+ESC_NAME = "a\x1b]0;pwned\x07b.txt"
+
+
+def _escape_series(tmp_path, patch: str):
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "x.txt").write_text("x\n")
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "1.patch").write_text(patch)
+    series = tmp_path / "series.yaml"
+    series.write_text("version: 1\npatches_dir: patches\ntargets:\n  t:\n    pin: {kind: path, path: up}\n"
+                      "patches:\n  - {patch: 1.patch, target: t}\n")
+    return series
+
+
+def test_a_patched_file_name_with_an_escape_sequence_is_spelled_out_not_sent_to_the_terminal(tmp_path):
+    """A patch names its files: apply -vv, status and check printed them raw (ESC]0 retitles the
+    terminal, ESC]52 writes the clipboard). Spelled ``\\x1b`` as git quotes such names."""
+    series = _escape_series(tmp_path, f"--- /dev/null\n+++ b/{ESC_NAME}\n@@ -0,0 +1 @@\n+b\n")
+    applied = run_cli("apply", "--series", str(series), "--out", str(tmp_path / "out"), "-vv")
+    assert applied.returncode == 0, applied.stderr
+    assert "\x1b" not in applied.stdout and "a\\x1b]0;pwned\\x07b.txt @@" in applied.stdout, applied.stdout
+    assert (tmp_path / "out" / "t" / ESC_NAME).is_file()  # the file itself keeps its name
+
+
+def test_status_and_check_spell_out_an_escape_sequence_in_a_failing_patch(tmp_path):
+    series = _escape_series(tmp_path, f"--- a/{ESC_NAME}\n+++ b/{ESC_NAME}\n@@ -1 +1 @@\n-zzz\n+b\n")
+    for command in ("status", "check"):
+        proc = run_cli(command, "--series", str(series))
+        assert proc.returncode == 1, proc.stderr
+        assert "\x1b" not in proc.stdout + proc.stderr and "a\\x1b]0;pwned\\x07b.txt" in proc.stderr, proc.stderr

@@ -358,3 +358,54 @@ def test_import_quilt_force_keeps_a_link_as_a_link_and_refuses_what_is_not_a_fil
         err = capsys.readouterr().err
         assert name in err and "not a file" in err and "Traceback" not in err
         assert not (series / f"{name}.orig").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "folder"])
+def test_a_quilt_series_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind):
+    """A quilt folder is often someone else's (a source package): its ``series`` as a link to /dev/zero
+    was read without end, as a fifo it waited forever, as a folder it was a traceback."""
+    series = tmp_path / "series"
+    if kind == "dev-zero":
+        series.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(series)
+    else:
+        series.mkdir()
+    with pytest.raises(SeriesError, match=rf"{series}: cannot read it: (not a regular file|Is a directory)"):
+        parse_quilt_series(series)
+
+
+def test_a_quilt_series_past_the_size_cap_is_refused(tmp_path, monkeypatch):
+    import materialize.commands.import_quilt as import_quilt
+
+    monkeypatch.setattr(import_quilt, "MAX_BYTES", 100)
+    series = tmp_path / "series"
+    series.write_text("a.patch\n" * 20)
+    with pytest.raises(SeriesError, match=rf"{series}: larger than"):
+        parse_quilt_series(series)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("state", ["dev-zero", "fifo", "deep"])
+def test_import_quilt_force_reads_a_checkout_s_workspace_record_in_bounded_time_and_memory(tmp_path, monkeypatch,
+                                                                                         state):
+    """--force asks the workspace beside the series whether it works from it: its state.json (a file
+    of the checkout) as a link to /dev/zero was read without end, as a fifo waited forever, nested
+    100k deep was a RecursionError traceback. Such a record says nothing else: the lock is taken."""
+    monkeypatch.delenv("MATERIALIZE_WORK", raising=False)
+    quilt_dir, upstream = _quilt_and_upstream(tmp_path)
+    out = tmp_path / "series" / "default.yaml"
+    out.parent.mkdir()
+    out.write_text("# hand-written\n")
+    meta = tmp_path / "work" / ".materialize"
+    meta.mkdir(parents=True)
+    if state == "dev-zero":
+        (meta / "state.json").symlink_to("/dev/zero")
+    elif state == "fifo":
+        os.mkfifo(meta / "state.json")
+    else:
+        (meta / "state.json").write_text("[" * 100_000)
+    from materialize.commands.import_quilt import _records
+
+    assert _records(meta, out) is True

@@ -163,3 +163,34 @@ def test_an_endless_index_page_is_refused_in_bounded_memory(endless_server, monk
     with pytest.raises(UpstreamError, match=rf"{endless_server}/simple/demo/: .*larger than") as info:
         pypi.find_file("demo", "1.0", None, index=f"{endless_server}/simple/")
     assert info.value.exit_code == 3
+
+
+def test_a_download_killed_outright_is_swept_by_the_next_download_there(tmp_path, monkeypatch):
+    """A run killed during a download (kill -9) left its partial file (up to 4 GiB) in the artifact
+    folder for ever; the next download into that folder removes it, never a live run's."""
+    payload = b"artifact bytes\n"
+
+    class Plain(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args) -> None:  # noqa: ANN002
+            pass
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = tmp_path / "sha"
+    folder.mkdir()
+    (folder / f".download-{dead.pid}-abcd1234").write_bytes(b"x" * 1000)
+    (folder / f".download-{os.getpid()}-live0001").write_bytes(b"mine")  # a live writer's (ours): kept
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Plain)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/a.tar.gz"
+        pypi.download(url, folder / "a.tar.gz", hashlib.sha256(payload).hexdigest(), progress=False)
+    finally:
+        server.shutdown()
+    assert sorted(p.name for p in folder.iterdir()) == [f".download-{os.getpid()}-live0001", "a.tar.gz"]

@@ -153,3 +153,24 @@ def test_a_file_past_the_size_cap_is_refused_before_it_is_read_whole(tmp_path, m
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "huge.yaml: larger than 16 MiB" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "tty-link", "null-link"])
+def test_a_series_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path, kind):
+    """A series (or a profile) that is a fifo, or a link to /dev/tty (a symlink is a file a checkout
+    holds), waited forever for a writer or a key press; a link to /dev/null read as an empty file."""
+    import os
+
+    series = tmp_path / "series.yaml"
+    if kind == "fifo":
+        os.mkfifo(series)
+    else:
+        series.symlink_to("/dev/tty" if kind == "tty-link" else "/dev/null")
+    with pytest.raises(SeriesError, match=r"series.yaml: (not a regular file|cannot read it)"):
+        load_located(series)
+    proc = subprocess.run([sys.executable, "-m", "materialize", "status", "--series", str(series)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=30, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    # load_series reads the file its link leads to (relative paths are relative to that file's folder)
+    assert str(series.resolve()) in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
