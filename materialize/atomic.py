@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 TMP_PREFIX = ".materialize-tmp-"
 
@@ -110,3 +111,20 @@ def read_regular(path: Path | str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path | str, limit: int) -> Any:
+    """The JSON document in the regular file at ``path`` (``read_regular``, at most ``limit`` bytes): the
+    reader of JSON files a checkout holds (workspace records, manifests, results). A file past
+    ``limit`` or not UTF-8 is a ``ValueError``, as is an array nested past Python's recursion limit
+    (``[[[...`` 100k deep: json's RecursionError was a traceback no handler of bad input took);
+    ``OSError`` for what cannot be read (missing, a device, a fifo, a folder)."""
+    import json
+
+    data = read_regular(path, limit)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects nested too deeply to read", "", 0) from None

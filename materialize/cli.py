@@ -162,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     from materialize.console import write  # plain text: an error message is not worth importing rich
 
     def err_line(text: str) -> None:
-        write(text, stderr=True)
+        # an error names files, patch lines and records of someone else's: their control characters are
+        # spelled \xNN (commands.printable), never obeyed by the terminal (ESC]0 retitles it, ESC]52 writes
+        # the clipboard)
+        from materialize.commands import printable
+
+        write(printable(text), stderr=True)
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -12,12 +12,13 @@ give the same report.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from materialize.atomic import read_json
 from materialize.errors import MaterializeError, PatchApplyError
+from materialize.output import MAX_MANIFEST  # (its results.json too: a checkout's JSON of that size at most)
 from materialize.series import PatchEntry, Series
 
 ARMS = ("patched", "control", "tip")
@@ -59,11 +60,11 @@ def from_output(directory: Path) -> Source:
     """Read an existing output (e.g. build/materialized/latest): nothing is materialized."""
     path = directory / "manifest.json"
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = read_json(path, MAX_MANIFEST)
     except FileNotFoundError:
         raise MaterializeError(f"{path}: no manifest (not a materialized output)") from None
-    except ValueError as exc:
-        raise MaterializeError(f"{path}: not a manifest: {exc}") from None
+    except (ValueError, OSError) as exc:
+        raise MaterializeError(f"{path}: not a manifest: {getattr(exc, 'strerror', None) or exc}") from None
     return Source(manifest, f"read from {display(path)}", directory.resolve())
 
 
@@ -207,9 +208,9 @@ def read_offline(path: Path, series: Series) -> tuple[dict[str, dict[str, dict[s
     if not path.is_file():
         return None, f"no recorded run ({display(path)} not found; make test-offline writes it)"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        return None, f"no recorded run ({display(path)} is not JSON: {exc})"
+        data = read_json(path, MAX_MANIFEST)
+    except (ValueError, OSError) as exc:
+        return None, f"no recorded run ({display(path)} is not JSON: {getattr(exc, 'strerror', None) or exc})"
     rows = data.get("patches") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         return None, f"no recorded run ({display(path)} has no 'patches' list)"

@@ -21,9 +21,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from materialize.atomic import TMP_PREFIX, atomic_write
+from materialize.atomic import TMP_PREFIX, atomic_write, read_json
 from materialize.errors import BusyError, MaterializeError
 from materialize.locking import Held, exclusive
+
+# Ours are a few KiB (state.json lists a workspace's added files); a record past this is not ours.
+RECORD_LIMIT = 64 << 20
 
 
 class DamagedRecordError(MaterializeError):
@@ -36,13 +39,14 @@ class DamagedRecordError(MaterializeError):
 def load_record(path: Path, required: tuple[str, ...], way_out: str) -> dict[str, Any]:
     """The JSON object in ``path`` with at least the keys ``required``: the one reader of the workspace's
     records (state.json, journal.json, rebase.json), so a damaged one is one line naming it (exit 2)."""
-    try:
-        text = path.read_text()
-        data = json.loads(text)
+    try:  # (a checkout's work/ may hold a link to /dev/zero, a fifo, [[[... 100k deep: read as damaged)
+        data = read_json(path, RECORD_LIMIT)
     except json.JSONDecodeError as exc:
         raise DamagedRecordError(f"{path}:{exc.lineno}: damaged ({exc.msg}); {way_out}") from None
-    except (UnicodeDecodeError, IsADirectoryError) as exc:
-        raise DamagedRecordError(f"{path}: damaged ({exc}); {way_out}") from None
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise DamagedRecordError(f"{path}: damaged ({getattr(exc, 'strerror', None) or exc}); {way_out}") from None
     missing = [key for key in required if not isinstance(data, dict) or key not in data]
     if missing:
         raise DamagedRecordError(f"{path}:1: damaged (no {', '.join(missing)}); {way_out}")

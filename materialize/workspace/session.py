@@ -19,7 +19,6 @@ every workspace command.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,8 +65,11 @@ def find_series(given: Path | None, cwd: Path | None = None) -> Path:
             return candidate
         state = directory / ".materialize" / "state.json"
         if state.is_file():
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                return Path(json.loads(state.read_text())["series"])
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                from materialize.atomic import read_json
+                from materialize.workspace.journal import RECORD_LIMIT
+
+                return Path(read_json(state, RECORD_LIMIT)["series"])
     raise NoSeriesError(f"no {SERIES_DEFAULT} in {cwd} or any parent directory; give --series FILE")
 
 

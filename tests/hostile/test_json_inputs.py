@@ -218,11 +218,6 @@ def test_runs_list_never_prints_a_record_s_escape_sequence(tmp_path):
     assert "\x1b" not in proc.stdout + proc.stderr and "a.jsonl:1" in proc.stdout, proc
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli.py's error handler (and engine.py's message, not this helper's modules) prints a failing patch's"
-    " file names raw: `apply` of a patch of 'a<ESC>]0;pwned<BEL>b.txt' that does not apply sends the escape"
-    " sequence to the terminal (GNU patch does too; git quotes it). status and check spell it out"
-    " (commands.printable); the CLI's one error line should too"))
 def test_apply_error_spells_out_an_escape_sequence_in_a_file_name(tmp_path):
     (tmp_path / "up").mkdir()
     (tmp_path / "up" / "x.txt").write_text("x\n")
@@ -237,27 +232,27 @@ def test_apply_error_spells_out_an_escape_sequence_in_a_file_name(tmp_path):
     assert "\x1b" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "workspace/journal.py load_record (not this helper's module): a workspace record of a checkout's work/"
-    " (state.json, journal.json, rebase.json) nested 100k deep raises RecursionError, a traceback, where a"
-    " damaged record is DamagedRecordError naming the file (exit 2). Its read is path.read_text(): as a link"
-    " to /dev/zero it reads without end, as a fifo it waits forever (not run here: they would hang the"
-    " suite); atomic.read_regular is the reader for those"))
-def test_a_workspace_record_nested_too_deep_is_a_damaged_record(tmp_path):
+@pytest.mark.parametrize("kind", ["nested 100k deep", "a link to /dev/zero", "a fifo", "a folder"])
+def test_a_workspace_record_that_is_not_ours_is_a_damaged_record_at_once(tmp_path, kind):
+    """state.json, journal.json and rebase.json are a checkout's files: a link to /dev/zero was read
+    without end, a fifo waited forever, [[[... was a RecursionError traceback."""
+    import os
+
     from materialize.workspace.journal import DamagedRecordError, load_record
 
     record = tmp_path / "state.json"
-    record.write_text("[" * 100_000)
+    if kind == "nested 100k deep":
+        record.write_text("[" * 100_000)
+    elif kind == "a link to /dev/zero":
+        record.symlink_to("/dev/zero")
+    elif kind == "a fifo":
+        os.mkfifo(record)
+    else:
+        record.mkdir()
     with pytest.raises(DamagedRecordError, match="state.json"):
         load_record(record, ("series",), "run recover")
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "site/collect.py read_offline and from_output (not this helper's modules): build/offline/results.json or"
-    " an output's manifest.json (files of a checkout) nested 100k deep raise RecursionError, a traceback out"
-    " of `materialize report`, where malformed JSON is a reason on the page / one line. Both read with"
-    " path.read_text(): a link to /dev/zero reads without end. serve/up.py prepare reads"
-    " --from-output's manifest.json the same way"))
 def test_the_report_s_offline_results_nested_too_deep_is_no_recorded_run(tmp_path):
     from materialize.site.collect import read_offline
 
@@ -265,3 +260,18 @@ def test_the_report_s_offline_results_nested_too_deep_is_no_recorded_run(tmp_pat
     results.write_text(DEEP)
     data, why = read_offline(results, None)  # type: ignore[arg-type]
     assert data is None and "not JSON" in why
+
+
+@pytest.mark.parametrize("kind", ["nested 100k deep", "a link to /dev/zero"])
+def test_the_report_from_an_output_whose_manifest_is_not_ours_is_one_error(tmp_path, kind):
+    from materialize.errors import MaterializeError
+    from materialize.site.collect import from_output
+
+    (tmp_path / "out").mkdir()
+    manifest = tmp_path / "out" / "manifest.json"
+    if kind == "a link to /dev/zero":
+        manifest.symlink_to("/dev/zero")
+    else:
+        manifest.write_text(DEEP)
+    with pytest.raises(MaterializeError, match="not a manifest"):
+        from_output(tmp_path / "out")
