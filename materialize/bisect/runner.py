@@ -230,8 +230,15 @@ def _where(result: TaskResult) -> str:
     return f"bisect run: position {result.task.candidate.position} (exit {result.returncode})"
 
 
-def interpret(state: BisectState, result: TaskResult) -> Outcome:
-    """Turn a finished run into evidence (records > JSON lines > exit code); see the module doc."""
+Vet = Callable[[RunRecord, int], list[str]]
+"""What is wrong with a run record the command wrote, as evidence about the candidate at a position."""
+
+
+def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) -> Outcome:
+    """Turn a finished run into evidence (records > JSON lines > exit code); see the module doc.
+
+    The command's own run records must each be a new run (an identity this bisect has not counted,
+    once in the file) and pass ``vet`` (the checks ``runs validate`` makes), else the bisect stops."""
     cand = result.task.candidate
     rc = result.returncode
     if rc >= 126 or rc < 0:
@@ -241,7 +248,7 @@ def interpret(state: BisectState, result: TaskResult) -> Outcome:
         )
     if rc == SKIP:
         return Outcome("skip", note="exit 125")
-    out = _from_records(state, result)
+    out = _from_records(state, result, vet)
     if out is None:
         out = _from_stdout(state, result)
     if state.mode == "metric":
@@ -272,18 +279,38 @@ def interpret(state: BisectState, result: TaskResult) -> Outcome:
     return Outcome("gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {rc}")
 
 
-def _from_records(state: BisectState, result: TaskResult) -> Outcome | None:
+def _from_records(state: BisectState, result: TaskResult, vet: Vet | None = None) -> Outcome | None:
     cand = result.task.candidate
-    records = _own_records(result.task, result)
-    if not records:
+    lines = _own_records(result.task, result)
+    if not lines:
         return None
+    records = [rec for _, rec in lines]
     want_metric = state.mode == "metric"
     out = Outcome("none", records=records, source="run records", note="run records")
-    for rec in records:
+    counted = session.recorded(state)
+    here: dict[str, str] = {}
+    for where, rec in lines:
         if rec.materialization_id != cand.materialization_id:
             raise HarnessError(
-                f"{result.task.ledger}: record names materialization {rec.materialization_id[:12]} "
+                f"{where}: record names materialization {rec.materialization_id[:12]} "
                 f"but the candidate was {cand.materialization_id[:12]}"
+            )
+        # A run is its record's content (as in 'record' and 'infer'): the same record again, in this
+        # file or counted from an earlier run, is not a new run; counting it would count one run twice.
+        rid = rec.identity
+        again = f"{here[rid]}" if rid in here else "an earlier run of this bisect" if rid in counted else None
+        if again:
+            raise HarnessError(
+                f"{_where(result)}: {where}: the command wrote a run record this bisect already has "
+                f"(identity {rid}, as {again}): a run's record must be its own, counted once; give each "
+                f"run a unique 'x_run' (or a time to the second that differs){_tail(result)}"
+            )
+        here[rid] = where
+        problems = vet(rec, cand.position) if vet is not None else []
+        if problems:
+            raise HarnessError(
+                f"{_where(result)}: {where}: the command's run record is not evidence about this "
+                f"candidate: {'; '.join(problems)}{_tail(result)}"
             )
         if want_metric and (m := rec.metric(state.metric or "")):
             if out.unit is not None and m.unit != out.unit:
@@ -384,7 +411,8 @@ def _validate_line(state: BisectState, obj: dict) -> Outcome:
     return Outcome("metric", samples=list(m.samples), unit=m.unit, source="JSON lines", note="JSON line")
 
 
-def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
+def _own_records(task: Task, result: TaskResult) -> list[tuple[str, RunRecord]]:
+    """The records the command appended to its ledger, each with its ``FILE:LINE``."""
     if not task.ledger.exists() or task.ledger.stat().st_size == 0:
         return []
     lines = read_ledger(task.ledger)
@@ -393,7 +421,7 @@ def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
         raise HarnessError(
             f"{_where(result)}: {bad[0].where}: the command wrote an invalid run record: {bad[0].error}{_tail(result)}"
         )
-    return [ln.record for ln in lines if ln.record is not None]
+    return [(ln.where, ln.record) for ln in lines if ln.record is not None]
 
 
 def make_record(
@@ -436,6 +464,7 @@ def run_loop(
     timeout: float | None = None,
     echo: Callable[[str], None] = print,
     check_series: Callable[[], None] | None = None,
+    vet: Vet | None = None,
 ) -> session.Step:
     """Decide, materialize, run, record; repeat until decided, inconclusive or out of budget.
 
@@ -493,7 +522,7 @@ def run_loop(
             store.save(state)
             for result in executor.run(tasks):
                 state = store.load()
-                out = interpret(state, result)
+                out = interpret(state, result, vet)
                 pos = result.task.candidate.position
                 if out.kind == "gate":  # once a run reported its counts, every run must
                     state.run_results = "reported" if out.source != "exit" else (state.run_results or "exit")
