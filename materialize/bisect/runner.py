@@ -249,8 +249,15 @@ def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) ->
     if rc == SKIP:
         return Outcome("skip", note="exit 125")
     out = _from_records(state, result, vet)
+    printed = _from_stdout(state, result)
     if out is None:
-        out = _from_stdout(state, result)
+        out = printed
+    elif printed is not None and _counts(printed) != _counts(out):
+        # two results of one run that disagree: neither can be taken for the run
+        raise HarnessError(
+            f"{_where(result)}: its run records give {state.gate or state.metric!r} {_counts(out)} but its "
+            f"JSON lines {_counts(printed)}: one run, two results; fix the harness{_tail(result)}"
+        )
     if state.mode == "metric":
         if out is None:
             return Outcome("skip", note=f"exit {rc} and no {state.metric!r} metric on stdout")
@@ -259,6 +266,11 @@ def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) ->
                 f"bisect run: position {cand.position}: the command exited {rc} but reported "
                 f"{state.metric!r} samples {out.samples[:5]}: a failing command's numbers are not a "
                 f"measurement; exit 0 when it measured, 125 to skip{_tail(result)}"
+            )
+        if bad := [s for s in out.samples if not s > 0]:
+            raise HarnessError(
+                f"{_where(result)}: its {out.source} give {state.metric!r} sample {bad[0]!r}: a metric sample "
+                f"is a positive number (the model compares relative shifts){_tail(result)}"
             )
         return out
     if out is not None:
@@ -277,6 +289,12 @@ def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) ->
         )
     failed = rc != 0
     return Outcome("gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {rc}")
+
+
+def _counts(out: Outcome) -> str:
+    if out.kind == "metric":
+        return f"samples {sorted(out.samples)} ({out.unit!r})"
+    return f"{out.failures}{'+' if out.censored else ''} failures of {out.requests} requests"
 
 
 def _from_records(state: BisectState, result: TaskResult, vet: Vet | None = None) -> Outcome | None:

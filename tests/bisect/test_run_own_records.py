@@ -37,7 +37,7 @@ with open(os.environ["MATERIALIZE_LEDGER"], "a") as fh:
 '''
 
 
-def _bisect(invoke, gen_series, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str):
+def _bisect(invoke, gen_series, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, *args: str):
     from materialize.bisect.candidates import SeriesIndex
     from materialize.series import load_series
 
@@ -50,7 +50,7 @@ def _bisect(invoke, gen_series, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     gate = tmp_path / "gate.py"
     gate.write_text(GATE)
     ledger = tmp_path / "runs.jsonl"
-    result = invoke("bisect", "run", *common, "--ledger", ledger, "--max-runs", "6", "--", sys.executable, gate, mode)
+    result = invoke("bisect", "run", *common, "--ledger", ledger, "--max-runs", "6", "--", sys.executable, gate, mode, *args)
     return result, StateStore(tmp_path / "work").load()
 
 
@@ -86,3 +86,33 @@ def test_a_record_runs_validate_rejects_is_not_counted(invoke, gen_series, tmp_p
     assert result.exit_code == 1 and isinstance(result.exception, HarnessError), result.output
     assert why in str(result.exception) and "not evidence" in str(result.exception)
     assert all(o.position == 0 for o in state.observations) or not state.observations
+
+
+@pytest.mark.parametrize("value", ["0", "-3.5"])
+def test_a_metric_sample_that_is_not_positive_stops_the_run_and_is_not_kept(invoke, gen_series, tmp_path, value) -> None:
+    # was: kept in the state, then every command (run, status) failed in the model with exit 2
+    series, _ = gen_series(4)
+    common = ["--series", series, "--work-dir", tmp_path / "work"]
+    assert invoke("bisect", "start", *common, "--good", "0", "--bad", "4", "--metric", "mk").exit_code == 0
+    gate = tmp_path / "gate.py"
+    gate.write_text(f"print('{{\"metric\": \"mk\", \"value\": {value}}}')\n")
+    result = invoke("bisect", "run", *common, "--", sys.executable, gate)
+    assert result.exit_code == 1 and isinstance(result.exception, HarnessError), result.output
+    assert f"sample {float(value)!r}" in str(result.exception) and "position " in str(result.exception)
+    assert StateStore(tmp_path / "work").load().observations == []
+    assert invoke("bisect", "status", *common).exit_code == 0
+
+
+@pytest.mark.parametrize("printed", ["5", "0"])
+def test_records_and_result_lines_of_one_run_must_agree(invoke, gen_series, tmp_path, monkeypatch, printed) -> None:
+    # was: the records won and a JSON line saying 5 of 32 failed was ignored: a pass counted
+    script = GATE.replace("lines = [", 'print(json.dumps({"gate": "stage3", "requests": 32, "failures": int(sys.argv[2])}))\nlines = [')
+    monkeypatch.setattr(sys.modules[__name__], "GATE", script)
+    result, state = _bisect(invoke, gen_series, tmp_path, monkeypatch, "unique", printed)
+    if printed == "0":  # the same counts twice: the run counts (once)
+        assert result.exit_code == 1 and "--max-runs 6 reached" in result.output
+        assert len(state.observations) == 6
+        return
+    assert result.exit_code == 1 and isinstance(result.exception, HarnessError), result.output
+    assert "0 failures of 32 requests but its JSON lines 5 failures of 32" in str(result.exception)
+    assert state.observations == []
