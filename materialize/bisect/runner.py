@@ -152,6 +152,13 @@ def run_task(task: Task) -> TaskResult:
         )
     finally:
         os.close(read_end)
+    # The keeper ends its group when the command ends; killed itself by a signal, it cannot: the command
+    # and its children would run on, holding the output pipes this process reads to their end. So the
+    # group is ended here once the keeper is gone (waited for without reaping it: its pid, the group's
+    # id, stays taken until communicate() reaps it).
+    import threading
+
+    threading.Thread(target=_end_group_after, args=(proc.pid,), daemon=True).start()
     try:
         try:
             out, err = proc.communicate(timeout=task.timeout)
@@ -166,6 +173,16 @@ def run_task(task: Task) -> TaskResult:
     finally:
         os.close(write_end)
     return TaskResult(task, proc.returncode, out, err)
+
+
+def _end_group_after(keeper: int) -> None:
+    import signal
+
+    try:
+        os.waitid(os.P_PID, keeper, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # already reaped: communicate() returned, the group was ended
+        return
+    _kill_group(keeper, signal.SIGKILL)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
