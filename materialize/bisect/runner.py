@@ -261,7 +261,7 @@ def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) ->
     if rc >= 126 or rc < 0:
         raise BisectError(
             f"bisect run: command exited {rc} at position {cand.position}; aborting "
-            f"(126+ and signals mean the command itself is broken): {result.stderr.strip()[-300:]}"
+            f"(126+ and signals mean the command itself is broken){_tail(result)}"
         )
     if rc == SKIP:
         return Outcome("skip", note="exit 125")

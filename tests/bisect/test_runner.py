@@ -232,3 +232,11 @@ def test_a_keeper_killed_by_a_signal_does_not_leave_its_gate_running_or_the_run_
     else:
         os.kill(pid, signal.SIGKILL)
         raise AssertionError("the gate's child outlived its killed keeper")
+
+
+def test_a_broken_command_says_what_its_stderr_ended_with_or_that_it_was_empty(tmp_path: Path) -> None:
+    st = gate_state()
+    with pytest.raises(BisectError, match=r"exited 137 at position 3; .*broken\); stderr was empty$"):
+        interpret(st, result(tmp_path, 137))
+    with pytest.raises(BisectError, match=r"exited 126 .*; stderr ends: not executable$"):
+        interpret(st, result(tmp_path, 126, stderr="not executable\n"))
