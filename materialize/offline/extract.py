@@ -2297,6 +2297,13 @@ class _Effects(cst.CSTVisitor):
             for name in _call_chain_names(obj):
                 self.call_results.add(name)
                 into.add(name)
+            base = obj
+            while isinstance(base, cst.Attribute | cst.Subscript | cst.Call):
+                base = base.func if isinstance(base, cst.Call) else base.value
+            if not isinstance(base, cst.Name | cst.Call):
+                # or any object the expression holds: `(b := A).append(1)`, `(A or B).append(1)`, `[A][0]`
+                for name in sorted(_names_in(base)):
+                    self._changes(cst.Name(name), into)
             return
         # a local bound from module names (`for a, b in PAIRS:`, `r = REG`) may be one of their objects; a
         # copy of one (`m = dict(REG)`) is a new object whose elements are theirs (`m[k].append(x)`)
