@@ -504,6 +504,7 @@ def record_cmd(series_opt, work_dir, runfiles, check_ids) -> int:
 def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, command) -> int:
     """Run COMMAND on candidates until the culprit is found (exit 0), or not (exit 1)."""
     from materialize.bisect.runner import LocalExecutor, run_loop
+    from materialize.bisect.validate import candidate_problems
 
     command = command[1:] if command[:1] == ["--"] else command
     if not command:
@@ -529,6 +530,7 @@ def run_cmd(series_opt, work_dir, jobs, max_runs, timeout, ledger, ray_hosts, co
             index.prefix_entries,
             executor=executor,
             check_series=check,
+            vet=lambda rec, position: candidate_problems(rec, index, position),
             ledger=Path(ledger) if ledger else None,
             max_runs=max_runs,
             timeout=timeout,

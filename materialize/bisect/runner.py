@@ -152,6 +152,13 @@ def run_task(task: Task) -> TaskResult:
         )
     finally:
         os.close(read_end)
+    # The keeper ends its group when the command ends; killed itself by a signal, it cannot: the command
+    # and its children would run on, holding the output pipes this process reads to their end. So the
+    # group is ended here once the keeper is gone (waited for without reaping it: its pid, the group's
+    # id, stays taken until communicate() reaps it).
+    import threading
+
+    threading.Thread(target=_end_group_after, args=(proc.pid,), daemon=True).start()
     try:
         try:
             out, err = proc.communicate(timeout=task.timeout)
@@ -166,6 +173,16 @@ def run_task(task: Task) -> TaskResult:
     finally:
         os.close(write_end)
     return TaskResult(task, proc.returncode, out, err)
+
+
+def _end_group_after(keeper: int) -> None:
+    import signal
+
+    try:
+        os.waitid(os.P_PID, keeper, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # already reaped: communicate() returned, the group was ended
+        return
+    _kill_group(keeper, signal.SIGKILL)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -230,20 +247,34 @@ def _where(result: TaskResult) -> str:
     return f"bisect run: position {result.task.candidate.position} (exit {result.returncode})"
 
 
-def interpret(state: BisectState, result: TaskResult) -> Outcome:
-    """Turn a finished run into evidence (records > JSON lines > exit code); see the module doc."""
+Vet = Callable[[RunRecord, int], list[str]]
+"""What is wrong with a run record the command wrote, as evidence about the candidate at a position."""
+
+
+def interpret(state: BisectState, result: TaskResult, vet: Vet | None = None) -> Outcome:
+    """Turn a finished run into evidence (records > JSON lines > exit code); see the module doc.
+
+    The command's own run records must each be a new run (an identity this bisect has not counted,
+    once in the file) and pass ``vet`` (the checks ``runs validate`` makes), else the bisect stops."""
     cand = result.task.candidate
     rc = result.returncode
     if rc >= 126 or rc < 0:
         raise BisectError(
             f"bisect run: command exited {rc} at position {cand.position}; aborting "
-            f"(126+ and signals mean the command itself is broken): {result.stderr.strip()[-300:]}"
+            f"(126+ and signals mean the command itself is broken){_tail(result)}"
         )
     if rc == SKIP:
         return Outcome("skip", note="exit 125")
-    out = _from_records(state, result)
+    out = _from_records(state, result, vet)
+    printed = _from_stdout(state, result)
     if out is None:
-        out = _from_stdout(state, result)
+        out = printed
+    elif printed is not None and _counts(printed) != _counts(out):
+        # two results of one run that disagree: neither can be taken for the run
+        raise HarnessError(
+            f"{_where(result)}: its run records give {state.gate or state.metric!r} {_counts(out)} but its "
+            f"JSON lines {_counts(printed)}: one run, two results; fix the harness{_tail(result)}"
+        )
     if state.mode == "metric":
         if out is None:
             return Outcome("skip", note=f"exit {rc} and no {state.metric!r} metric on stdout")
@@ -252,6 +283,11 @@ def interpret(state: BisectState, result: TaskResult) -> Outcome:
                 f"bisect run: position {cand.position}: the command exited {rc} but reported "
                 f"{state.metric!r} samples {out.samples[:5]}: a failing command's numbers are not a "
                 f"measurement; exit 0 when it measured, 125 to skip{_tail(result)}"
+            )
+        if bad := [s for s in out.samples if not s > 0]:
+            raise HarnessError(
+                f"{_where(result)}: its {out.source} give {state.metric!r} sample {bad[0]!r}: a metric sample "
+                f"is a positive number (the model compares relative shifts){_tail(result)}"
             )
         return out
     if out is not None:
@@ -272,18 +308,44 @@ def interpret(state: BisectState, result: TaskResult) -> Outcome:
     return Outcome("gate", state.requests, 1 if failed else 0, censored=failed, note=f"exit {rc}")
 
 
-def _from_records(state: BisectState, result: TaskResult) -> Outcome | None:
+def _counts(out: Outcome) -> str:
+    if out.kind == "metric":
+        return f"samples {sorted(out.samples)} ({out.unit!r})"
+    return f"{out.failures}{'+' if out.censored else ''} failures of {out.requests} requests"
+
+
+def _from_records(state: BisectState, result: TaskResult, vet: Vet | None = None) -> Outcome | None:
     cand = result.task.candidate
-    records = _own_records(result.task, result)
-    if not records:
+    lines = _own_records(result.task, result)
+    if not lines:
         return None
+    records = [rec for _, rec in lines]
     want_metric = state.mode == "metric"
     out = Outcome("none", records=records, source="run records", note="run records")
-    for rec in records:
+    counted = session.recorded(state)
+    here: dict[str, str] = {}
+    for where, rec in lines:
         if rec.materialization_id != cand.materialization_id:
             raise HarnessError(
-                f"{result.task.ledger}: record names materialization {rec.materialization_id[:12]} "
+                f"{where}: record names materialization {rec.materialization_id[:12]} "
                 f"but the candidate was {cand.materialization_id[:12]}"
+            )
+        # A run is its record's content (as in 'record' and 'infer'): the same record again, in this
+        # file or counted from an earlier run, is not a new run; counting it would count one run twice.
+        rid = rec.identity
+        again = f"{here[rid]}" if rid in here else "an earlier run of this bisect" if rid in counted else None
+        if again:
+            raise HarnessError(
+                f"{_where(result)}: {where}: the command wrote a run record this bisect already has "
+                f"(identity {rid}, as {again}): a run's record must be its own, counted once; give each "
+                f"run a unique 'x_run' (or a time to the second that differs){_tail(result)}"
+            )
+        here[rid] = where
+        problems = vet(rec, cand.position) if vet is not None else []
+        if problems:
+            raise HarnessError(
+                f"{_where(result)}: {where}: the command's run record is not evidence about this "
+                f"candidate: {'; '.join(problems)}{_tail(result)}"
             )
         if want_metric and (m := rec.metric(state.metric or "")):
             if out.unit is not None and m.unit != out.unit:
@@ -384,7 +446,8 @@ def _validate_line(state: BisectState, obj: dict) -> Outcome:
     return Outcome("metric", samples=list(m.samples), unit=m.unit, source="JSON lines", note="JSON line")
 
 
-def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
+def _own_records(task: Task, result: TaskResult) -> list[tuple[str, RunRecord]]:
+    """The records the command appended to its ledger, each with its ``FILE:LINE``."""
     if not task.ledger.exists() or task.ledger.stat().st_size == 0:
         return []
     lines = read_ledger(task.ledger)
@@ -393,7 +456,7 @@ def _own_records(task: Task, result: TaskResult) -> list[RunRecord]:
         raise HarnessError(
             f"{_where(result)}: {bad[0].where}: the command wrote an invalid run record: {bad[0].error}{_tail(result)}"
         )
-    return [ln.record for ln in lines if ln.record is not None]
+    return [(ln.where, ln.record) for ln in lines if ln.record is not None]
 
 
 def make_record(
@@ -436,6 +499,7 @@ def run_loop(
     timeout: float | None = None,
     echo: Callable[[str], None] = print,
     check_series: Callable[[], None] | None = None,
+    vet: Vet | None = None,
 ) -> session.Step:
     """Decide, materialize, run, record; repeat until decided, inconclusive or out of budget.
 
@@ -493,7 +557,7 @@ def run_loop(
             store.save(state)
             for result in executor.run(tasks):
                 state = store.load()
-                out = interpret(state, result)
+                out = interpret(state, result, vet)
                 pos = result.task.candidate.position
                 if out.kind == "gate":  # once a run reported its counts, every run must
                     state.run_results = "reported" if out.source != "exit" else (state.run_results or "exit")

@@ -196,6 +196,12 @@ def observe(
     if samples:
         if state.mode != "metric":
             raise BisectError("metric samples given to a gate bisect")
+        for s in samples:
+            if not (isinstance(s, int | float) and math.isfinite(s) and s > 0):
+                raise BisectError(
+                    f"{source}: position {position}: metric {state.metric!r} sample {s!r} is not a finite "
+                    "positive number (the model compares relative shifts, logs of samples); not recorded"
+                )
         if unit is not None:
             if state.unit is None:
                 state.unit, state.unit_source = unit, source

@@ -143,3 +143,21 @@ def check_records(
         applied = [f for f in flagged_by_pos if index.names.index(f[0]) < pos]
         checked.problems.extend(banner_problems(rec, applied))
     return out
+
+
+def candidate_problems(record: RunRecord, index: SeriesIndex, position: int) -> list[str]:
+    """Why a record that ``bisect run``'s command wrote for the candidate at ``position`` is not
+    evidence about it: the checks ``runs validate`` makes (degenerate or non-baseline outputs, banners
+    that disagree with flags), and its prefix must be that candidate's, patch for patch. A record the
+    ledger would later call invalid must not have been counted by the run that wrote it."""
+    problems = output_problems(record)
+    pos = index.position_of_prefix([(e.name, e.sha256) for e in record.series_prefix])
+    if pos != position:
+        what = "is not a prefix of the series" if pos is None else f"is position {pos}'s"
+        problems.append(f"series_prefix {what}, not the candidate's (position {position})")
+        return problems
+    flagged = [
+        (p.name, p.flag, p.banner) for p in index.series.patches[:position] if p.flag and p.banner
+    ]
+    problems.extend(banner_problems(record, flagged))
+    return problems

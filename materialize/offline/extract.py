@@ -919,7 +919,7 @@ class ImportPolicy:
                 return _checked(name, globals, locals, fromlist, level)
             except RefusedImport as exc:
                 if refusals is not None:
-                    refusals.append((name, exc))
+                    refusals.append(("." * level + name, exc))  # a relative import keeps its dots
                 raise
 
         def _checked(name, globals=None, locals=None, fromlist=(), level=0):
@@ -1516,20 +1516,32 @@ class _Plan:
     def _refused_and_caught(self, refused: list[tuple[str, RefusedImport]]) -> None:
         """An import the policy refused while the file's import-time code ran, which that code caught
         (``try: import xxhash except ImportError: xxhash = None``): RefusedImport is an ImportError, so
-        the file went on with the fallback it takes only when the module is missing. When the module is
-        installed here, the real file would have imported it: refuse (a missing one: the file's fallback
-        is what it does here too)."""
+        the file went on with the fallback it takes only when the module is missing. Refused when the
+        real file would have imported it: the module is installed here; or it is of the file's own
+        package (a relative import, or the package's top name: the tree under test holds it, as
+        vllm/version.py's ``from ._version import`` beside its ``_version.py``), or a heavy one
+        (ttnn, torch, vllm: never in the offline venv, always where the file is served). A missing
+        third-party module: the file's fallback is what it does here too."""
+        own = self.package.split(".")[0] if self.package else None
         for name, exc in refused:
             top = name.split(".")[0]
-            try:
-                installed = importlib.util.find_spec(top) is not None
-            except (ImportError, ValueError):
-                installed = False
-            if installed and top not in self.policy.stubs:
+            if not top:
+                why = "it is a relative import: the file's own package, which the tree it runs in holds"
+            elif top == own:
+                why = f"{top!r} is the file's own package, which the tree it runs in holds"
+            elif top in self.policy.refuse:
+                why = f"{top!r} is a heavy import, installed wherever the file is served"
+            else:
+                try:
+                    installed = importlib.util.find_spec(top) is not None
+                except (ImportError, ValueError):
+                    installed = False
+                why = f"{top!r} is installed" if installed else ""
+            if why and top not in self.policy.stubs:
                 raise observed(
                     ExtractError(
                         f"{exc}; the file's import-time code caught it (except ImportError) and went on "
-                        f"with its fallback, but {top!r} is installed: the file would have imported it"
+                        f"with its fallback, but {why}: the file would have imported it"
                     )
                 ) from exc
 
@@ -2285,6 +2297,13 @@ class _Effects(cst.CSTVisitor):
             for name in _call_chain_names(obj):
                 self.call_results.add(name)
                 into.add(name)
+            base = obj
+            while isinstance(base, cst.Attribute | cst.Subscript | cst.Call):
+                base = base.func if isinstance(base, cst.Call) else base.value
+            if not isinstance(base, cst.Name | cst.Call):
+                # or any object the expression holds: `(b := A).append(1)`, `(A or B).append(1)`, `[A][0]`
+                for name in sorted(_names_in(base)):
+                    self._changes(cst.Name(name), into)
             return
         # a local bound from module names (`for a, b in PAIRS:`, `r = REG`) may be one of their objects; a
         # copy of one (`m = dict(REG)`) is a new object whose elements are theirs (`m[k].append(x)`)
@@ -2316,6 +2335,12 @@ class _Effects(cst.CSTVisitor):
         for name in _target_names(target):
             local[name] = local.get(name, set()) | sources
             copies[name] = copies.get(name, set()) | copied
+
+    def _bind_defaults(self, params: cst.Parameters) -> None:
+        """In the function being walked, a parameter may hold the object its default names."""
+        for param in [*params.posonly_params, *params.params, *params.kwonly_params]:
+            if param.default is not None:
+                self._derive(param.name, param.default)
 
     def _target(self, target: cst.BaseExpression, *, delete: bool = False) -> None:
         for element in _flatten_targets(target):
@@ -2358,6 +2383,7 @@ class _Effects(cst.CSTVisitor):
         self.owners.append((first, classlike))
         self.derived.append({})
         self.copied.append({})
+        self._bind_defaults(params)  # `def g(d=D): d['z'] = 1` changes D whenever g runs
         self._depth += 1
         node.body.visit(self)
         self._depth -= 1
@@ -2373,6 +2399,9 @@ class _Effects(cst.CSTVisitor):
             if param.default is not None:  # defaults are evaluated now
                 param.default.visit(self)
         body = _Effects(immediate=False, bare=self.bare)  # the body runs whenever the lambda is called: maybe now
+        body.derived.append({})
+        body.copied.append({})
+        body._bind_defaults(node.params)  # `(lambda d=D: d.update(a=1))()` changes D
         node.body.visit(body)
         self.lambdas.append(
             (frozenset(body.changed), frozenset(body.passed), frozenset(body.rebound), (), frozenset(body.consumed))
@@ -2463,6 +2492,9 @@ class _Effects(cst.CSTVisitor):
         # `fn.__globals__[k]`; `inspect.getmodule(fn)` is the module itself
         if node.attr.value in _NAMESPACE_ATTRIBUTES:
             self.dynamic.append((node, f".{node.attr.value}"))
+        # a mutating method taken as a value is called out of sight: `map(D.append, xs)`, `f = D.update`
+        if node.attr.value in _MUTATING_METHODS:
+            self._changes(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         self.calls = True
@@ -2501,6 +2533,13 @@ class _Effects(cst.CSTVisitor):
                 "unsetenv",
             ):
                 self._changes(func.value, self.stores)  # `os.environ.setdefault(…)`, `sys.path.insert(…)`
+        if isinstance(func, cst.Call) and _dotted_or_none(func.func) == "getattr" and func.args:
+            # `getattr(D, 'update')(k=1)` calls a method of D, as `D.update(k=1)` does
+            got = _literal_string(func.args[1].value) if len(func.args) >= 2 else None
+            if got not in _READ_ONLY_METHODS:
+                self._changes(func.args[0].value)
+        if callee == "getattr" and len(node.args) >= 2 and _literal_string(node.args[1].value) in _MUTATING_METHODS:
+            self._changes(node.args[0].value)  # `m = getattr(D, 'append')`: called later
         if callee in ("setattr", "delattr") and node.args:
             self._changes(node.args[0].value)
             self._changes(node.args[0].value, self.stores)  # an attribute of it, as `b.ref = X` is

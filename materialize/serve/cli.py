@@ -234,6 +234,15 @@ def boot_check_cmd(obj: dict, plan_file: Path, pre: bool, log: Path | None) -> i
     if not plan_file.is_file():
         write(f"FAILED: {plan_file} is missing: the unit cannot know what it was installed to serve")
         return 1
+    import hashlib
+
+    # The unit names its plan by content (install.plan_path) and reads nothing else at boot: a plan edited
+    # there (a banner or a source digest dropped) would relax every later check. Its bytes name it.
+    digest = hashlib.sha256(plan_file.read_bytes()).hexdigest()
+    if plan_file.name != f"{digest}.json":
+        write(f"FAILED: {plan_file} is not the plan it names (its sha256 is {digest[:16]}...; edited after "
+              "installing?): run `materialize serve install` again; nothing was checked or started")
+        return 1
     plan = load_plan(plan_file)
     if pre:
         host = host_checks(plan)

@@ -100,6 +100,11 @@ CODE_SELECTING_VLLM_OPTIONS: dict[str, str] = {
         "--kv-transfer-config", "--ec-transfer-config")},
     **{o: "replaces the chat template the tool-call format was derived from" for o in (
         "--chat-template", "--tokenizer", "--hf-config-path")},
+    # The model's own code: Transformers' modeling code instead of vLLM's (the patched tree's), or another
+    # model class through the config's ``architectures``; the tokenizer's (mistral_common's chat handling).
+    "--model-impl": "runs another implementation of the model (e.g. Transformers' modeling code) than vLLM's",
+    "--hf-overrides": "overrides the model's config, whose `architectures` picks the model class that runs",
+    "--tokenizer-mode": "replaces the tokenizer and chat handling the tool-call format was derived from",
     # Another revision of the model repository than the one the format was derived from: its chat template
     # (``--revision`` also the tokenizer's when ``--tokenizer`` is not set; ``--code-revision`` its code).
     **{o: "serves another revision of the model repository, whose chat template the tool-call format was not "

@@ -42,6 +42,7 @@ HARDWARE = textwrap.dedent(
             "series_prefix": json.loads(os.environ["HW_PREFIXES"])[pos],
             "host": "sim", "time": "2026-11-29T12:00:00Z",
             "gates": [{"name": "stage3", "requests": int(requests), "failures": fails}],
+            "x_run": f"{pos}-{run}",  # two runs alike to the second are two runs
         }
         with open(os.environ["MATERIALIZE_LEDGER"], "a") as fh:
             fh.write(json.dumps(rec) + "\\n")

@@ -197,3 +197,46 @@ def test_a_run_that_gives_its_metric_in_two_units_stops_the_bisect(tmp_path: Pat
     (tmp_path / "own.jsonl").unlink()
     out = interpret(st, result(tmp_path, 0, '{"metric": "makespan", "value": 0.3, "unit": "s"}\n'))
     assert (out.samples, out.unit) == ([0.3], "s")
+
+
+def test_a_keeper_killed_by_a_signal_does_not_leave_its_gate_running_or_the_run_hanging(tmp_path: Path) -> None:
+    # The keeper (leader of the run's process group) ends the group when the command ends; killed
+    # itself (the OOM killer, a `kill -9` of the wrong pid), it could not: the gate and its children
+    # kept running, holding the output pipes, and `bisect run` waited on them (here 60 s) before it
+    # read "exit -9". The runner ends the group as soon as the keeper is gone.
+    import os
+    import signal
+    import time
+
+    from materialize.bisect.runner import run_task
+
+    sleeper = tmp_path / "sleeper.pid"
+    gate = tmp_path / "gate.py"
+    gate.write_text(
+        "import os, signal, subprocess, sys, time\n"
+        f"p = subprocess.Popen(['sleep', '60'])\nopen({str(sleeper)!r}, 'w').write(str(p.pid))\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)\n"
+    )
+    task = Task(0, Candidate(3, MID, tmp_path), [sys.executable, str(gate)], {}, tmp_path / "own.jsonl", timeout=120)
+    began = time.monotonic()
+    done = run_task(task)
+    assert time.monotonic() - began < 20
+    assert done.returncode == -signal.SIGKILL
+    pid = int(sleeper.read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the gate's child outlived its killed keeper")
+
+
+def test_a_broken_command_says_what_its_stderr_ended_with_or_that_it_was_empty(tmp_path: Path) -> None:
+    st = gate_state()
+    with pytest.raises(BisectError, match=r"exited 137 at position 3; .*broken\); stderr was empty$"):
+        interpret(st, result(tmp_path, 137))
+    with pytest.raises(BisectError, match=r"exited 126 .*; stderr ends: not executable$"):
+        interpret(st, result(tmp_path, 126, stderr="not executable\n"))

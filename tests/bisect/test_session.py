@@ -256,3 +256,15 @@ def test_each_step_says_why_it_runs_where_it_does() -> None:
     step = session.decide(flat)
     assert step.posterior is not None and step.posterior.p_none > step.posterior.best()[1]
     assert step.status == "run" and step.phase == "no-culprit", step.message
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.5])
+def test_a_sample_that_is_not_positive_is_refused_before_the_state_keeps_it(bad: float) -> None:
+    # was: kept, then every later command (status, run, replay) failed in the model with "metric
+    # samples must be positive" naming no sample, and numpy's log warning printed: a poisoned state
+    state = session.start(series="s", n_patches=4, good=0, bad=4, metric="makespan")
+    session.observe(state, 0, source="run", samples=[3.0])
+    with pytest.raises(BisectError, match=rf"position 2: metric 'makespan' sample {bad!r} .*positive"):
+        session.observe(state, 2, source="run", samples=[1.0, bad], unit="s")
+    assert len(state.observations) == 1 and state.unit is None
+    session.decide(state)

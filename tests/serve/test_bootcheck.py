@@ -160,3 +160,25 @@ def test_pre_check_refuses_a_start_whose_sources_were_edited(installed):
     assert pre.returncode == 1 and "edited" in pre.stdout and str(edited) in pre.stdout, pre.stdout
     bad = [c for c in verify(plan, url=None, unit_root=root) if not c.ok and c.name == "sources"]
     assert bad and "edited" in bad[0].detail, bad
+
+
+@pytest.mark.parametrize("edit", ["banners", "digests"])
+def test_an_installed_plan_edited_by_hand_fails_both_checks(installed, start_unit, edit):
+    """The unit names its plan by content (``plans/<sha256>.json``) and the boot checks read nothing
+    else: a plan edited there (its banners emptied: a patch that never engages passes; its digests
+    emptied of a source: an edited source runs) was trusted at every boot. Its bytes must hash to its name."""
+    data = process_profile(free_port(), enable=["0001-sdpa-streaming", "0002-prefix-prefill-trace"])
+    plan, root, fields = installed(data)
+    installed_plan = root / systemd_unquote(fields["ExecStartPost"])[5].lstrip("/")
+    doc = json.loads(installed_plan.read_text())
+    if edit == "banners":
+        doc["banners"] = [b for b in doc["banners"] if b["flag"] != "QWEN36_PREFIX_PREFILL_TRACE"]
+    else:
+        doc["digests"] = dict(list(doc["digests"].items())[:1])
+    installed_plan.write_text(json.dumps(doc))
+    pre = run_unit_command(fields["ExecStartPre"], root)
+    assert pre.returncode == 1 and "is not the plan it names" in pre.stdout, pre.stdout
+    start_unit(plan, root, fields, {"FAKE_VLLM_BANNERS": json.dumps(
+        {"QWEN36_SDPA_STREAMING": "QWEN36_SDPA_STREAMING engaged"})})
+    post = run_unit_command(fields["ExecStartPost"], root)
+    assert post.returncode == 1 and "is not the plan it names" in post.stdout, post.stdout

@@ -241,6 +241,10 @@ def test_container_name_is_a_docker_name(write_profile, series, name):
         (["--tokenizer_revision", "hermes-template"], "--tokenizer-revision"),
         (["--code-revision", "abc123"], "--code-revision"),
         (["--distributed-executor-backend", "mypkg.Executor"], "--distributed-executor-backend"),
+        # fail-open red team 17: the model's code and tokenizer chosen by an option nobody checked
+        (["--model-impl", "transformers"], "--model-impl"),  # Transformers' modeling code, not vLLM's
+        (["--hf-overrides", '{"architectures": ["LlamaForCausalLM"]}'], "--hf-overrides"),  # another model class
+        (["--tokenizer-mode", "mistral"], "--tokenizer-mode"),  # mistral_common's chat handling
     ],
 )
 def test_extra_args_that_select_code_are_refused(write_profile, series, extra, option):

@@ -225,10 +225,11 @@ def test_a_working_directory_that_would_shadow_the_plans_code_is_refused(write_p
         serve_up(dataclasses.replace(prep, plan=plan), log_dir=tmp_path / "logs", ledger_dir=None,
                  echo=lambda _: None)
     assert not (tmp_path / "logs").exists()  # nothing was started
-    plan_file = tmp_path / "plan.json"
+    plan_file = tmp_path / f"{plan.hash()}.json"  # named by its content, as the unit names it
     plan_file.write_text(plan.to_json())
     result = invoke("serve", "boot-check", "--pre", plan_file)
     assert result.return_value == 1 and "would shadow" in result.output
+    plan_file = tmp_path / f"{prep.plan.hash()}.json"
     plan_file.write_text(prep.plan.to_json())
     assert invoke("serve", "boot-check", "--pre", plan_file).return_value == 0
 
