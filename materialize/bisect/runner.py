@@ -387,7 +387,10 @@ def _from_stdout(state: BisectState, result: TaskResult) -> Outcome | None:
         except json.JSONDecodeError:
             continue  # not JSON: a log line
         except ValueError as exc:  # a key twice, NaN: ours if it names our gate or metric
-            loose = json.loads(line)
+            try:  # (read loosely: a number past Python's 4300 digits, which loads refused, as text)
+                loose = json.loads(line, parse_int=str)
+            except (ValueError, RecursionError):
+                loose = None
             if isinstance(loose, dict) and _names_ours(state, loose):
                 raise HarnessError(f"{_where(result)}: invalid result line {line[:200]!r}: {exc}{_tail(result)}") from None
             continue

@@ -17,6 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from materialize.atomic import read_json
+from materialize.errors import MaterializeError
+from materialize.output import MAX_MANIFEST
 from materialize.series import Series, load_series
 from materialize.serve import gates as gates_mod
 from materialize.serve import preflight
@@ -96,7 +99,13 @@ def prepare(profile_path: Path, *, materialize: bool = True, sources_dir: Path |
     manifest = out_dir = plugin_tree = m = None
     if manifest_dir is not None:
         out_dir = manifest_dir.resolve()
-        manifest = json.loads((out_dir / "manifest.json").read_text())
+        try:  # (an output folder is a checkout's: its manifest a link to /dev/zero, [[[... 100k deep)
+            manifest = read_json(out_dir / "manifest.json", MAX_MANIFEST)
+        except (OSError, ValueError) as exc:
+            raise MaterializeError(f"{out_dir / 'manifest.json'}: not a manifest of an output: "
+                                   f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not isinstance(manifest, dict):
+            raise MaterializeError(f"{out_dir / 'manifest.json'}: not a manifest of an output (not a JSON object)")
         from materialize.serve.names import find_vllm_target
         from materialize.tree import DirTree
 
