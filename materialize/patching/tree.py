@@ -248,16 +248,17 @@ def apply_to_tree(
         overlay = _Overlay(view)
         queue = _GnuQueue()
         disk = _GnuDisk(view) if not partial and any(fp.is_git for fp in patchset.files) else None
+        queue.checked = disk is not None
         try:
             for fp in patchset.files:
                 seen = disk.existence(fp, overlay) if disk is not None else None
                 outcome = _apply_section(overlay, fp, source, max_fuzz, reverse, partial, queue)
                 out.files.append(outcome)
                 if disk is not None and seen is not None:
-                    if outcome.ok:
-                        disk.section(outcome, seen, overlay, f"{source}:{fp.patch_line}")
-                    else:
-                        disk = None  # the patch fails (GNU's too, or loudly ours alone): nothing to compare
+                    # (a section that fails is checked too: where GNU read otherwise, it is refused)
+                    disk.section(outcome, seen, overlay, f"{source}:{fp.patch_line}")
+                    if not outcome.ok:
+                        disk = None  # the patch fails, GNU's too: nothing more to compare
             if disk is not None:
                 disk.adopt(overlay, source)
         except MaterializeError as exc:
@@ -311,6 +312,7 @@ class _GnuQueue:
         # of ``held``, what each file held on GNU's disk when its change was held back: a later copy reads
         # that, as GNU does (and git: a copy's hunks are against the source before the patch)
         self.original: dict[str, Content | None] = {}
+        self.checked = False  # a ``_GnuDisk`` follows the patch: it checks each section's inputs itself
 
     def below_doomed(self, overlay: _Overlay, path: str) -> str | None:
         """A file GNU still has on its disk where ``path`` needs a folder (None: there is none)."""
@@ -355,6 +357,8 @@ class _GnuQueue:
         elif (touched == [source] and (fp.is_copy or fp.is_rename) and source not in self.gone
               and source in self.original):
             pass  # GNU copies or renames the source on its disk, as it was before the patch (``copy_source``)
+        elif touched and self.checked:
+            pass  # GNU's own disk (``_GnuDisk``) checks what this section reads against GNU's, and refuses
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
             raise PatchApplyError(
@@ -489,15 +493,19 @@ class _GnuDisk:
         """GNU's steps for one section that applied; refused where its inputs differ from ours."""
         fp = outcome.fp
         outname = outcome.path
-        assert outname is not None
-        inname = outcome.source if outcome.source is not None else outname
         for name, present in seen.items():
             if self.exists_for_choice(name) != present:
                 self._diverged(where, name)
+        if outname is None:
+            return
+        inname = outcome.source if outcome.source is not None else outname
         self.start(fp, inname, outname)
+        if not outcome.ok and (outcome.result is None or not (fp.is_new or any(map(self.exists_for_choice, seen)))):
+            return  # it failed before reading anything, or GNU finds no file to patch either: on names that agree
         if self.read(inname) != outcome.before:
             self._diverged(where, inname)
-        self.write(fp, inname, outname, overlay.changes.get(outname))
+        if outcome.ok:
+            self.write(fp, inname, outname, overlay.changes.get(outname))
 
     @staticmethod
     def _diverged(where: str, name: str) -> None:

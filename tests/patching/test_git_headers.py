@@ -274,3 +274,20 @@ def test_every_pair_and_triple_of_git_sections_matches_gnu_or_is_refused(tree: i
         if mine != theirs:
             bad.append((combo, patch.decode(), mine, theirs))
     assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (0, 17),  # p changed, then q copied onto p
+    (0, 15),  # p changed, then q renamed onto p
+    (2, 15),  # p made executable, then q renamed onto p
+    (12, 3),  # q changed, then p renamed onto q
+    (1, 17),  # a mode-only section of p that changes nothing, then q copied onto p
+])
+def test_git_sections_gnu_reorders_apply_as_gnu_does(first: int, second: int) -> None:
+    """Refused as "written by an earlier section" until GNU's own disk was followed (``_GnuDisk``): each
+    reads what GNU reads, and GNU's order of writes gives the tree."""
+    tree = {"p.py": "100644", "q.py": "100644"}
+    patch = SECTIONS[first] + SECTIONS[second]
+    expected = gnu(tree, patch)
+    assert expected is not None
+    assert ours(tree, patch) == expected
