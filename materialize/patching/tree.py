@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from materialize.errors import MaterializeError, PatchApplyError, UnsafePathError
+from materialize.errors import MaterializeError, PatchApplyError, PatchFormatError, UnsafePathError
 from materialize.patching.apply import apply_file, creatable
 from materialize.patching.model import FilePatch, FileResult, PatchSet, split_lines
 from materialize.patching.parse import parse_patch
@@ -361,7 +361,7 @@ class _GnuQueue:
             pass  # GNU's own disk (``_GnuDisk``) checks what this section reads against GNU's, and refuses
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
-            raise PatchApplyError(
+            raise PatchFormatError(
                 f"{where}: {stale} was written by an earlier section of this git-style patch; GNU patch "
                 "(and so quilt) reads it here as it was before the patch, git as the earlier section left "
                 "it: split the patch before this section (one commit per patch file)")
@@ -509,7 +509,7 @@ class _GnuDisk:
 
     @staticmethod
     def _diverged(where: str, name: str) -> None:
-        raise PatchApplyError(
+        raise PatchFormatError(
             f"{where}: {name} was written by an earlier section of this git-style patch; GNU patch (and so "
             "quilt), which holds back and reorders such writes, reads it here otherwise than the sections "
             "before left it: split the patch before this section (one commit per patch file)")
