@@ -115,7 +115,7 @@ def test_git_headers_match_gnu_patch(tree: dict[str, str], sections: list[bytes]
     mine = ours(tree, patch, reverse)
     if mine == "refused":  # GNU reads a file as it was before the patch where git reads it as edited
         return
-    assert mine == gnu(tree, patch, reverse), patch.decode()
+    assert mine == gnu(tree, patch, reverse, quilt=True), patch.decode()
 
 
 def git_apply(tree: dict[str, str], patch: bytes) -> dict[str, tuple[bool, bytes]] | None:
@@ -229,7 +229,7 @@ def test_git_regions_with_garbage_match_gnu_patch(tree: dict[str, str], sections
     mine = ours(tree, patch, reverse)
     if mine == "refused":
         return
-    assert mine == gnu(tree, patch, reverse), patch.decode()
+    assert mine == gnu(tree, patch, reverse, quilt=True), patch.decode()
 
 
 def _kinds(p: str, q: str) -> list[bytes]:
