@@ -251,6 +251,7 @@ def apply_to_tree(
         queue.checked = disk is not None
         try:
             for fp in patchset.files:
+                queue.next_section(fp)
                 seen = disk.existence(fp, overlay) if disk is not None else None
                 outcome = _apply_section(overlay, fp, source, max_fuzz, reverse, partial, queue)
                 out.files.append(outcome)
@@ -306,9 +307,12 @@ class _GnuQueue:
         self.gone: set[str] = set()  # of those, files a rename has since removed from its disk
         # GNU deletes files (any section's deletion, a git rename's source) at the end of the patch only:
         # until then they stay on its disk, and nothing can be written below one ("Invalid file name");
-        # a plain section that creates or deletes a file a git section deleted reads it as it was.
+        # a plain section right after a git one (GNU writes out what it held back and stats its input
+        # again) that creates or deletes a file a section deleted reads it as it was.
         self.doomed: set[str] = set()
-        self.git_deleted: dict[str, Content] = {}
+        self.deleted_content: dict[str, Content] = {}
+        self.prev_git = False
+        self.restat = False  # this section is a plain one right after a git one
         # of ``held``, what each file held on GNU's disk when its change was held back: a later copy reads
         # that, as GNU does (and git: a copy's hunks are against the source before the patch)
         self.original: dict[str, Content | None] = {}
@@ -328,8 +332,13 @@ class _GnuQueue:
     def deleted(self, fp: FilePatch, path: str, before: Content | None) -> None:
         """``path`` was deleted by section ``fp`` (before: what it held)."""
         self.doomed.add(path)
-        if fp.is_git and before is not None:
-            self.git_deleted[path] = before
+        if before is not None:
+            self.deleted_content[path] = before
+
+    def next_section(self, fp: FilePatch) -> None:
+        """Called for every section, before it is applied (GNU's ``have_git_diff`` flips)."""
+        self.restat = self.prev_git and not fp.is_git
+        self.prev_git = fp.is_git
 
     def copy_source(self, fp: FilePatch, source: str) -> Content | None:
         """What a copy or rename section reads from ``source`` on GNU's disk when an earlier section of
@@ -623,10 +632,10 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     held = None
     if queue is not None and read_from is not None and read_from == old and (held := queue.copy_source(fp, old)):
         before = held  # GNU copies or renames the source as it was before this patch (and so does git)
-    if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
-            and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
+    if (before is None and queue is not None and queue.restat and (read_from or old) in queue.deleted_content
+            and (fp.is_delete or creatable(fp))):  # still on GNU's disk, and GNU stats it again: read as it was
         read_from = read_from or old
-        before = queue.git_deleted[read_from]  # type: ignore[index]
+        before = queue.deleted_content[read_from]  # type: ignore[index]
     # GNU's file type: the modes' (a section whose two modes are of two types changes none: git writes
     # a deletion and a creation for that), and the file it reads must be of that type: a symlink that a
     # section without a 120000 mode patches fails that file ("is not a regular file"), as in GNU, and
@@ -653,7 +662,7 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         # renames the file on its disk and writes the held-back change after the last section)
         overlay.changes[old] = None
         if queue is not None:
-            queue.deleted(fp, old, None)
+            queue.deleted(fp, old, before)
     if result.content is None:
         overlay.changes[dest] = None
         if queue is not None:

@@ -938,3 +938,21 @@ def test_a_section_that_changes_nothing_still_writes_out_what_gnu_held_back(tmp_
         sub = tmp_path / str(len(files))
         sub.mkdir()
         compare(sub, files, patch)
+
+
+_PLAIN_DEL = "--- a/{0}\n+++ /dev/null\n@@ -1 +0,0 @@\n-{0}\n"
+_GIT_NEW = "diff --git a/{0} b/{0}\nnew file mode 100644\n--- /dev/null\n+++ b/{0}\n@@ -0,0 +1 @@\n+n\n"
+_GIT_CHANGE = "diff --git a/{0} b/{0}\n--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-{0}\n+c\n"
+
+
+@pytest.mark.parametrize("middle", [_GIT_NEW.format("q"), _GIT_CHANGE.format("q"), _GIT_NEW.format("r")])
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_plain_deletion_repeated_after_a_git_section_reads_the_file_as_gnu(tmp_path: Path, middle: str,
+                                                                             direct: bool) -> None:
+    """Found by an enumeration of plain and git sections (every triple, both directions): p deleted by a
+    plain section, a git section, p deleted again. GNU deletes p at the end of the patch only, and the
+    plain section right after a git one makes it stat its input again: it finds p and deletes it again,
+    exit 0 (we failed the hunk, exit 1). With a plain section between, GNU finds no p and fails, as ours."""
+    between = "" if direct else "--- a/k\n+++ b/k\n@@ -1 +1 @@\n-k\n+K\n"
+    patch = (_PLAIN_DEL.format("p") + middle + between + _PLAIN_DEL.format("p")).encode()
+    compare(tmp_path, {"p": b"p\n", "q": b"q\n", "k": b"k\n"}, patch)
