@@ -247,9 +247,21 @@ def apply_to_tree(
         out = TreeApply(source, patchset)
         overlay = _Overlay(view)
         queue = _GnuQueue()
+        disk = _GnuDisk(view) if not partial and any(fp.is_git for fp in patchset.files) else None
+        queue.checked = disk is not None
         try:
             for fp in patchset.files:
-                out.files.append(_apply_section(overlay, fp, source, max_fuzz, reverse, partial, queue))
+                queue.next_section(fp)
+                seen = disk.existence(fp, overlay) if disk is not None else None
+                outcome = _apply_section(overlay, fp, source, max_fuzz, reverse, partial, queue)
+                out.files.append(outcome)
+                if disk is not None and seen is not None:
+                    # (a section that fails is checked too: where GNU read otherwise, it is refused)
+                    disk.section(outcome, seen, overlay, f"{source}:{fp.patch_line}")
+                    if not outcome.ok:
+                        disk = None  # the patch fails, GNU's too: nothing more to compare
+            if disk is not None:
+                disk.adopt(overlay, source)
         except MaterializeError as exc:
             out.error = exc
             out.changes = {}
@@ -295,12 +307,16 @@ class _GnuQueue:
         self.gone: set[str] = set()  # of those, files a rename has since removed from its disk
         # GNU deletes files (any section's deletion, a git rename's source) at the end of the patch only:
         # until then they stay on its disk, and nothing can be written below one ("Invalid file name");
-        # a plain section that creates or deletes a file a git section deleted reads it as it was.
+        # a plain section right after a git one (GNU writes out what it held back and stats its input
+        # again) that creates or deletes a file a section deleted reads it as it was.
         self.doomed: set[str] = set()
-        self.git_deleted: dict[str, Content] = {}
+        self.deleted_content: dict[str, Content] = {}
+        self.prev_git = False
+        self.restat = False  # this section is a plain one right after a git one
         # of ``held``, what each file held on GNU's disk when its change was held back: a later copy reads
         # that, as GNU does (and git: a copy's hunks are against the source before the patch)
         self.original: dict[str, Content | None] = {}
+        self.checked = False  # a ``_GnuDisk`` follows the patch: it checks each section's inputs itself
 
     def below_doomed(self, overlay: _Overlay, path: str) -> str | None:
         """A file GNU still has on its disk where ``path`` needs a folder (None: there is none)."""
@@ -316,8 +332,13 @@ class _GnuQueue:
     def deleted(self, fp: FilePatch, path: str, before: Content | None) -> None:
         """``path`` was deleted by section ``fp`` (before: what it held)."""
         self.doomed.add(path)
-        if fp.is_git and before is not None:
-            self.git_deleted[path] = before
+        if before is not None:
+            self.deleted_content[path] = before
+
+    def next_section(self, fp: FilePatch) -> None:
+        """Called for every section, before it is applied (GNU's ``have_git_diff`` flips)."""
+        self.restat = self.prev_git and not fp.is_git
+        self.prev_git = fp.is_git
 
     def copy_source(self, fp: FilePatch, source: str) -> Content | None:
         """What a copy or rename section reads from ``source`` on GNU's disk when an earlier section of
@@ -345,9 +366,11 @@ class _GnuQueue:
         elif (touched == [source] and (fp.is_copy or fp.is_rename) and source not in self.gone
               and source in self.original):
             pass  # GNU copies or renames the source on its disk, as it was before the patch (``copy_source``)
+        elif touched and self.checked:
+            pass  # GNU's own disk (``_GnuDisk``) checks what this section reads against GNU's, and refuses
         elif touched:  # reading held-back state (GNU's order of writing it out is its own): refused
             stale = touched[0]
-            raise PatchApplyError(
+            raise PatchFormatError(
                 f"{where}: {stale} was written by an earlier section of this git-style patch; GNU patch "
                 "(and so quilt) reads it here as it was before the patch, git as the earlier section left "
                 "it: split the patch before this section (one commit per patch file)")
@@ -361,6 +384,176 @@ class _GnuQueue:
             self.gone.add(out)
         if fp.is_rename and source in self.held:  # GNU removes a rename's source at once
             self.gone.add(source)
+
+
+class _GnuDisk:
+    """GNU patch 2.7's own disk, kept beside the sections applied in turn, for patches with git sections.
+
+    GNU keys its bookkeeping by inode (src/patch.c ``output_file``, util.c's file id table): at the start of
+    a git section it marks the output file's inode as having queued output, and writes out every queued
+    output first when that inode is marked already; a git section that modifies an existing file queues its
+    write (``output_file_later``) until then, the end of the patch, or the first plain section; a new file is
+    written at once; a deletion, and a rename's source, is remembered by inode (DELETE_LATER: no such file to
+    the name choice) and done at the end of the patch only if that inode was not overwritten meanwhile.
+    After a write-out GNU stats the file it reads again (``inerrno = -1``), and then sees a file waiting to be
+    deleted. Each section's inputs (which names exist, what the file read holds) are checked against what
+    the sections applied in turn saw: a disagreement is refused (``diverged``); when they all agree, the
+    disk's final state is GNU's tree, and it is the one taken."""
+
+    _DELETE_LATER, _OTHER = 1, 0
+
+    def __init__(self, view: TreeView) -> None:
+        self.view = view
+        self.names: dict[str, int | None] = {}  # name -> inode (None: not on the disk)
+        self.content: dict[int, Content] = {}
+        self.kind: dict[int, int] = {}  # inode -> _DELETE_LATER or not
+        self.queued: set[int] = set()  # inodes marked as having queued output
+        self.to_output: list[tuple[int, str]] = []
+        self.to_delete: list[tuple[str, int]] = []
+        self.have_git = False
+        self.reset = False  # GNU's inerrno = -1 for the current section: the file read is stat'ed again
+        self.next = 0
+
+    def _inode(self, name: str) -> int | None:
+        if name not in self.names:
+            found = self.view.get(name)
+            self.names[name] = self._new(found) if found is not None else None
+        return self.names[name]
+
+    def _new(self, content: Content) -> int:
+        self.next += 1
+        self.content[self.next] = content
+        return self.next
+
+    def get(self, name: str) -> Content | None:
+        inode = self._inode(name)
+        return None if inode is None else self.content[inode]
+
+    def exists_for_choice(self, name: str) -> bool:
+        inode = self._inode(name)
+        return inode is not None and self.kind.get(inode) != self._DELETE_LATER
+
+    def _move(self, inode: int, name: str) -> None:
+        old = self._inode(name)
+        if old is not None:
+            self.kind[old] = self._OTHER  # OVERWRITTEN: a deletion remembered for it no longer happens
+        self.names[name] = inode
+        self.kind[inode] = self._OTHER  # CREATED
+
+    def flush(self) -> None:
+        for inode, name in self.to_output:
+            self._move(inode, name)
+        self.to_output.clear()
+
+    def delete_later(self, name: str) -> None:
+        inode = self._inode(name)
+        if inode is not None:  # (GNU stats it; a missing one is a fatal error there)
+            self.to_delete.append((name, inode))
+            self.kind[inode] = self._DELETE_LATER
+
+    def finish(self) -> None:
+        self.flush()
+        for name, inode in self.to_delete:
+            if self.kind.get(inode) == self._DELETE_LATER:
+                self.names[name] = None
+
+    def start(self, fp: FilePatch, inname: str | None, outname: str) -> None:
+        """GNU's steps before it reads the section's input file."""
+        self.reset = False
+        if self.have_git != fp.is_git:
+            if self.have_git:
+                self.flush()
+                self.reset = True
+            self.have_git = fp.is_git
+        if not fp.is_git:
+            return
+        if inname == outname:
+            exists = self.exists_for_choice(outname) if not self.reset else self._inode(outname) is not None
+        else:
+            exists = self._inode(outname) is not None
+        if exists and self._inode(outname) in self.queued:
+            self.flush()
+            self.reset = True
+        inode = self._inode(outname)
+        if exists and inode is not None:
+            self.queued.add(inode)
+
+    def read(self, inname: str | None) -> Content | None:
+        """What GNU reads as the section's input (None: no such file)."""
+        if inname is None:
+            return None
+        return self.get(inname) if self.reset else self.get(inname) if self.exists_for_choice(inname) else None
+
+    def existence(self, fp: FilePatch, overlay: _Overlay) -> dict[str, bool] | None:
+        """Which of the section's names the sections applied in turn see (None: a name the section
+        will refuse, or the patch's own check does)."""
+        seen: dict[str, bool] = {}
+        for name in (fp.old_path, fp.new_path, fp.index_path):
+            if name is None or gnu_dangerous(name):
+                continue
+            try:
+                safe_relpath(name, origin="")
+            except MaterializeError:
+                return None
+            seen[name] = overlay.get(name) is not None
+        return seen
+
+    def section(self, outcome: FileOutcome, seen: dict[str, bool], overlay: _Overlay, where: str) -> None:
+        """GNU's steps for one section that applied; refused where its inputs differ from ours."""
+        fp = outcome.fp
+        outname = outcome.path
+        for name, present in seen.items():
+            if self.exists_for_choice(name) != present:
+                self._diverged(where, name)
+        if outname is None:
+            return
+        inname = outcome.source if outcome.source is not None else outname
+        self.start(fp, inname, outname)
+        if not outcome.ok and (outcome.result is None or not (fp.is_new or any(map(self.exists_for_choice, seen)))):
+            return  # it failed before reading anything, or GNU finds no file to patch either: on names that agree
+        if self.read(inname) != outcome.before:
+            self._diverged(where, inname)
+        if outcome.ok:
+            self.write(fp, inname, outname, overlay.changes.get(outname))
+
+    @staticmethod
+    def _diverged(where: str, name: str) -> None:
+        raise PatchFormatError(
+            f"{where}: {name} was written by an earlier section of this git-style patch; GNU patch (and so "
+            "quilt), which holds back and reorders such writes, reads it here otherwise than the sections "
+            "before left it: split the patch before this section (one commit per patch file)")
+
+    def adopt(self, overlay: _Overlay, source: str) -> None:
+        """At the end of the patch: GNU's tree, where it differs from the sections applied in turn, is the
+        one taken (every section read what GNU's read, so only the order of writes and deletions differs)."""
+        self.finish()
+        adopted = [name for name in self.names if self.get(name) != overlay.get(name)]
+        if not adopted:
+            return
+        for name in adopted:
+            overlay.changes[name] = self.get(name)
+        for name in adopted:
+            content = overlay.changes[name]
+            if content is not None:
+                _check_no_link_on_the_way(overlay, name, source)
+                if content[0] == SYMLINK:
+                    _check_link(overlay, name, content[1], source)
+
+    def write(self, fp: FilePatch, inname: str | None, outname: str, result: Content | None) -> None:
+        """GNU's steps after the section's hunks applied: ``result`` is what the file now holds."""
+        if result is None:
+            self.delete_later(outname)
+            return
+        set_mode = fp.new_mode is not None and fp.new_mode != fp.old_mode
+        if not (fp.hunks or set_mode or fp.is_copy or fp.is_rename):
+            return  # GNU replaces nothing when nothing changed
+        inode = self._new(result)
+        if fp.is_git and not fp.is_new:
+            self.to_output.append((inode, outname))
+        else:
+            self._move(inode, outname)
+        if fp.is_rename and inname is not None:
+            self.delete_later(inname)
 
 
 def _type_bits(mode: str | None) -> str:
@@ -404,10 +597,9 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         # GNU 2.7.6 patches the file in place (nothing is copied) and quilt pushes it: refusing it failed a
         # series quilt applies
         fp = fp._replace(is_copy=False)
-    if fp.is_rename and old is not None and old == new:
-        # GNU patches it in place too ("already renamed from a") but then takes the name as renamed away: a
-        # later section of the patch cannot find it. Not modelled: refused, loudly
-        raise PatchFormatError(f"{where}: renames {old} onto itself")
+    # a rename onto itself: GNU patches the file in place too ("already renamed from a") and remembers its
+    # inode for deletion, which its own held-back write then cancels; meanwhile a later section of the patch
+    # finds no such file (``_GnuDisk`` refuses one that reads it)
     already = False
     if fp.is_git and chosen is not None and old is not None and new is not None:
         # a rename or copy that reads its destination was "already renamed"; a section that is
@@ -440,10 +632,10 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
     held = None
     if queue is not None and read_from is not None and read_from == old and (held := queue.copy_source(fp, old)):
         before = held  # GNU copies or renames the source as it was before this patch (and so does git)
-    if (before is None and queue is not None and not fp.is_git and (read_from or old) in queue.git_deleted
-            and (fp.is_delete or creatable(fp))):  # still on GNU's disk: read as it was
+    if (before is None and queue is not None and queue.restat and (read_from or old) in queue.deleted_content
+            and (fp.is_delete or creatable(fp))):  # still on GNU's disk, and GNU stats it again: read as it was
         read_from = read_from or old
-        before = queue.git_deleted[read_from]  # type: ignore[index]
+        before = queue.deleted_content[read_from]  # type: ignore[index]
     # GNU's file type: the modes' (a section whose two modes are of two types changes none: git writes
     # a deletion and a creation for that), and the file it reads must be of that type: a symlink that a
     # section without a 120000 mode patches fails that file ("is not a regular file"), as in GNU, and
@@ -470,7 +662,7 @@ def _apply_section(overlay: _Overlay, fp: FilePatch, source: str, max_fuzz: int,
         # renames the file on its disk and writes the held-back change after the last section)
         overlay.changes[old] = None
         if queue is not None:
-            queue.deleted(fp, old, None)
+            queue.deleted(fp, old, before)
     if result.content is None:
         overlay.changes[dest] = None
         if queue is not None:

@@ -884,15 +884,12 @@ def test_leading_context_over_an_earlier_hunks_change_applies_as_gnu(tmp_path: P
 def test_a_git_copy_onto_itself_patches_the_file_in_place_as_gnu(tmp_path: Path, hunk: bytes, later: bytes) -> None:
     """`copy from a` / `copy to a` was refused ("copies a onto itself", exit 2) where GNU 2.7.6 patches a
     in place and quilt pushes it, a later section of the same patch included (found by the exactness red
-    team). A rename onto itself stays refused: GNU then takes the name as renamed away."""
+    team). A rename onto itself patches in place too (test below)."""
     patch = b"diff --git a/a b/a\ncopy from a\ncopy to a\n" + hunk + (later if hunk else b"")
     _result, files = compare(tmp_path, {"a": b"x\n", "b": b"b\n"}, patch)
     assert files["a"] == (b"z\n" if hunk and later else b"y\n" if hunk else b"x\n")
 
 
-@pytest.mark.xfail(strict=True, reason="known silent difference, not fixed yet: a mode-only section of p.py between "
-                   "its change and its git rename makes GNU write p.py's change before the rename reads it "
-                   "(q.py = changed p.py, p.py gone); ours keeps p.py and writes q.py")
 def test_a_rename_after_a_mode_only_section_of_a_changed_file_reads_it_as_gnu(tmp_path: Path) -> None:
     """Found by the git-headers soak (MATERIALIZE_SOAK=3000 tests/patching/test_git_headers.py)."""
     patch = (b"diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n@@ -1,2 +1,2 @@\n p.py\n-b\n+c\n"
@@ -901,3 +898,61 @@ def test_a_rename_after_a_mode_only_section_of_a_changed_file_reads_it_as_gnu(tm
              b"diff --git a/p.py b/q.py\nsimilarity index 100%\nrename from p.py\nrename to q.py\n")
     _result, files = compare(tmp_path, {"p.py": b"p.py\nb\n", "q.py": b"q.py\nb\n"}, patch)
     assert files == {"q.py": b"p.py\nc\n"}
+
+
+@pytest.mark.parametrize("hunk", [b"", b"--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n"])
+@pytest.mark.parametrize("files", [{"a": b"x\n"}, {"a": b"x\n", "b": b"b\n"}, {"b": b"b\n"}])
+def test_a_git_rename_onto_itself_patches_the_file_in_place_as_gnu(tmp_path: Path, hunk: bytes,
+                                                                   files: dict[str, bytes]) -> None:
+    """`rename from a` / `rename to a` was refused ("renames a onto itself", exit 2): GNU 2.7.6 patches a in
+    place ("already renamed from a") and quilt pushes it; with no a, GNU's "Cannot rename file without two
+    valid file names" fails it, and ours too."""
+    patch = b"diff --git a/a b/a\nsimilarity index 90%\nrename from a\nrename to a\n" + hunk
+    _result, out = compare(tmp_path, files, patch)
+    if "a" in files:
+        assert out["a"] == (b"y\n" if hunk else b"x\n")
+
+
+def test_a_section_after_a_rename_onto_itself_is_refused_where_gnu_finds_no_file() -> None:
+    """GNU takes a renamed onto itself as renamed away (its inode waits for deletion) until the end of the
+    patch: a later section of a fails there ("can't find file to patch", exit 1); ours is refused, naming it."""
+    patch = (b"diff --git a/a b/a\nrename from a\nrename to a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n"
+             b"diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-y\n+z\n")
+    result = apply_to_tree(DictView(_tree({"a": b"x\n"})), patch, source="t.patch", strip=1)
+    assert not result.ok and "t.patch:9: a was written by an earlier section" in str(result.error)
+
+
+@pytest.mark.parametrize("middle", [b"diff --git a/p.py b/p.py\nold mode 100644\nnew mode 100644\n",
+                                    b"diff --git a/p.py b/p.py\nindex 1111111..2222222 100644\n"])
+@pytest.mark.parametrize("first", [b"", b"diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n@@ -1,2 +1,2 @@\n p.py\n-b\n+c\n"])
+@pytest.mark.parametrize("last", [b"rename", b"copy"])
+def test_a_section_that_changes_nothing_still_writes_out_what_gnu_held_back(tmp_path: Path, middle: bytes,
+                                                                            first: bytes, last: bytes) -> None:
+    """The class of the silent difference above (the git-headers enumeration, every pair of sections):
+    a git section of p.py that changes nothing makes GNU write out what it held back (p.py's inode was
+    marked by the first), so the rename or copy after it reads and renames p.py as it is then; GNU's
+    tree, taken from its own disk's bookkeeping (by inode), is ours."""
+    patch = first + middle + (f"diff --git a/p.py b/q.py\nsimilarity index 100%\n{last.decode()} from p.py\n"
+                              f"{last.decode()} to q.py\n").encode()
+    for files in ({"p.py": b"p.py\nb\n"}, {"p.py": b"p.py\nb\n", "q.py": b"q.py\nb\n"}):
+        sub = tmp_path / str(len(files))
+        sub.mkdir()
+        compare(sub, files, patch)
+
+
+_PLAIN_DEL = "--- a/{0}\n+++ /dev/null\n@@ -1 +0,0 @@\n-{0}\n"
+_GIT_NEW = "diff --git a/{0} b/{0}\nnew file mode 100644\n--- /dev/null\n+++ b/{0}\n@@ -0,0 +1 @@\n+n\n"
+_GIT_CHANGE = "diff --git a/{0} b/{0}\n--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-{0}\n+c\n"
+
+
+@pytest.mark.parametrize("middle", [_GIT_NEW.format("q"), _GIT_CHANGE.format("q"), _GIT_NEW.format("r")])
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_plain_deletion_repeated_after_a_git_section_reads_the_file_as_gnu(tmp_path: Path, middle: str,
+                                                                             direct: bool) -> None:
+    """Found by an enumeration of plain and git sections (every triple, both directions): p deleted by a
+    plain section, a git section, p deleted again. GNU deletes p at the end of the patch only, and the
+    plain section right after a git one makes it stat its input again: it finds p and deletes it again,
+    exit 0 (we failed the hunk, exit 1). With a plain section between, GNU finds no p and fails, as ours."""
+    between = "" if direct else "--- a/k\n+++ b/k\n@@ -1 +1 @@\n-k\n+K\n"
+    patch = (_PLAIN_DEL.format("p") + middle + between + _PLAIN_DEL.format("p")).encode()
+    compare(tmp_path, {"p": b"p\n", "q": b"q\n", "k": b"k\n"}, patch)
