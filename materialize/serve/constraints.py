@@ -105,6 +105,9 @@ CODE_SELECTING_VLLM_OPTIONS: dict[str, str] = {
     "--model-impl": "runs another implementation of the model (e.g. Transformers' modeling code) than vLLM's",
     "--hf-overrides": "overrides the model's config, whose `architectures` picks the model class that runs",
     "--tokenizer-mode": "replaces the tokenizer and chat handling the tool-call format was derived from",
+    # A second model (a draft model, or a method's own weights) runs beside the served one (red team 17).
+    "--speculative-config": "runs a second (draft) model or method beside the served one: weights and code the "
+                            "profile does not name",
     # Another revision of the model repository than the one the format was derived from: its chat template
     # (``--revision`` also the tokenizer's when ``--tokenizer`` is not set; ``--code-revision`` its code).
     **{o: "serves another revision of the model repository, whose chat template the tool-call format was not "
@@ -636,6 +639,8 @@ def code_selecting_vllm_option(word: str, following: str | None = None) -> tuple
     hit = managed_option(name, frozenset(CODE_SELECTING_VLLM_OPTIONS))
     if hit:
         return hit, CODE_SELECTING_VLLM_OPTIONS[hit]
+    if managed_option(name, frozenset({"--load-format"})) and (value if eq else (following or "")) == "dummy":
+        return "--load-format", "serves random weights instead of the model's (load format 'dummy')"
     if managed_option(name, frozenset({"--distributed-executor-backend"})):
         value = value if eq else (following or "")
         if value not in EXECUTOR_BACKENDS:

@@ -245,6 +245,9 @@ def test_container_name_is_a_docker_name(write_profile, series, name):
         (["--model-impl", "transformers"], "--model-impl"),  # Transformers' modeling code, not vLLM's
         (["--hf-overrides", '{"architectures": ["LlamaForCausalLM"]}'], "--hf-overrides"),  # another model class
         (["--tokenizer-mode", "mistral"], "--tokenizer-mode"),  # mistral_common's chat handling
+        (["--speculative-config", '{"model": "other/draft", "num_speculative_tokens": 3}'], "--speculative-config"),
+        (["--load-format", "dummy"], "--load-format"),  # random weights
+        (["--load-format=dummy"], "--load-format"),
     ],
 )
 def test_extra_args_that_select_code_are_refused(write_profile, series, extra, option):
@@ -255,5 +258,5 @@ def test_extra_args_that_select_code_are_refused(write_profile, series, extra, o
 
 def test_extra_args_that_pick_a_built_in_executor_pass(write_profile, series):
     data = base_profile(vllm={"extra_args": ["--distributed-executor-backend", "mp", "--chat-template-content-format",
-                                             "string"]})
+                                             "string", "--load-format", "safetensors"]})
     assert violations(write_profile, series, data) == []
