@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from materialize.atomic import read_regular
+from materialize.atomic import read_json, read_regular
 from materialize.errors import MaterializeError, SeriesError, UpstreamError
 from materialize.series import MAX_FUZZ, MAX_STRIP, SeriesSpec, check_inside, patch_name
 from materialize.upstream import parse_spec
@@ -323,10 +323,10 @@ def _workspace_of(series_path: Path) -> Iterator[None]:
 
 def _records(meta: Path, series_path: Path) -> bool:
     """Whether the workspace in ``meta`` works from ``series_path`` (or says nothing else)."""
-    import json
+    from materialize.workspace.journal import RECORD_LIMIT
 
     try:  # a record of a checkout's work/ (a link to /dev/zero, a fifo, [[[... 100k deep) says nothing else
-        recorded = json.loads(read_regular(meta / "state.json", MAX_BYTES))["series"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        recorded = read_json(meta / "state.json", RECORD_LIMIT)["series"]
+    except (OSError, ValueError, KeyError, TypeError):
         return True
     return Path(recorded).resolve() == series_path.resolve()

@@ -187,9 +187,11 @@ class SourceIndex:
             self._keep("env", {**(kept if isinstance(kept, dict) else {}), **self._env})
         return self._env[name]
 
+    @cached_property
     def _kept_file(self):
         """``<cache>/serve-names/<key>.json``: the key hashes the trees and this module's own bytes,
-        so a change to how names are found never reads an older result."""
+        so a change to how names are found never reads an older result (computed once: each newly
+        found environment reader rewrites the file)."""
         import json
         from pathlib import Path
 
@@ -205,7 +207,7 @@ class SourceIndex:
             import json
 
             try:
-                kept = json.loads(self._kept_file().read_text("utf-8"))
+                kept = json.loads(self._kept_file.read_text("utf-8"))
             except (OSError, ValueError):
                 kept = {}
             self._kept = kept if isinstance(kept, dict) else {}
@@ -220,7 +222,7 @@ class SourceIndex:
 
         kept = {**self._kept_results(), part: value}
         self._kept = kept
-        path = self._kept_file()
+        path = self._kept_file
         with contextlib.suppress(OSError):
             path.parent.mkdir(exist_ok=True)
             atomic_write(path, json.dumps(kept, sort_keys=True).encode())

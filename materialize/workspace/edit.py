@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from materialize import digest
 from materialize.errors import MaterializeError, PatchApplyError, SeriesError
 from materialize.workspace.journal import Journal
-from materialize.workspace.stack import check_stack_matches, move_to, pushed
+from materialize.workspace.stack import check_stack_matches, edits_change_nothing, move_to, pushed
 from materialize.workspace.state import State, Workspace
 from materialize.workspace.trees import apply_one, trees_and_bases_at, trees_at
 
@@ -251,7 +251,7 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
     """
     changed = [p for p, record in zip(ws.series.patches, state.applied, strict=False)
                if p.name == record["name"] and record.get("sha256") not in (None, p.sha256())]
-    if changed and _edits_change_nothing(ws, state):
+    if changed and edits_change_nothing(ws, state):
         return False
     if entry in changed and not force:
         raise MaterializeError(
@@ -268,20 +268,6 @@ def check_unchanged_since_push(ws: Workspace, state: State, entry: PatchEntry, *
             f"applies the change; `pop --force` saves unrefreshed edits under {ws.meta / 'saved'}), or put the "
             "file back")
     return entry in changed
-
-
-def _edits_change_nothing(ws: Workspace, state: State) -> bool:
-    """Whether the applied patch files, as they are now, still give exactly the trees work/ was written
-    from (``state.trees``): then whatever was edited in them by hand (a description fixed in the file, as
-    quilt users do) changes no file, refresh keeps it (it regenerates below the file's own header) and
-    nothing it would write or record is the reverse of anything. Refusing that sent the user to pop, which
-    the unrefreshed edits block. After ``push -f`` the recorded tree is the one below the forced patch, so
-    this is False there, as it is whenever the series no longer applies."""
-    try:
-        trees = trees_at(ws.series, ws.store, state.position)
-    except MaterializeError:
-        return False
-    return all(trees.get(target) == tree for target, tree in state.trees.items())
 
 
 def _refuse_unrepaired_rejects(ws: Workspace, state: State, entry: PatchEntry) -> None:

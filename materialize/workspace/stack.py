@@ -153,6 +153,22 @@ def move_to(ws: Workspace, position: int, *, op: str, args: list[str], force: bo
     return MoveResult(position, top, saved, stopped, kept_pushed)
 
 
+def edits_change_nothing(ws: Workspace, state: State) -> bool:
+    """Whether the applied patch files, as they are now, still give exactly the trees work/ was written
+    from (``state.trees``): then whatever was edited in them by hand (a description fixed in the file, as
+    quilt users do) changes no file, refresh keeps it (it regenerates below the file's own header) and
+    nothing it would write or record is the reverse of anything. Refusing that sent the user to pop, which
+    the unrefreshed edits block. After ``push -f`` the recorded tree is the one below the forced patch, so
+    this is False there, as it is whenever the series no longer applies (or an edited file no longer parses)."""
+    from materialize.workspace.trees import trees_at
+
+    try:
+        trees = trees_at(ws.series, ws.store, state.position)
+    except MaterializeError:
+        return False
+    return all(trees.get(target) == tree for target, tree in state.trees.items())
+
+
 def keep_pushed_versions(ws: Workspace, state: State, position: int, trees: dict, op: str) -> str | None:
     """Before a move pops applied patches: when one's file was changed since it was pushed (edited by hand,
     emptied by a tool) in a way that changes files, work/ holds the last copy a user can reach of what was
@@ -170,15 +186,10 @@ def keep_pushed_versions(ws: Workspace, state: State, position: int, trees: dict
     changed = [p for p, record in zip(ws.series.patches[position:state.position], state.applied[position:],
                                       strict=False)
                if p.name == record.get("name") and record.get("sha256") not in (None, sha256(p))]
-    if not changed:
+    if not changed or edits_change_nothing(ws, state):  # (a description edited: nothing to keep)
         return None
-    from materialize.workspace.trees import trees_at
+    import shutil
 
-    try:
-        if all(trees_at(ws.series, ws.store, state.position).get(t) == tree for t, tree in state.trees.items()):
-            return None  # (a description edited: the files are what the patch files give)
-    except MaterializeError:
-        pass  # (the edited file no longer applies, or parses: keep)
     dest = None
     listing = []
     for target in sorted({p.target for p in changed}):
@@ -193,8 +204,6 @@ def keep_pushed_versions(ws: Workspace, state: State, position: int, trees: dict
             dest = dest or ws.saved_dir(op)
             out = dest / target / path
             out.parent.mkdir(parents=True, exist_ok=True)
-            import shutil
-
             shutil.copy2(found, out, follow_symlinks=False)
             listing.append(f"as-pushed\t{target}/{path}")
     if dest is None:

@@ -197,7 +197,7 @@ def test_what_the_trees_yield_is_kept_and_an_unchanged_materialization_is_planne
     table = first.cli_table()
     readers = {name: first.env_reader(name) for name in ("QWEN36_SDPA_STREAMING", "QWEN36_NOT_IN_ANY_TREE")}
     assert table["-tp"].name == "--tensor-parallel-size" and readers["QWEN36_SDPA_STREAMING"]
-    kept = first._kept_file()
+    kept = first._kept_file
     assert kept.is_file()
 
     again = index_for(store, prep.manifest)
